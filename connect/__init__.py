@@ -1,0 +1,1 @@
+"""Kafka Connect runtime (later issue)."""

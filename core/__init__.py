@@ -1,0 +1,1 @@
+"""The bundled Kafka-wire-compatible broker (KRaft combined mode)."""

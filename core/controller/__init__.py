@@ -1,0 +1,1 @@
+"""QuorumController: turns admin requests into metadata records, appends them to raft, replays them."""

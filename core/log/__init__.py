@@ -1,0 +1,1 @@
+"""Storage engine: LogSegment -> Log -> LogManager, indexes, checkpoints, recovery, retention, compaction."""

@@ -1,0 +1,1 @@
+"""MetadataImage/MetadataDelta built by replaying committed metadata records; publishers."""

@@ -1,0 +1,1 @@
+"""Request/response codecs on top of kio, API version table, error-code mapping."""

@@ -1,0 +1,1 @@
+"""KRaft: the replicated metadata log (single voter today), epochs, quorum state, snapshots."""

@@ -1,0 +1,1 @@
+"""ReplicaManager and Partition: leader/follower state, ISR, high watermark, acks handling."""

@@ -1,0 +1,1 @@
+"""Network layer: asyncio listener, framing, per-connection ordering, request dispatch, purgatory."""

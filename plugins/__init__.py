@@ -1,0 +1,1 @@
+"""pluggy hookspecs, the plugin manager and the built-in plugins."""

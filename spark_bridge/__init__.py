@@ -1,0 +1,1 @@
+"""PySpark Python data source for Kafka topics (later issue)."""

@@ -1,0 +1,1 @@
+"""Streams DSL with RocksDB state (later issue)."""

@@ -1,0 +1,1 @@
+"""Remote log manager and S3 RemoteStorageManager (later issue)."""
