@@ -1,0 +1,96 @@
+"""ReplicaManager: the partitions this broker hosts, driven by the metadata log.
+
+It is a metadata publisher: every committed metadata change arrives as a new image, and the
+manager creates logs for new partitions, applies leader/ISR changes, applies topic config
+changes and deletes the logs of deleted topics. Produce and fetch handlers go through it.
+Event-loop only; appends wake delayed fetches through the fetch purgatory.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from strom.core.config import BrokerConfig, LogConfig
+from strom.core.exceptions import UnknownTopicOrPartitionError
+from strom.core.replica.partition import AppendResult, Partition
+from strom.core.server.purgatory import Purgatory
+
+log = logging.getLogger(__name__)
+
+TOPIC_RESOURCE = 2
+
+
+class ReplicaManager:
+    """Owns every :class:`Partition` of this broker."""
+
+    def __init__(self, config: BrokerConfig, log_manager: Any) -> None:
+        self.config = config
+        self.log_manager = log_manager
+        self.node_id = config.node_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetch_purgatory = Purgatory("fetch")
+        self.produce_purgatory = Purgatory("produce")
+        self._topic_configs: dict[str, dict[str, str]] = {}
+
+    # -- metadata publisher -------------------------------------------------------------------
+
+    def on_metadata_update(self, delta: Any, image: Any) -> None:
+        """Reconcile hosted partitions with a newly committed metadata image."""
+        live: set[tuple[str, int]] = set()
+        for topic in image.topics.values():
+            overrides = dict(image.configs.get((TOPIC_RESOURCE, topic.name), {}))
+            config_changed = self._topic_configs.get(topic.name) != overrides
+            self._topic_configs[topic.name] = overrides
+            for index, reg in topic.partitions.items():
+                if self.node_id not in reg.replicas:
+                    continue
+                key = (topic.name, index)
+                live.add(key)
+                part = self.partitions.get(key)
+                if part is None or part.topic_id != topic.topic_id:
+                    if part is not None:  # same name, new topic id: the old topic was deleted
+                        self._drop(part)
+                    part = self._create(topic.name, index, topic.topic_id, overrides)
+                elif config_changed:
+                    part.log.update_config(self._log_config(overrides))
+                part.apply_registration(tuple(reg.replicas), tuple(reg.isr), reg.leader,
+                                        reg.leader_epoch, reg.partition_epoch)
+        for key in [k for k in self.partitions if k not in live]:
+            self._drop(self.partitions[key])
+        for name in [n for n in self._topic_configs if n not in image.topics]:
+            del self._topic_configs[name]
+
+    def _log_config(self, overrides: dict[str, str]) -> LogConfig:
+        return LogConfig.build(self.config, overrides)
+
+    def _create(self, topic: str, index: int, topic_id: uuid.UUID, overrides: dict[str, str]) -> Partition:
+        plog = self.log_manager.get_or_create_log(topic, index, topic_id, self._log_config(overrides))
+        part = Partition(topic, index, topic_id, plog, self.node_id)
+        self.partitions[part.key] = part
+        return part
+
+    def _drop(self, part: Partition) -> None:
+        log.info("deleting partition %s-%d", part.topic, part.index)
+        self.partitions.pop(part.key, None)
+        self.log_manager.delete_log(part.topic, part.index)
+        self.fetch_purgatory.check_and_complete(part.key)
+
+    # -- data path ----------------------------------------------------------------------------
+
+    def get_partition(self, topic: str, index: int) -> Partition:
+        part = self.partitions.get((topic, index))
+        if part is None:
+            raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
+        return part
+
+    def append_records(self, topic: str, index: int, records: bytes, required_acks: int) -> AppendResult:
+        part = self.get_partition(topic, index)
+        result = part.append_records_as_leader(records, required_acks)
+        self.fetch_purgatory.check_and_complete(part.key)
+        return result
+
+    def partitions_of(self, keys: Iterable[tuple[str, int]]) -> list[Partition | None]:
+        return [self.partitions.get(k) for k in keys]

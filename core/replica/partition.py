@@ -1,0 +1,146 @@
+"""One partition replica on this broker: its log, its role, ISR and high watermark.
+
+The structures are the replicated design's (leader epoch, partition epoch, replicas, ISR, the
+log end offsets of remote replicas, a high watermark that is the minimum log end offset over
+the ISR); with a single node the ISR is this broker alone, so the high watermark follows the
+log end offset at once. Used from the event loop only; the ``Log`` underneath has its own lock.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from strom.core.config import LogConfig
+from strom.core.exceptions import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
+from strom.core.records.validate import validate_produce_batches
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Partition:
+    """A replica of one topic-partition hosted by this broker."""
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Any, local_id: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.local_id = local_id
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        # Log end offsets of the other replicas, as learnt from their fetches (leader only).
+        self.remote_leos: dict[int, int] = {}
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
+
+    @property
+    def config(self) -> LogConfig:
+        return self.log.config  # type: ignore[no-any-return]
+
+    def apply_registration(self, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int,
+                           leader_epoch: int, partition_epoch: int) -> None:
+        """Take the partition's state from a committed metadata registration."""
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.remote_leos = {r: self.remote_leos.get(r, 0) for r in self.replicas if r != self.local_id}
+        if self.is_leader:
+            self.maybe_increment_high_watermark()
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's fencing of requests that carry a leader epoch (KIP-320)."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(f"epoch {current_leader_epoch} < current {self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(f"epoch {current_leader_epoch} > current {self.leader_epoch}")
+
+    # -- produce ------------------------------------------------------------------------------
+
+    def append_records_as_leader(self, records: bytes, required_acks: int) -> AppendResult:
+        """Validate and append a produce request's records for this partition."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_id} is not the leader of {self.topic}-{self.index}")
+        config = self.config
+        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"ISR {list(self.isr)} is smaller than min.insync.replicas={config.min_insync_replicas}")
+        now_ms = int(time.time() * 1000)
+        buf = bytearray(records)
+        batches = validate_produce_batches(
+            buf, max_batch_bytes=config.max_message_bytes, compacted=config.compact, now_ms=now_ms,
+            timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+            log_append_time=config.log_append_time)
+        info = self.log.append_as_leader(buf, batches, self.leader_epoch)
+        self.maybe_increment_high_watermark()
+        return AppendResult(info.first_offset, info.last_offset,
+                            info.log_append_time_ms if config.log_append_time else -1,
+                            self.log.log_start_offset)
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min log end offset over the ISR (this broker's LEO for itself)."""
+        leo = self.log.log_end_offset
+        candidates = [leo] + [self.remote_leos.get(r, 0) for r in self.isr if r != self.local_id]
+        new_hw = min(candidates)
+        if new_hw > self.log.high_watermark:
+            self.log.update_high_watermark(new_hw)
+            return True
+        return False
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    def read_records(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
+                     min_one_message: bool = True, isolation_level: int = 0) -> ReadResult:
+        """Read whole batches from ``fetch_offset``; consumers are bounded by the high watermark
+        (read_uncommitted) or the last stable offset (read_committed), followers by the LEO."""
+        log = self.log
+        hw = log.high_watermark
+        lso = self.last_stable_offset
+        max_offset = None if replica_id >= 0 else lso if isolation_level == 1 else hw
+        info = log.read(fetch_offset, max_bytes, max_offset, min_one_message)
+        return ReadResult(bytes(info.records), hw, lso, log.log_start_offset, log.log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No open transactions until the transactions issue: the LSO is the high watermark.
+        return self.log.high_watermark  # type: ignore[no-any-return]
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark  # type: ignore[no-any-return]

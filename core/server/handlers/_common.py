@@ -1,0 +1,60 @@
+"""Helpers shared by the API handlers: error mapping, authorization and quota calls."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+from strom.core.exceptions import ConfigError, KafkaError
+from strom.core.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+log = logging.getLogger("strom.core.server.handlers")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def error_of(exc: BaseException) -> tuple[int, str | None]:
+    """The Kafka error code and message a failed operation answers with."""
+    if isinstance(exc, KafkaError):
+        return int(exc.code), exc.message or None
+    if isinstance(exc, ConfigError):
+        return int(ErrorCode.invalid_config), str(exc)
+    log.error("unexpected error in a request handler", exc_info=exc)
+    return int(ErrorCode.unknown_server_error), f"{type(exc).__name__}: {exc}"
+
+
+def authorize_topics(broker: Broker, ctx: RequestContext, operation: str, topics: list[str]) -> set[str]:
+    """Ask the authorizer about ``operation`` on each topic; returns the denied ones."""
+    if not topics:
+        return set()
+    results = broker.authorize(ctx, operation, "TOPIC", topics)
+    return {t for t, ok in zip(topics, results, strict=True) if not ok}
+
+
+def authorize_cluster(broker: Broker, ctx: RequestContext, operation: str) -> bool:
+    return broker.authorize(ctx, operation, "CLUSTER", ["kafka-cluster"])[0]
+
+
+def throttle(broker: Broker, ctx: RequestContext, quota_type: str, value: float) -> int:
+    """Record ``value`` against the client's quota; the throttle time also mutes the channel."""
+    ms = broker.record_quota(ctx, quota_type, value)
+    if ms > ctx.throttle_ms:
+        ctx.throttle_ms = ms
+    return ms
+
+
+def response_throttle(broker: Broker, ctx: RequestContext) -> int:
+    """Request-rate quota, charged for every request that carries a throttle time."""
+    return max(ctx.throttle_ms, throttle(broker, ctx, "REQUEST", 1.0))
+
+
+def first(values: Any, *names: str, default: Any = None) -> Any:
+    """The first attribute of ``values`` among ``names`` that exists (fields move across versions)."""
+    for name in names:
+        if hasattr(values, name):
+            return getattr(values, name)
+    return default

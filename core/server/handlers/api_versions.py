@@ -1,0 +1,36 @@
+"""ApiVersions (key 18): the API ranges this broker implements, and its feature levels.
+
+An unknown request version is answered with UNSUPPORTED_VERSION in a v0 response that still
+lists the supported ranges, so the client can retry with a version both sides know.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 18
+VERSIONS = (0, 4)
+
+
+def build(broker: Broker, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+    m = response_messages(API_KEY, version)
+    keys = tuple(m.make("ApiVersion", api_key=k, min_version=lo, max_version=hi)
+                 for k, (lo, hi) in sorted(broker.api_versions().items()))
+    level, epoch = broker.metadata_version_level()
+    supported = (m.make("SupportedFeatureKey", name="metadata.version", min_version=1, max_version=level),)
+    finalized = (m.make("FinalizedFeatureKey", name="metadata.version", max_version_level=level,
+                        min_version_level=level),)
+    return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0,
+                  supported_features=supported, finalized_features_epoch=epoch,
+                  finalized_features=finalized)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    return build(broker, ctx.api_version)

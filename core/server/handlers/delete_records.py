@@ -1,0 +1,45 @@
+"""DeleteRecords (key 21): advance a partition's log start offset (its low watermark)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+from strom.core.exceptions import OffsetOutOfRangeError
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 21
+VERSIONS = (0, 2)
+HIGH_WATERMARK = -1  # offset -1 means "delete everything up to the high watermark"
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    denied = authorize_topics(broker, ctx, "DELETE", [t.name for t in request.topics])
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            low, code = -1, 0
+            if t.name in denied:
+                code = int(ErrorCode.topic_authorization_failed)
+            else:
+                try:
+                    part = broker.replica_manager.get_partition(t.name, p.partition_index)
+                    offset = part.high_watermark if p.offset == HIGH_WATERMARK else p.offset
+                    if offset < 0 or offset > part.high_watermark:
+                        raise OffsetOutOfRangeError(
+                            f"offset {p.offset} is outside [0, high watermark {part.high_watermark}]")
+                    part.log.maybe_increment_log_start_offset(offset)
+                    low = part.log.log_start_offset
+                except Exception as e:
+                    code = error_of(e)[0]
+            parts.append(m.make("DeleteRecordsPartitionResult", partition_index=p.partition_index,
+                                low_watermark=low, error_code=code))
+        topics.append(m.make("DeleteRecordsTopicResult", name=t.name, partitions=tuple(parts)))
+    return m.make("DeleteRecordsResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(topics))

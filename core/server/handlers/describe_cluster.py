@@ -1,0 +1,25 @@
+"""DescribeCluster (key 60): cluster id, controller and brokers (what AdminClient.describeCluster shows)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 60
+VERSIONS = (0, 1)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    brokers = tuple(m.make("DescribeClusterBroker", broker_id=node, host=host, port=port, rack=rack, is_fenced=False)
+                    for node, host, port, rack in broker.broker_endpoints(ctx.listener_name))
+    return m.make("DescribeClusterResponse", throttle_time=response_throttle(broker, ctx), error_code=0,
+                  error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
+                  controller_id=broker.controller_id(), brokers=brokers,
+                  cluster_authorized_operations=-2147483648)

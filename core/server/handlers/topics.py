@@ -1,0 +1,137 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): forwarded to the controller.
+
+The controller validates each topic, commits the metadata records and replays them before
+answering, so a topic created here is visible to the next Metadata request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
+from strom.core.server.handlers.configs import describe_topic
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class CreateTopics:
+    API_KEY = 19
+    VERSIONS = (2, 7)
+
+    @staticmethod
+    async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+        m = response_messages(19, ctx.api_version)
+        names = [t.name for t in request.topics]
+        may_create_all = authorize_cluster(broker, ctx, "CREATE")
+        denied = set() if may_create_all else authorize_topics(broker, ctx, "CREATE", names)
+        duplicates = {n for n in names if names.count(n) > 1}
+        wanted = []
+        for t in request.topics:
+            if t.name in denied or t.name in duplicates:
+                continue
+            wanted.append({
+                "name": t.name, "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
+                "assignments": {a.partition_index: list(a.broker_ids) for a in t.assignments},
+                "configs": {c.name: c.value for c in t.configs},
+            })
+        results = {r.name: r for r in await broker.metadata.controller.create_topics(
+            wanted, validate_only=bool(request.validate_only))} if wanted else {}
+        out = []
+        for t in request.topics:
+            if t.name in denied:
+                r = SimpleNamespace(error_code=int(ErrorCode.topic_authorization_failed), error_message=None)
+            elif t.name in duplicates:
+                r = SimpleNamespace(error_code=int(ErrorCode.invalid_request),
+                                    error_message=f"Create topics request from client `{ctx.client_id}` "
+                                                  f"contains multiple entries for the following topics: {t.name}")
+            else:
+                r = results[t.name]
+            configs: tuple[Any, ...] = ()
+            topic_id, partitions, rf = ZERO_UUID, -1, -1
+            if r.error_code == 0:
+                topic_id = getattr(r, "topic_id", None) or ZERO_UUID
+                partitions, rf = r.num_partitions, r.replication_factor
+                if t.name in broker.image.topics and ctx.api_version >= 5:
+                    configs = tuple(
+                        m.make("CreatableTopicConfigs", name=c.name, value=c.value, read_only=c.read_only,
+                               config_source=c.config_source, is_sensitive=c.is_sensitive)
+                        for c in describe_topic(broker, t.name, None, False, False,
+                                                response_messages(32, 4)))
+            out.append(m.make("CreatableTopicResult", name=t.name, topic_id=topic_id, error_code=r.error_code,
+                              error_message=r.error_message, topic_config_error_code=0,
+                              num_partitions=partitions, replication_factor=rf, configs=configs))
+        return m.make("CreateTopicsResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(out))
+
+
+class DeleteTopics:
+    API_KEY = 20
+    VERSIONS = (1, 6)
+
+    @staticmethod
+    async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+        m = response_messages(20, ctx.api_version)
+        image = broker.image
+        if ctx.api_version >= 6:
+            entries = [(t.name, t.topic_id) for t in request.topics]
+        else:
+            entries = [(n, None) for n in request.topic_names]
+        resolved: list[tuple[str | None, uuid.UUID | None, int, str | None]] = []
+        for name, topic_id in entries:
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                found = image.topics_by_id.get(topic_id)
+                if found is None:
+                    resolved.append((None, topic_id, int(ErrorCode.unknown_topic_id), None))
+                    continue
+                name = found.name
+            resolved.append((name, topic_id, 0, None))
+        names = [n for n, _, code, _ in resolved if code == 0 and n]
+        denied = authorize_topics(broker, ctx, "DELETE", names)
+        if not broker.config.delete_topic_enable:
+            results = {n: SimpleNamespace(error_code=int(ErrorCode.topic_deletion_disabled), error_message=None)
+                       for n in names}
+        else:
+            todo = [n for n in names if n not in denied]
+            results = {r.name: r for r in await broker.metadata.controller.delete_topics(todo)} if todo else {}
+        out = []
+        for name, topic_id, code, message in resolved:
+            tid = topic_id or ZERO_UUID
+            if code == 0 and name in denied:
+                code = int(ErrorCode.topic_authorization_failed)
+            elif code == 0 and name in results:
+                code, message = results[name].error_code, results[name].error_message
+                tid = getattr(results[name], "topic_id", None) or tid
+            out.append(m.make("DeletableTopicResult", name=name, topic_id=tid, error_code=code,
+                              error_message=message))
+        return m.make("DeleteTopicsResponse", throttle_time=response_throttle(broker, ctx), responses=tuple(out))
+
+
+class CreatePartitions:
+    API_KEY = 37
+    VERSIONS = (0, 3)
+
+    @staticmethod
+    async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+        m = response_messages(37, ctx.api_version)
+        names = [t.name for t in request.topics]
+        denied = authorize_topics(broker, ctx, "ALTER", names)
+        wanted = [{"name": t.name, "count": t.count,
+                   "assignments": [list(a.broker_ids) for a in t.assignments] if t.assignments else None}
+                  for t in request.topics if t.name not in denied]
+        results = {r.name: r for r in await broker.metadata.controller.create_partitions(
+            wanted, validate_only=bool(request.validate_only))} if wanted else {}
+        out = []
+        for t in request.topics:
+            if t.name in denied:
+                code, message = int(ErrorCode.topic_authorization_failed), None
+            else:
+                code, message = results[t.name].error_code, results[t.name].error_message
+            out.append(m.make("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))
+        return m.make("CreatePartitionsResponse", throttle_time=response_throttle(broker, ctx), results=tuple(out))
