@@ -120,8 +120,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, body_pos: i
         raise MalformedRequestError(
             f"cannot decode {request_class(header.api_key, header.api_version).__name__} "
             f"v{header.api_version}: {e}") from None
-    if pos + size != len(frame):
-        raise MalformedRequestError(f"{len(frame) - pos - size} trailing bytes after the request body")
+    # Like Kafka, bytes after the body are ignored (librdkafka's Metadata v12 carries some).
     return body
 
 

@@ -67,7 +67,9 @@ class ReplicaManager:
         return LogConfig.build(self.config, overrides)
 
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, overrides: dict[str, str]) -> Partition:
-        plog = self.log_manager.get_or_create_log(topic, index, topic_id, self._log_config(overrides))
+        config = self._log_config(overrides)
+        plog = self.log_manager.get_or_create_log(topic, index, topic_id, config)
+        plog.update_config(config)  # a log loaded at start-up got the broker defaults
         part = Partition(topic, index, topic_id, plog, self.node_id)
         self.partitions[part.key] = part
         return part

@@ -15,11 +15,13 @@ import logging
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from strom.core.config import BrokerConfig
+from strom.core.controller.quorum_controller import CreatableTopic
 from strom.core.log.manager import LogManager
 from strom.core.metadata.system import MetadataSystem
 from strom.core.protocol import codec
@@ -43,6 +45,8 @@ from strom.plugins.manager import get_plugin_manager, load_authorizer, load_quot
 log = logging.getLogger(__name__)
 
 MAINTENANCE_INTERVAL_S = 1.0
+# Kafka's SecurityProtocol ids, keyed by the listener names that default to them.
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class Broker:
@@ -62,6 +66,7 @@ class Broker:
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+        self.incarnation_id = uuid.uuid4()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -79,7 +84,9 @@ class Broker:
             self.listeners.append(listener)
         if not self.listeners:
             raise RuntimeError("no broker listener configured in 'listeners'")
-        await self.metadata.controller.register_broker(self.node_id, self.endpoints(), self.config.broker_rack)
+        endpoints = [(name, host, port, SECURITY_PROTOCOLS.get(name, 0)) for name, host, port in self.endpoints()]
+        await self.metadata.controller.register_broker(self.node_id, endpoints, self.config.broker_rack,
+                                                       self.incarnation_id)
         self._tasks.append(asyncio.create_task(self._maintenance_loop(), name="log-maintenance"))
 
     async def stop(self) -> None:
@@ -129,7 +136,9 @@ class Broker:
         return self.node_id
 
     def metadata_version_level(self) -> tuple[int, int]:
-        return self.metadata.metadata_version_level()  # type: ignore[no-any-return]
+        """(finalized metadata.version level, epoch of the features) for ApiVersions."""
+        image = self.image
+        return image.metadata_version, max(image.offset, 0)
 
     def broker_endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every registered broker on ``listener_name``."""
@@ -168,8 +177,7 @@ class Broker:
         """Create topics with the broker's defaults (Metadata auto-creation)."""
         if not names:
             return {}
-        results = await self.metadata.controller.create_topics(
-            [{"name": n, "num_partitions": -1, "replication_factor": -1, "configs": {}} for n in names])
+        results = await self.metadata.controller.create_topics([CreatableTopic(name=n) for n in names])
         return {r.name: r.error_code for r in results}
 
     # -- dispatch -----------------------------------------------------------------------------

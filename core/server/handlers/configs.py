@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 from strom.core.config import TOPIC_CONFIG_DEFS, format_config_value
+from strom.core.controller.quorum_controller import OP_SET, AlterConfigsResource
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import (
@@ -144,7 +145,7 @@ class _AlterBase:
     async def _answer(cls, broker: Broker, ctx: RequestContext, request: Any, results: list[Any],
                       denied: dict[tuple[int, str], int]) -> Any:
         m = response_messages(cls.API_KEY, ctx.api_version)
-        by_key = {(r.resource_type, r.resource_name): r for r in results}
+        by_key = {(r.resource_type, r.name): r for r in results}
         out = []
         for r in request.resources:
             key = (r.resource_type, r.resource_name)
@@ -178,8 +179,8 @@ class AlterConfigs(_AlterBase):
     @classmethod
     async def handle(cls, broker: Broker, ctx: RequestContext, request: Any) -> Any:
         denied = cls._denied(broker, ctx, request.resources)
-        wanted = [{"resource_type": r.resource_type, "resource_name": r.resource_name,
-                   "configs": {c.name: c.value for c in r.configs}}
+        wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
+                                       [(c.name, OP_SET, c.value) for c in r.configs])
                   for r in request.resources if (r.resource_type, r.resource_name) not in denied]
         results = await broker.metadata.controller.legacy_alter_configs(
             wanted, validate_only=bool(request.validate_only)) if wanted else []
@@ -195,8 +196,8 @@ class IncrementalAlterConfigs(_AlterBase):
     @classmethod
     async def handle(cls, broker: Broker, ctx: RequestContext, request: Any) -> Any:
         denied = cls._denied(broker, ctx, request.resources)
-        wanted = [{"resource_type": r.resource_type, "resource_name": r.resource_name,
-                   "ops": [(c.name, c.config_operation, c.value) for c in r.configs]}
+        wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
+                                       [(c.name, int(c.config_operation), c.value) for c in r.configs])
                   for r in request.resources if (r.resource_type, r.resource_name) not in denied]
         results = await broker.metadata.controller.incremental_alter_configs(
             wanted, validate_only=bool(request.validate_only)) if wanted else []

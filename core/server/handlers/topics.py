@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from strom.core.controller.quorum_controller import CreatableTopic, CreatePartitionsTopic
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
@@ -37,11 +38,10 @@ class CreateTopics:
         for t in request.topics:
             if t.name in denied or t.name in duplicates:
                 continue
-            wanted.append({
-                "name": t.name, "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
-                "assignments": {a.partition_index: list(a.broker_ids) for a in t.assignments},
-                "configs": {c.name: c.value for c in t.configs},
-            })
+            wanted.append(CreatableTopic(
+                name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
+                configs={c.name: c.value for c in t.configs}))
         results = {r.name: r for r in await broker.metadata.controller.create_topics(
             wanted, validate_only=bool(request.validate_only))} if wanted else {}
         out = []
@@ -122,9 +122,10 @@ class CreatePartitions:
         m = response_messages(37, ctx.api_version)
         names = [t.name for t in request.topics]
         denied = authorize_topics(broker, ctx, "ALTER", names)
-        wanted = [{"name": t.name, "count": t.count,
-                   "assignments": [list(a.broker_ids) for a in t.assignments] if t.assignments else None}
-                  for t in request.topics if t.name not in denied]
+        wanted = [CreatePartitionsTopic(
+            name=t.name, count=t.count,
+            assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
+            for t in request.topics if t.name not in denied]
         results = {r.name: r for r in await broker.metadata.controller.create_partitions(
             wanted, validate_only=bool(request.validate_only))} if wanted else {}
         out = []

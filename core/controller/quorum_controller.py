@@ -1,0 +1,470 @@
+"""QuorumController: admin requests → validated metadata records → raft append → replay.
+
+Every call runs on the broker's event loop and follows the same path: under the controller's
+lock, validate each item against the latest committed :class:`MetadataImage`, turn the valid
+items into records, append them as **one** batch (a request is atomic), await the raft commit
+(fsync off the loop), by which time the loader has replayed the batch and published the new
+image. Per-item failures are answered with Kafka's error codes and messages; they never fail
+the whole request.
+
+Entry points: :meth:`create_topics`, :meth:`delete_topics`, :meth:`create_partitions`,
+:meth:`incremental_alter_configs`, :meth:`legacy_alter_configs`, :meth:`register_broker`,
+:meth:`allocate_producer_ids`. Single node today: a partition's replicas are chosen round-robin
+from the registered brokers (so one broker gives replicas=isr=[node], leader=node, epoch 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+from strom.core.config import TOPIC_CONFIGS, BrokerConfig, format_config_value, parse_topic_config
+from strom.core.exceptions import ConfigError, KafkaError, for_code
+from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from strom.core.metadata.loader import MetadataLoader
+from strom.core.metadata.records import (
+    BrokerEndpoint,
+    ConfigRecord,
+    Message,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    encode_record,
+)
+from strom.core.raft.client import RaftClient
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+PRODUCER_ID_BLOCK_SIZE = 1000
+# Uuid values Kafka never hands out: ZERO and the metadata topic's id (1).
+ZERO_UUID = uuid.UUID(int=0)
+_RESERVED_IDS = (ZERO_UUID, uuid.UUID(int=1))
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _err(code: ErrorCode, message: str) -> KafkaError:
+    return for_code(code)(message)
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``; raises INVALID_TOPIC_EXCEPTION with Kafka's wording."""
+    if not name:
+        raise _err(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise _err(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise _err(ErrorCode.invalid_topic_exception,
+                   f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+                   f"topic name: {name}")
+    if not _LEGAL_TOPIC.match(name):
+        raise _err(ErrorCode.invalid_topic_exception,
+                   f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+                   "alphanumerics, '.', '_' and '-'")
+
+
+def unify_collision_chars(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def new_topic_id() -> uuid.UUID:
+    while True:
+        tid = uuid.UUID(bytes=os.urandom(16))
+        # Kafka's Uuid.randomUuid avoids ids whose string form starts with '-'.
+        if tid not in _RESERVED_IDS and (tid.bytes[0] >> 2) != 62:
+            return tid
+
+
+# -- request / result shapes --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CreateTopicResult:
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)  # effective values (overrides + defaults)
+
+
+@dataclass(slots=True)
+class DeleteTopicResult:
+    name: str | None
+    topic_id: uuid.UUID
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None  # replicas of each *new* partition
+
+
+@dataclass(slots=True)
+class ItemResult:
+    """Result for one topic / resource of a request."""
+
+    name: str
+    error_code: int = 0
+    error_message: str | None = None
+    resource_type: int = TOPIC_RESOURCE
+
+
+@dataclass(slots=True)
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    # Incremental: (key, op, value) with op SET/DELETE/APPEND/SUBTRACT. Legacy: (key, OP_SET, value).
+    ops: Sequence[tuple[str, int, str | None]]
+
+
+def _fail(result: CreateTopicResult | DeleteTopicResult | ItemResult, e: KafkaError) -> None:
+    result.error_code = e.errno
+    result.error_message = e.message or None
+
+
+# -- the controller ----------------------------------------------------------------------------
+
+
+class QuorumController:
+    """The active controller of a single-voter quorum."""
+
+    def __init__(self, config: BrokerConfig, raft: RaftClient, loader: MetadataLoader) -> None:
+        self.config = config
+        self.raft = raft
+        self.loader = loader
+        self._lock = asyncio.Lock()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    async def _commit(self, records: Sequence[Message]) -> int:
+        return await self.raft.append([encode_record(r) for r in records])
+
+    async def activate(self, bootstrap: Sequence[Message]) -> None:
+        """On becoming active with an empty log: write the bootstrap records (metadata.version)."""
+        async with self._lock:
+            if self.image.metadata_version == 0 and bootstrap:
+                await self._commit(bootstrap)
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def _assign(self, image: MetadataImage, num_partitions: int, rf: int,
+                start: int = 0) -> list[list[int]]:
+        brokers = sorted(b for b, reg in image.brokers.items() if not reg.fenced)
+        if rf > len(brokers):
+            raise _err(ErrorCode.invalid_replication_factor,
+                       f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+                       f"{rf} cannot be reached because only {len(brokers)} broker(s) are registered.")
+        return [[brokers[(p + i) % len(brokers)] for i in range(rf)]
+                for p in range(start, start + num_partitions)]
+
+    def _check_assignment(self, image: MetadataImage, replicas: Sequence[int], what: str) -> None:
+        if not replicas:
+            raise _err(ErrorCode.invalid_replica_assignment, f"{what} has an empty replica list.")
+        if len(set(replicas)) != len(replicas):
+            raise _err(ErrorCode.invalid_replica_assignment, f"{what} has duplicate replicas: {list(replicas)}.")
+        for b in replicas:
+            if b not in image.brokers:
+                raise _err(ErrorCode.invalid_replica_assignment,
+                           f"{what} contains broker {b}, which is not registered.")
+
+    def _validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in configs.items():
+            if value is None:
+                raise _err(ErrorCode.invalid_config, f"Null value not supported for topic configs: {key}")
+            try:
+                out[key] = format_config_value(parse_topic_config(key, value))
+            except ConfigError as e:
+                raise _err(ErrorCode.invalid_config, str(e)) from None
+        return out
+
+    def _effective_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
+        values = {**self.config.topic_defaults(), **overrides}
+        return {k: format_config_value(v) for k, v in values.items()}
+
+    async def create_topics(self, topics: Sequence[CreatableTopic], *,
+                            validate_only: bool = False) -> list[CreateTopicResult]:
+        async with self._lock:
+            image = self.image
+            results: list[CreateTopicResult] = []
+            records: list[Message] = []
+            counts: dict[str, int] = {}
+            for t in topics:
+                counts[t.name] = counts.get(t.name, 0) + 1
+            seen_unified = {unify_collision_chars(n): n for n in image.topics}
+            for t in topics:
+                result = CreateTopicResult(t.name)
+                results.append(result)
+                try:
+                    if counts[t.name] > 1:
+                        raise _err(ErrorCode.invalid_request, "Duplicate topic name.")
+                    records.extend(self._create_one(image, t, result, seen_unified))
+                except KafkaError as e:
+                    _fail(result, e)
+            if records and not validate_only:
+                await self._commit(records)
+            if validate_only:
+                for r in results:
+                    r.topic_id = uuid.UUID(int=0)
+            return results
+
+    def _create_one(self, image: MetadataImage, t: CreatableTopic, result: CreateTopicResult,
+                    seen_unified: dict[str, str]) -> list[Message]:
+        validate_topic_name(t.name)
+        if t.name in image.topics:
+            raise _err(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+        other = seen_unified.get(unify_collision_chars(t.name))
+        if other is not None and other != t.name:
+            raise _err(ErrorCode.invalid_topic_exception, f"Topic '{t.name}' collides with existing topic: {other}")
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                raise _err(ErrorCode.invalid_request, "A manual partition assignment was specified, but "
+                           "numPartitions or replicationFactor was not set to -1.")
+            ids = sorted(t.assignments)
+            if ids != list(range(len(ids))):
+                raise _err(ErrorCode.invalid_replica_assignment,
+                           "partitions should be a consecutive 0-based integer sequence")
+            assignment = [list(t.assignments[p]) for p in ids]
+            for p, replicas in enumerate(assignment):
+                self._check_assignment(image, replicas, f"The manual partition assignment for partition {p}")
+            if len({len(r) for r in assignment}) != 1:
+                raise _err(ErrorCode.invalid_replica_assignment,
+                           "All partitions should have the same number of replicas.")
+        else:
+            n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+            rf = self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            if n <= 0:
+                raise _err(ErrorCode.invalid_partitions,
+                           "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                raise _err(ErrorCode.invalid_replication_factor,
+                           "Replication factor must be larger than 0, or -1 to use the default value.")
+            assignment = self._assign(image, n, rf)
+        overrides = self._validate_topic_configs(t.configs)
+        topic_id = new_topic_id()
+        seen_unified[unify_collision_chars(t.name)] = t.name
+        result.topic_id = topic_id
+        result.num_partitions = len(assignment)
+        result.replication_factor = len(assignment[0])
+        result.configs = self._effective_configs(overrides)
+        out: list[Message] = [TopicRecord(t.name, topic_id)]
+        for key, value in sorted(overrides.items()):
+            out.append(ConfigRecord(TOPIC_RESOURCE, t.name, key, value))
+        for p, replicas in enumerate(assignment):
+            out.append(PartitionRecord(partition_id=p, topic_id=topic_id, replicas=replicas, isr=list(replicas),
+                                       leader=replicas[0], leader_epoch=0, partition_epoch=0,
+                                       directories=[uuid.UUID(int=0)] * len(replicas)))
+        return out
+
+    async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
+        """Delete topics given by name or by topic id."""
+        async with self._lock:
+            image = self.image
+            results: list[DeleteTopicResult] = []
+            records: list[Message] = []
+            removed: set[uuid.UUID] = set()
+            for ref in topics:
+                by_name = isinstance(ref, str)
+                t = image.topic(ref) if isinstance(ref, str) else image.topic_by_id(ref)
+                result = DeleteTopicResult(ref if isinstance(ref, str) else (t.name if t else None),
+                                           t.topic_id if t else (ref if isinstance(ref, uuid.UUID)
+                                                                 else uuid.UUID(int=0)))
+                results.append(result)
+                try:
+                    if not self.config.delete_topic_enable:
+                        raise _err(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+                    if t is None:
+                        if by_name:
+                            raise _err(ErrorCode.unknown_topic_or_partition,
+                                       "This server does not host this topic-partition.")
+                        raise _err(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+                    if t.topic_id not in removed:
+                        removed.add(t.topic_id)
+                        records.append(RemoveTopicRecord(t.topic_id))
+                except KafkaError as e:
+                    _fail(result, e)
+            if records:
+                await self._commit(records)
+            return results
+
+    async def create_partitions(self, topics: Sequence[CreatePartitionsTopic], *,
+                                validate_only: bool = False) -> list[ItemResult]:
+        async with self._lock:
+            image = self.image
+            results: list[ItemResult] = []
+            records: list[Message] = []
+            for req in topics:
+                result = ItemResult(req.name)
+                results.append(result)
+                try:
+                    records.extend(self._create_partitions_one(image, req))
+                except KafkaError as e:
+                    _fail(result, e)
+            if records and not validate_only:
+                await self._commit(records)
+            return results
+
+    def _create_partitions_one(self, image: MetadataImage, req: CreatePartitionsTopic) -> list[Message]:
+        t = image.topic(req.name)
+        if t is None:
+            raise _err(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        current = len(t.partitions)
+        if req.count < current:
+            raise _err(ErrorCode.invalid_partitions,
+                       f"The topic {req.name} currently has {current} partition(s); {req.count} would not "
+                       "be an increase.")
+        if req.count == current:
+            raise _err(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+        added = req.count - current
+        rf = len(t.partitions[0].replicas) if t.partitions else 1
+        if req.assignments is not None:
+            if len(req.assignments) != added:
+                raise _err(ErrorCode.invalid_replica_assignment,
+                           f"Attempted to add {added} additional partition(s), but only "
+                           f"{len(req.assignments)} assignment(s) were specified.")
+            assignment = [list(a) for a in req.assignments]
+            for i, replicas in enumerate(assignment):
+                self._check_assignment(image, replicas, f"The manual partition assignment for partition "
+                                                        f"{current + i}")
+        else:
+            assignment = self._assign(image, added, rf, start=current)
+        return [PartitionRecord(partition_id=current + i, topic_id=t.topic_id, replicas=r, isr=list(r),
+                                leader=r[0], leader_epoch=0, partition_epoch=0,
+                                directories=[uuid.UUID(int=0)] * len(r))
+                for i, r in enumerate(assignment)]
+
+    # -- configs -------------------------------------------------------------------------------
+
+    async def incremental_alter_configs(self, resources: Sequence[AlterConfigsResource], *,
+                                        validate_only: bool = False) -> list[ItemResult]:
+        return await self._alter_configs(resources, validate_only=validate_only, legacy=False)
+
+    async def legacy_alter_configs(self, resources: Sequence[AlterConfigsResource], *,
+                                   validate_only: bool = False) -> list[ItemResult]:
+        """AlterConfigs: the given keys become the resource's whole configuration."""
+        return await self._alter_configs(resources, validate_only=validate_only, legacy=True)
+
+    async def _alter_configs(self, resources: Sequence[AlterConfigsResource], *, validate_only: bool,
+                             legacy: bool) -> list[ItemResult]:
+        async with self._lock:
+            image = self.image
+            results: list[ItemResult] = []
+            records: list[Message] = []
+            for res in resources:
+                result = ItemResult(res.resource_name, resource_type=res.resource_type)
+                results.append(result)
+                try:
+                    records.extend(self._alter_one(image, res, legacy))
+                except KafkaError as e:
+                    _fail(result, e)
+            if records and not validate_only:
+                await self._commit(records)
+            return results
+
+    def _alter_one(self, image: MetadataImage, res: AlterConfigsResource, legacy: bool) -> list[Message]:
+        rtype, name = res.resource_type, res.resource_name
+        if rtype == TOPIC_RESOURCE:
+            if image.topic(name) is None:
+                raise _err(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        elif rtype == BROKER_RESOURCE:
+            if name and not name.isdigit():
+                raise _err(ErrorCode.invalid_request, f"Illegal broker name {name!r}: not an integer.")
+        else:
+            raise _err(ErrorCode.invalid_request, f"Unsupported resource type {rtype}.")
+        current = dict(image.resource_configs(rtype, name))
+        new = {} if legacy else dict(current)
+        for key, op, value in res.ops:
+            if rtype == BROKER_RESOURCE and key not in _BROKER_KEYS:
+                raise _err(ErrorCode.invalid_config, f"Unknown broker config name: {key}")
+            if rtype == TOPIC_RESOURCE and key not in TOPIC_CONFIGS:
+                raise _err(ErrorCode.invalid_config, str(ConfigError(key, value, "", unknown=True)))
+            if op == OP_SET:
+                if value is None:
+                    raise _err(ErrorCode.invalid_request, f"Null value not supported for : {key}")
+                new[key] = value
+            elif op == OP_DELETE:
+                new.pop(key, None)
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                if rtype != TOPIC_RESOURCE or TOPIC_CONFIGS[key].type != "LIST":
+                    verb = "append" if op == OP_APPEND else "subtract"
+                    raise _err(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {key}")
+                base = new.get(key)
+                if base is None:
+                    base = format_config_value(self.config.topic_defaults()[key])
+                items = [p for p in base.split(",") if p]
+                given = [p.strip() for p in (value or "").split(",") if p.strip()]
+                if op == OP_APPEND:
+                    items += [g for g in given if g not in items]
+                else:
+                    items = [i for i in items if i not in given]
+                new[key] = ",".join(items)
+            else:
+                raise _err(ErrorCode.invalid_request, f"Unknown alter config operation {op}.")
+        if rtype == TOPIC_RESOURCE:
+            new = self._validate_topic_configs(new)
+        out: list[Message] = []
+        for key in sorted(set(current) | set(new)):
+            if key not in new:
+                out.append(ConfigRecord(rtype, name, key, None))
+            elif current.get(key) != new[key]:
+                out.append(ConfigRecord(rtype, name, key, new[key]))
+        return out
+
+    # -- brokers and producer ids -------------------------------------------------------------
+
+    async def register_broker(self, node_id: int, endpoints: Sequence[tuple[str, str, int, int]],
+                              rack: str | None, incarnation_id: uuid.UUID) -> int:
+        """Register (or re-register) a broker; returns its broker epoch (the record's offset).
+
+        ``endpoints`` are (listener name, host, port, security protocol id). With no broker
+        heartbeats yet, the registration is written unfenced.
+        """
+        async with self._lock:
+            existing = self.image.broker(node_id)
+            if existing is not None and existing.incarnation_id == incarnation_id:
+                return existing.epoch
+            epoch = self.raft.end_offset
+            record = RegisterBrokerRecord(
+                broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
+                end_points=[BrokerEndpoint(n, h, p, sp) for n, h, p, sp in endpoints], rack=rack, fenced=False)
+            await self._commit([record])
+            return epoch
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, int]:
+        """Hand out the next block of producer ids: (first id, block size)."""
+        async with self._lock:
+            broker = self.image.broker(broker_id)
+            if broker is None:
+                raise _err(ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered.")
+            if broker_epoch != -1 and broker.epoch != broker_epoch:
+                raise _err(ErrorCode.stale_broker_epoch,
+                           f"Expected broker epoch {broker.epoch}, but got {broker_epoch}.")
+            first = self.image.next_producer_id
+            await self._commit([ProducerIdsRecord(broker_id, broker_epoch, first + PRODUCER_ID_BLOCK_SIZE)])
+            return first, PRODUCER_ID_BLOCK_SIZE
+
+
+_BROKER_KEYS = frozenset(f.alias for f in BrokerConfig.model_fields.values() if f.alias)

@@ -1,0 +1,388 @@
+"""A segment's sidecar indexes: OffsetIndex (.index), TimeIndex (.timeindex), TransactionIndex (.txnindex).
+
+Formats are Kafka's, big endian:
+
+* ``.index``: 8-byte entries ``(relative_offset int32, position int32)``: the last offset of a
+  batch (relative to the segment's base offset) -> byte position of that batch in the ``.log``.
+* ``.timeindex``: 12-byte entries ``(timestamp int64, relative_offset int32)``: the largest
+  timestamp seen so far -> the offset of the batch that carried it.
+* ``.txnindex``: 34-byte entries ``(version int16, producer_id int64, first_offset int64,
+  last_offset int64, last_stable_offset int64)``: one per aborted transaction.
+
+Both sparse indexes are **memory-mapped**, as in Kafka: the file is preallocated to
+``segment.index.bytes`` (a sparse file, so no disk is used for the empty tail), appends are
+plain memory stores and a lookup is a binary search with ``struct.unpack_from`` over the map,
+without one syscall per probe. On roll / close the file is trimmed to its entries so a
+reopened index knows its length from the file size. The transaction index is append-rare and
+read-rare, so it uses plain file I/O.
+
+Thread-safety: none of these classes is thread-safe. Only :class:`~strom.core.log.log.Log`
+touches them, under its lock.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+from strom.core.exceptions import BrokerError
+
+INT32_MAX = 2**31 - 1
+
+
+class CorruptIndexError(BrokerError):
+    """An index file fails a sanity check; the caller rebuilds it from the log."""
+
+
+class IndexOffsetError(BrokerError):
+    """An append would break the index's ordering (a bug in the caller, as in Kafka)."""
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class _MappedIndex:
+    """Shared machinery of the fixed-entry-size, memory-mapped indexes."""
+
+    ENTRY_SIZE: ClassVar[int]
+    _struct: ClassVar[struct.Struct]
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._map: mmap.mmap | None = None
+        path.touch(exist_ok=True)
+        size = path.stat().st_size
+        self._corrupt_size = size % self.ENTRY_SIZE != 0
+        if size == 0:
+            self._entries = 0
+            self._resize_file(self._round(max_index_size))
+        else:
+            self._entries = size // self.ENTRY_SIZE
+            self._resize_file(size)
+
+    # -- file / map management ----------------------------------------------------------------
+
+    def _round(self, n: int) -> int:
+        return max(n // self.ENTRY_SIZE * self.ENTRY_SIZE, 0)
+
+    def _resize_file(self, size: int) -> None:
+        # The map keeps its own duplicate of the descriptor, so the file is opened only while
+        # (re)mapping: one descriptor per index, not two.
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        with open(self.path, "r+b") as f:
+            if os.fstat(f.fileno()).st_size != size:
+                f.truncate(size)
+            if size:
+                self._map = mmap.mmap(f.fileno(), size)
+
+    @property
+    def max_entries(self) -> int:
+        return (len(self._map) if self._map is not None else 0) // self.ENTRY_SIZE
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def resize(self, new_size: int) -> None:
+        """Grow/shrink the file (and map) to ``new_size`` rounded to whole entries (>= entries)."""
+        self._resize_file(max(self._round(new_size), self._entries * self.ENTRY_SIZE))
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to exactly its entries (on roll and close, as Kafka does)."""
+        self._resize_file(self._entries * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild from the log) and regrow to the max size."""
+        self._entries = 0
+        self._corrupt_size = False
+        self._resize_file(self._round(self.max_index_size))
+
+    def flush(self) -> None:
+        if self._map is not None and self._entries:
+            self._map.flush()
+
+    def close(self) -> None:
+        self.trim_to_valid_size()
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+    def close_handler(self) -> None:
+        """Release the map and file without trimming (the file is about to be replaced/deleted)."""
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+    def delete(self) -> None:
+        self.close_handler()
+        self.path.unlink(missing_ok=True)
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    # -- entries ------------------------------------------------------------------------------
+
+    def _entry(self, n: int) -> tuple[int, int]:
+        assert self._map is not None
+        return self._struct.unpack_from(self._map, n * self.ENTRY_SIZE)
+
+    def _key(self, n: int) -> int:
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int) -> int:
+        """Slot of the largest entry whose key <= target, or -1."""
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or self._key(0) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _append_raw(self, a: int, b: int) -> None:
+        if self.is_full():
+            raise IndexOffsetError(f"{self.path}: index is full ({self._entries} entries)")
+        assert self._map is not None
+        self._struct.pack_into(self._map, self._entries * self.ENTRY_SIZE, a, b)
+        self._entries += 1
+
+    def _check_size(self) -> None:
+        if self._corrupt_size:
+            raise CorruptIndexError(
+                f"{self.path}: file size is not a multiple of the entry size {self.ENTRY_SIZE}")
+
+    def _all_entries(self) -> list[tuple[int, int]]:
+        if self._map is None or self._entries == 0:
+            return []
+        view = memoryview(self._map)[: self._entries * self.ENTRY_SIZE]
+        try:
+            return list(self._struct.iter_unpack(view))
+        finally:
+            view.release()
+
+
+class OffsetIndex(_MappedIndex):
+    """Sparse map from (batch last) offset to the byte position of that batch in the segment."""
+
+    ENTRY_SIZE = 8
+    _struct = struct.Struct(">ii")
+
+    def _key(self, n: int) -> int:
+        return self._entry(n)[0]
+
+    def entry(self, n: int) -> OffsetPosition:
+        rel, pos = self._entry(n)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self._entry(self._entries - 1)[0] if self._entries else self.base_offset
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry whose offset <= ``target_offset``, else ``(base_offset, 0)``."""
+        slot = self._largest_lower_bound_slot(target_offset - self.base_offset)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise IndexOffsetError(f"{self.path}: offset {offset} not relative to base {self.base_offset}")
+        if self._entries and rel <= self._entry(self._entries - 1)[0]:
+            raise IndexOffsetError(
+                f"{self.path}: offset {offset} is not larger than the last indexed offset {self.last_offset}")
+        self._append_raw(rel, position)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset``."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset)
+        if slot < 0:
+            self._entries = 0
+        elif self._key(slot) == offset - self.base_offset:
+            self._entries = slot
+        else:
+            self._entries = slot + 1
+
+    def sanity_check(self) -> None:
+        """Raise :class:`CorruptIndexError` if the entries are not strictly increasing and sane."""
+        self._check_size()
+        prev_rel, prev_pos = -1, -1
+        for n, (rel, pos) in enumerate(self._all_entries()):
+            if rel <= prev_rel or pos <= prev_pos or rel < 0:
+                raise CorruptIndexError(
+                    f"{self.path}: entry {n} ({rel}, {pos}) does not follow ({prev_rel}, {prev_pos})")
+            prev_rel, prev_pos = rel, pos
+
+
+class TimeIndex(_MappedIndex):
+    """Sparse map from the largest timestamp so far to the offset of the batch that carried it."""
+
+    ENTRY_SIZE = 12
+    _struct = struct.Struct(">qi")
+
+    def _key(self, n: int) -> int:
+        return self._entry(n)[0]
+
+    def entry(self, n: int) -> TimestampOffset:
+        ts, rel = self._entry(n)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def is_full(self) -> bool:
+        # Kafka keeps one slot free so the final entry written on roll always fits.
+        return self._entries >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty (Kafka's sentinel)."""
+        return self.entry(self._entries - 1) if self._entries else TimestampOffset(-1, self.base_offset)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The largest entry whose timestamp <= target, else ``(-1, base_offset)``."""
+        slot = self._largest_lower_bound_slot(target_timestamp)
+        if slot < 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append if ``timestamp`` is larger than the last entry's (Kafka's rule)."""
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise IndexOffsetError(f"{self.path}: offset {offset} not relative to base {self.base_offset}")
+        if self._entries:
+            last_ts, last_rel = self._entry(self._entries - 1)
+            if timestamp <= last_ts:
+                return
+            if rel < last_rel:
+                raise IndexOffsetError(f"{self.path}: offset {offset} is below the last indexed offset")
+        if not skip_full_check and self.is_full():
+            raise IndexOffsetError(f"{self.path}: time index is full")
+        assert self._map is not None
+        if self._entries >= self.max_entries:
+            raise IndexOffsetError(f"{self.path}: time index has no room")
+        self._struct.pack_into(self._map, self._entries * self.ENTRY_SIZE, timestamp, rel)
+        self._entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset`` (offsets are non-decreasing, so a suffix)."""
+        rel = offset - self.base_offset
+        n = self._entries
+        while n > 0 and self._entry(n - 1)[1] >= rel:
+            n -= 1
+        self._entries = n
+
+    def sanity_check(self) -> None:
+        self._check_size()
+        prev_ts, prev_rel = -(2**63), -1
+        for n, (ts, rel) in enumerate(self._all_entries()):
+            if ts <= prev_ts or rel < prev_rel or rel < 0:
+                raise CorruptIndexError(
+                    f"{self.path}: entry {n} ({ts}, {rel}) does not follow ({prev_ts}, {prev_rel})")
+            prev_ts, prev_rel = ts, rel
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = 0
+
+
+class TransactionIndex:
+    """The aborted transactions whose markers live in one segment (``.txnindex``), plain file I/O."""
+
+    ENTRY_SIZE = 34
+    _struct = struct.Struct(">hqqqq")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        path.touch(exist_ok=True)
+        self._last_offset: int | None = None
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self._last_offset is None:
+            existing = self.all_aborted()
+            self._last_offset = existing[-1].last_offset if existing else None
+        if self._last_offset is not None and txn.last_offset < self._last_offset:
+            raise IndexOffsetError(
+                f"{self.path}: aborted txn last offset {txn.last_offset} < previous {self._last_offset}")
+        self._last_offset = txn.last_offset
+        data = self._struct.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset,
+                                 txn.last_stable_offset)
+        with open(self.path, "ab") as f:
+            f.write(data)
+
+    def all_aborted(self) -> list[AbortedTxn]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        whole = len(data) // self.ENTRY_SIZE * self.ENTRY_SIZE
+        return [AbortedTxn(pid, first, last, lso, version)
+                for version, pid, first, last, lso in self._struct.iter_unpack(data[:whole])]
+
+    def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``."""
+        return [t for t in self.all_aborted()
+                if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose (marker) last offset >= ``offset``."""
+        keep = [t for t in self.all_aborted() if t.last_offset < offset]
+        self._rewrite(keep)
+
+    def reset(self) -> None:
+        self._rewrite([])
+
+    def _rewrite(self, txns: list[AbortedTxn]) -> None:
+        with open(self.path, "wb") as f:
+            for t in txns:
+                f.write(self._struct.pack(t.version, t.producer_id, t.first_offset, t.last_offset,
+                                          t.last_stable_offset))
+        self._last_offset = txns[-1].last_offset if txns else None
+
+    def sanity_check(self) -> None:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size % self.ENTRY_SIZE:
+            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {self.ENTRY_SIZE}")
+
+    def flush(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def rename_to(self, path: Path) -> None:
+        if self.path.exists():
+            os.replace(self.path, path)
+        self.path = path

@@ -1,0 +1,667 @@
+"""Log: the segments of one partition, its offsets (log start, LEO, HW, recovery point) and loading.
+
+Append path (leader): already-validated batches get their offsets patched in place by
+``records.validate.assign_offsets`` and are appended with one ``pwrite`` to the active segment,
+which rolls on ``segment.bytes`` / ``segment.ms`` (minus jitter) / a full index. Read path:
+bisect over the sorted segment base offsets, offset-index lookup, a forward scan of batch
+headers, one ``pread`` of whole batches. Neither path does per-record Python work.
+
+Loading: leftover ``.cleaned``/``.deleted``/``.tmp`` files are removed, a half-done compaction
+swap (``.swap``) is completed, every segment's indexes are sanity-checked (missing or corrupt
+indexes are rebuilt even after a clean shutdown) and, after an unclean shutdown, every segment
+from the recovery point on is re-validated batch by batch (CRC-32C); the first torn or corrupt
+batch truncates the log there (a WARNING names file, position and reason) and later segments
+are deleted.
+
+Thread-safety: **this is the one locking layer of the storage engine.** A ``Log`` is safe to
+use from several threads: one ``threading.RLock`` guards its segment list and offsets. Its
+``LogSegment`` and index objects are not thread-safe and are only touched under that lock,
+except ``fsync`` in :meth:`Log.flush`, which runs outside it so a slow disk never stalls the
+event loop's appends (Kafka does the same).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c
+from kio.schema.errors import ErrorCode
+from strom.core.config import LogConfig
+from strom.core.exceptions import (
+    BrokerError,
+    CorruptMessageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    for_code,
+)
+from strom.core.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from strom.core.log.epoch_cache import LeaderEpochFileCache
+from strom.core.log.index import CorruptIndexError
+from strom.core.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    segment_path,
+)
+from strom.core.records.batch import ATTRIBUTES_OFFSET, BatchHeader, iter_headers
+from strom.core.records.validate import assign_offsets
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_SEGMENT_EXTS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+InconsistentTopicIdError = for_code(ErrorCode.inconsistent_topic_id)
+
+
+class UnexpectedAppendOffsetError(BrokerError):
+    """A follower append does not start at or after the log end offset."""
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    offset_of_max_timestamp: int = -1
+    valid_bytes: int = 0
+
+
+class FetchDataInfo(NamedTuple):
+    """Whole batches read from the log; ``first_batch_offset`` is -1 when nothing was found."""
+
+    records: bytes
+    first_batch_offset: int
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``orders-3`` -> ``("orders", 3)``; raise ValueError for anything else."""
+    topic, sep, part = dir_name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"{dir_name!r} is not a <topic>-<partition> directory name")
+    return topic, int(part)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """One partition's log. Thread-safe: every public method takes the log's lock."""
+
+    def __init__(self, dir_path: str | os.PathLike[str], config: LogConfig, *,
+                 topic_id: uuid.UUID | None = None, recovery_point: int = 0, log_start_offset: int = 0,
+                 high_watermark: int = 0, had_clean_shutdown: bool = True,
+                 clock: Callable[[], int] = _now_ms) -> None:
+        self.dir = Path(dir_path)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._leo = 0
+        self._log_start = log_start_offset
+        self._hw = high_watermark
+        self._recovery_point = recovery_point
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._dir_dirty = False
+        self.closed = False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.topic_id = self._init_topic_id(topic_id)
+        self.epoch_cache = LeaderEpochFileCache.in_dir(self.dir)
+        self._load(had_clean_shutdown)
+
+    # ------------------------------------------------------------------------------------------
+    # loading
+
+    def _init_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
+        stored = read_partition_metadata(self.dir)
+        if stored is not None and topic_id is not None and stored != topic_id:
+            raise InconsistentTopicIdError(
+                f"{self.dir}: partition.metadata holds topic id {stored}, expected {topic_id}")
+        if stored is None and topic_id is not None:
+            write_partition_metadata(self.dir, topic_id)
+        return stored or topic_id
+
+    def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
+        cfg = self.config
+        jitter = random.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms)) if cfg.segment_jitter_ms else 0
+        return LogSegment(self.dir, base_offset, index_interval_bytes=cfg.index_interval_bytes,
+                          max_index_size=cfg.segment_index_bytes, rolling_jitter_ms=jitter, suffix=suffix,
+                          now_ms=self._clock())
+
+    def _load(self, clean: bool) -> None:
+        swaps: list[int] = []
+        for path in list(self.dir.iterdir()):
+            name = path.name
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                path.unlink(missing_ok=True)
+            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                swaps.append(int(name.split(".", 1)[0]))
+            elif name.endswith(SWAP_SUFFIX):
+                pass  # index swap files: handled with their log swap file (or removed below)
+        for base in sorted(swaps):
+            self._complete_swap(base)
+        for path in list(self.dir.iterdir()):
+            if path.name.endswith(SWAP_SUFFIX):
+                path.unlink(missing_ok=True)  # an index .swap without its .log.swap: incomplete
+        bases = []
+        for path in self.dir.iterdir():
+            stem, _, ext = path.name.partition(".")
+            if not stem.isdigit() or len(stem) != 20:
+                continue
+            if ext == LOG_SUFFIX[1:]:
+                bases.append(int(stem))
+            elif "." + ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and not (
+                    segment_path(self.dir, int(stem), LOG_SUFFIX).exists()):
+                logger.info("Deleting orphaned index file %s (no log file)", path)
+                path.unlink(missing_ok=True)
+        for base in sorted(bases):
+            seg = self._new_segment(base)
+            try:
+                seg.sanity_check()
+            except CorruptIndexError as e:
+                logger.warning("Found a corrupt or missing index of %s (%s); rebuilding it", seg.log_path, e)
+                seg.recover(None)
+            self._segments.append(seg)
+            self._bases.append(base)
+        if not clean and self._segments:
+            self._recover_unflushed()
+        if not self._segments:
+            seg = self._new_segment(max(self._log_start, 0))
+            self._segments.append(seg)
+            self._bases.append(seg.base_offset)
+        active = self._segments[-1]
+        active.resize_indexes(self.config.segment_index_bytes)
+        self._leo = active.read_next_offset()
+        self._log_start = min(max(self._log_start, self._segments[0].base_offset), self._leo)
+        # After a clean shutdown everything was flushed; after recovery everything was checked.
+        self._recovery_point = self._leo
+        self._hw = min(max(self._hw, self._log_start), self._leo)
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.epoch_cache.truncate_from_start(self._log_start)
+
+    def _complete_swap(self, base: int) -> None:
+        """Finish a compaction swap interrupted by a crash: the .swap segment replaces the old one."""
+        swap = self._new_segment(base, SWAP_SUFFIX)
+        swap.recover(None)
+        next_offset = swap.read_next_offset()
+        swap.close()
+        for path in self.dir.iterdir():
+            stem, _, ext = path.name.partition(".")
+            if stem.isdigit() and "." + ext in _SEGMENT_EXTS and base <= int(stem) < max(next_offset, base + 1):
+                path.unlink()
+        for ext in _SEGMENT_EXTS:
+            src = segment_path(self.dir, base, ext, SWAP_SUFFIX)
+            if src.exists():
+                os.replace(src, segment_path(self.dir, base, ext))
+        logger.info("Completed an interrupted segment swap of %s", segment_path(self.dir, base, LOG_SUFFIX))
+
+    def _recover_unflushed(self) -> None:
+        """Re-validate the segments from the one holding the recovery point; cut at the first bad batch."""
+        start = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        i = start
+        while i < len(self._segments):
+            seg = self._segments[i]
+            truncated = seg.recover(self.epoch_cache)
+            if truncated > 0 and i + 1 < len(self._segments):
+                later = self._segments[i + 1:]
+                logger.warning("Deleting %d segment(s) of %s after the corrupt batch in %s: %s",
+                               len(later), self.dir.name, seg.log_path.name, [s.log_path.name for s in later])
+                for s in later:
+                    s.delete()
+                del self._segments[i + 1:]
+                del self._bases[i + 1:]
+            i += 1
+        # Drop empty trailing segments below their predecessor's data (cannot happen) and keep
+        # the recovered data visible to flush accounting.
+        self._dir_dirty = True
+
+    # ------------------------------------------------------------------------------------------
+    # properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def log_segments(self) -> list[LogSegment]:
+        """A snapshot of the segment list (oldest first)."""
+        with self._lock:
+            return list(self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            active = self._segments[-1]
+            active.index_interval_bytes = config.index_interval_bytes
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark, clamped to [log start, LEO]; returns the value set."""
+        with self._lock:
+            self._hw = min(max(hw, self._log_start), self._leo)
+            return self._hw
+
+    # ------------------------------------------------------------------------------------------
+    # append
+
+    def append_as_leader(self, buf: bytearray, batches: list[tuple[int, BatchHeader]],
+                         leader_epoch: int) -> LogAppendInfo:
+        """Append validated batches (``(position, header)`` from ``validate_produce_batches``).
+
+        Offsets (and, with LogAppendTime, timestamps) are patched into ``buf`` in place;
+        ``batches`` is updated with the final headers.
+        """
+        with self._lock:
+            self._check_open()
+            if len(buf) > self.config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"{len(buf)} bytes of batches exceed segment.bytes {self.config.segment_bytes}")
+            now = self._clock()
+            log_append_time_ms = now if self.config.log_append_time else None
+            first = self._leo
+            result = assign_offsets(buf, batches, first, leader_epoch, log_append_time_ms)
+            self._append(buf, batches, first, result.last_offset, result.max_timestamp, now)
+            if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
+                self.epoch_cache.assign(leader_epoch, first)
+            return LogAppendInfo(first, result.last_offset, result.max_timestamp,
+                                 -1 if log_append_time_ms is None else log_append_time_ms,
+                                 self._log_start, result.offset_of_max_timestamp, len(buf))
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches replicated from the leader (offsets already set); CRCs are checked."""
+        batches = list(iter_headers(buf))
+        if not batches:
+            return LogAppendInfo(-1, -1, -1, -1, self._log_start)
+        view = memoryview(buf)
+        expected = -1
+        max_ts, offset_of_max = -1, -1
+        for pos, h in batches:
+            end = pos + h.batch_length + 12
+            if crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:end]) != h.crc:
+                raise CorruptMessageError(f"replicated batch at byte {pos}: CRC mismatch")
+            if h.base_offset < expected or h.last_offset_delta < 0:
+                raise CorruptMessageError(f"replicated batch at byte {pos}: offsets go backwards")
+            expected = h.last_offset + 1
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.last_offset
+        last_pos, last = batches[-1]
+        valid = last_pos + last.batch_length + 12
+        data = view[:valid]
+        first = batches[0][1].base_offset
+        with self._lock:
+            self._check_open()
+            if first < self._leo:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.dir.name}: follower append starts at {first}, below the log end offset {self._leo}")
+            self._append(data, batches, first, last.last_offset, max_ts, self._clock())
+            for _, h in batches:
+                latest = self.epoch_cache.latest_epoch
+                if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+            return LogAppendInfo(first, last.last_offset, max_ts, -1, self._log_start, offset_of_max, valid)
+
+    def _append(self, buf: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]],
+                first: int, last: int, max_timestamp: int, now: int) -> None:
+        seg = self._segments[-1]
+        cfg = self.config
+        if seg.should_roll(len(buf), max_timestamp, last, now, cfg.segment_bytes, cfg.segment_ms):
+            seg = self._roll(first)
+        seg.append(buf, batches)
+        self._leo = last + 1
+        self._unflushed_messages += last - first + 1
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise BrokerError(f"log {self.dir.name} is closed")
+
+    # ------------------------------------------------------------------------------------------
+    # roll
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        with self._lock:
+            self._check_open()
+            return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+        new_base = max(expected_next_offset or 0, self._leo)
+        active = self._segments[-1]
+        if active.size == 0:
+            if active.base_offset == new_base:
+                return active
+            # An empty active segment is replaced rather than left behind (as Kafka does).
+            active.delete()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            active.on_become_inactive()
+        seg = self._new_segment(new_base)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        logger.debug("Rolled %s to a new segment at offset %d", self.dir.name, new_base)
+        return seg
+
+    # ------------------------------------------------------------------------------------------
+    # read
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one containing ``offset``; only batches with base < ``max_offset``.
+
+        Raises :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]``.
+        """
+        with self._lock:
+            if offset < self._log_start or offset > self._leo:
+                raise OffsetOutOfRangeError(
+                    f"{self.dir.name}: offset {offset} is outside [{self._log_start}, {self._leo}]")
+            if offset == self._leo or (max_offset is not None and offset >= max_offset):
+                return FetchDataInfo(b"", -1)
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            segments = self._segments
+            while i < len(segments):
+                got = segments[i].read(offset, max_bytes, max_offset, min_one_message)
+                if got is not None:
+                    return FetchDataInfo(got.records, got.first_batch_offset)
+                i += 1
+            return FetchDataInfo(b"", -1)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp or -1/-2/-3/-4."""
+        with self._lock:
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                epoch = self.epoch_cache.epoch_for_offset(self._log_start)
+                return self._log_start, -1, -1 if epoch is None else epoch
+            if timestamp == LATEST_TIMESTAMP:
+                epoch = self.epoch_cache.latest_epoch
+                return self._leo, -1, -1 if epoch is None else epoch
+            if timestamp == MAX_TIMESTAMP:
+                best: LogSegment | None = None
+                for seg in self._segments:
+                    if seg.max_timestamp_so_far >= 0 and (
+                            best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                        best = seg
+                if best is None:
+                    return None
+                return best.find_offset_by_timestamp(best.max_timestamp_so_far, self._log_start)
+            if timestamp < 0:
+                return None
+            for seg in self._segments:
+                if seg.largest_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+                    if found is not None:
+                        return found
+            return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        with self._lock:
+            return self.epoch_cache.end_offset_for_epoch(epoch, self._leo)
+
+    # ------------------------------------------------------------------------------------------
+    # log start, retention, truncation
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """DeleteRecords: move the log start (<= HW) and delete segments wholly below it."""
+        with self._lock:
+            self._check_open()
+            if new_start > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"{self.dir.name}: cannot move log start to {new_start}, above the high watermark {self._hw}")
+            if new_start <= self._log_start:
+                return False
+            self._log_start = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+            self._delete_segments(self._deletable(lambda seg, nxt: nxt is not None and nxt.base_offset <= new_start))
+            return True
+
+    def _deletable(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
+        """Kafka's ``deletableSegments``: a prefix of segments matching ``predicate``, below the HW."""
+        out = []
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if self._hw >= upper and predicate(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_segments(self, segs: list[LogSegment]) -> int:
+        if not segs:
+            return 0
+        if segs[-1] is self._segments[-1]:
+            self._roll(None)  # Kafka rolls before deleting an expired active segment
+        for seg in segs:
+            i = self._segments.index(seg)
+            del self._segments[i]
+            del self._bases[i]
+            seg.close_handlers()
+            seg.change_suffix(DELETED_SUFFIX)
+            seg.delete()
+        self._log_start = max(self._log_start, self._segments[0].base_offset)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self._dir_dirty = True
+        return len(segs)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: by age (largest timestamp), by size, and below the log start; returns count."""
+        with self._lock:
+            if self.closed:
+                return 0
+            now = self._clock() if now_ms is None else now_ms
+            cfg = self.config
+            deleted = self._delete_segments(
+                self._deletable(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start))
+            if not cfg.delete:
+                return deleted
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_segments(
+                    self._deletable(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms))
+            if cfg.retention_bytes >= 0:
+                diff = sum(s.size for s in self._segments) - cfg.retention_bytes
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal diff
+                    if diff - seg.size >= 0:
+                        diff -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments(self._deletable(over_size))
+            return deleted
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: remove everything at and above ``offset``. Returns True if it did."""
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to a negative offset {offset}")
+            if offset >= self._leo:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+                return True
+            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                self._segments.pop().delete()
+                self._bases.pop()
+            active = self._segments[-1]
+            found = active.translate_offset(offset)
+            target = offset
+            if found is not None and found.header.base_offset < offset:
+                target = found.header.base_offset  # never keep half a batch
+            active.truncate_to(target)
+            active.resize_indexes(self.config.segment_index_bytes)
+            self._leo = max(target, active.base_offset)
+            self._hw = min(self._hw, self._leo)
+            self._recovery_point = min(self._recovery_point, self._leo)
+            self._log_start = min(self._log_start, self._leo)
+            self.epoch_cache.truncate_from_end(self._leo)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_and_start_at(offset)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete()
+        seg = self._new_segment(offset)
+        self._segments = [seg]
+        self._bases = [offset]
+        self._leo = self._log_start = self._hw = self._recovery_point = offset
+        self._unflushed_messages = 0
+        self.epoch_cache.clear()
+        self._dir_dirty = True
+
+    # ------------------------------------------------------------------------------------------
+    # flush
+
+    def needs_flush(self, now_ms: int | None = None) -> bool:
+        """True when flush.messages or flush.ms is exceeded (the broker then calls :meth:`flush`)."""
+        with self._lock:
+            if self._leo <= self._recovery_point and not self._dir_dirty:
+                return False
+            now = self._clock() if now_ms is None else now_ms
+            return (self._unflushed_messages >= self.config.flush_messages
+                    or now - self._last_flush_ms >= self.config.flush_ms)
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding ``[recovery_point, up_to)`` (default LEO); advance the recovery point.
+
+        The fsyncs run without the lock (appends keep going); call it from a worker thread.
+        """
+        with self._lock:
+            target = self._leo if up_to is None else min(up_to, self._leo)
+            if target <= self._recovery_point and not self._dir_dirty:
+                return
+            first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+            last = max(bisect.bisect_right(self._bases, max(target - 1, 0)) - 1, 0)
+            to_flush = self._segments[first:last + 1]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            flushed_messages = self._unflushed_messages
+        for seg in to_flush:
+            try:
+                seg.flush()
+            except (OSError, ValueError):
+                if not seg.closed:  # a segment deleted meanwhile needs no fsync
+                    raise
+        if dir_dirty:
+            fsync_dir(self.dir)
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = target
+            self._unflushed_messages = max(self._unflushed_messages - flushed_messages, 0)
+            self._last_flush_ms = self._clock()
+
+    # ------------------------------------------------------------------------------------------
+    # compaction support (see cleaner.py)
+
+    def replace_segment(self, old: LogSegment, cleaned: LogSegment) -> None:
+        """Swap a cleaned segment (suffix ``.cleaned``) in for ``old``, crash-safely.
+
+        ``.cleaned`` -> ``.swap`` (the commit point: recovery completes the swap from here) ->
+        the old files are replaced by rename. The caller has already trimmed and fsynced
+        ``cleaned`` (outside the lock) and holds the lock, having checked ``old`` is still live.
+        """
+        # Index files first, the log file last: a .log.swap means the whole swap is complete.
+        for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
+            src = segment_path(cleaned.dir, cleaned.base_offset, ext, CLEANED_SUFFIX)
+            if src.exists():
+                os.replace(src, segment_path(cleaned.dir, cleaned.base_offset, ext, SWAP_SUFFIX))
+        fsync_dir(self.dir)
+        cleaned.close_handlers()
+        with self._lock:
+            i = self._segments.index(old)
+            old.close_handlers()
+            for ext in _SEGMENT_EXTS:
+                src = segment_path(self.dir, old.base_offset, ext, SWAP_SUFFIX)
+                if src.exists():
+                    os.replace(src, segment_path(self.dir, old.base_offset, ext))
+            fsync_dir(self.dir)
+            new = self._new_segment(old.base_offset)
+            try:
+                new.sanity_check()
+            except CorruptIndexError:
+                new.recover(None)
+            new.offset_index.trim_to_valid_size()
+            new.time_index.trim_to_valid_size()
+            self._segments[i] = new
+
+    # ------------------------------------------------------------------------------------------
+    # lifecycle
+
+    def close(self) -> None:
+        """Close every segment (trimming indexes). Data stays on disk; no fsync (see :meth:`flush`)."""
+        with self._lock:
+            if self.closed:
+                return
+            for seg in self._segments:
+                seg.close()
+            self.closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition directory."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close_handlers()
+            self.closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir.name}, start={self._log_start}, leo={self._leo}, hw={self._hw}, "
+                f"segments={len(self._segments)})")

@@ -1,0 +1,278 @@
+"""LogManager: the log dirs of a broker, loading/recovery at startup, checkpoints, retention, deletion.
+
+Per log dir it reads (and validates) ``meta.properties`` if present, consumes the clean
+shutdown marker ``.kafka_cleanshutdown`` (present = every log was closed cleanly, so no
+recovery scan), loads every ``<topic>-<partition>`` directory (in parallel, up to
+``num.recovery.threads.per.data.dir`` threads per dir) with the offsets from
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint``, and removes leftover ``*-delete`` directories.
+
+Deleting a partition renames its dir to ``<topic>-<partition>.<uuid>-delete`` (atomic; the
+partition is gone at once) and removes the files on a background thread, as Kafka does.
+``run_maintenance(now_ms)`` (called by the broker from a worker thread) runs retention,
+flushes due logs, compacts ``cleanup.policy=compact`` logs and writes the checkpoints.
+
+Thread-safety: thread-safe. One lock guards the map of logs (and checkpoint writing); each
+:class:`~strom.core.log.log.Log` has its own lock for its data. Logs are never touched while
+the manager's lock is held for longer than a map update, except in startup/shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from strom.core.config import BrokerConfig, LogConfig
+from strom.core.exceptions import BrokerError, ConfigError
+from strom.core.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    TopicPartition,
+    fsync_dir,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_atomically,
+    write_offset_checkpoint,
+)
+from strom.core.log.cleaner import LogCleaner
+from strom.core.log.log import Log, parse_topic_partition
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    """All partition logs of a broker. Thread-safe (see the module docstring)."""
+
+    def __init__(self, log_dirs: Sequence[str | os.PathLike[str]], broker_config: BrokerConfig, *,
+                 clock: Callable[[], int] = _now_ms) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ConfigError("log.dirs", "", "at least one log directory")
+        self.broker_config = broker_config
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._deleters: list[threading.Thread] = []
+        self.cleaner = LogCleaner(clock=clock)
+        self.default_config = LogConfig.build(broker_config)
+        self.meta_properties: dict[Path, dict[str, str]] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self.started = False
+
+    # ------------------------------------------------------------------------------------------
+    # startup
+
+    def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Load and recover every partition dir of every log dir."""
+        configs = dict(topic_configs or {})
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._check_meta_properties(d)
+        with ThreadPoolExecutor(max_workers=max(len(self.log_dirs), 1)) as pool:
+            results = list(pool.map(lambda d: self._load_dir(d, configs), self.log_dirs))
+        with self._lock:
+            for loaded in results:
+                for log in loaded:
+                    self._logs[(log.topic, log.partition)] = log
+            self.started = True
+        self.checkpoint()
+
+    def _check_meta_properties(self, d: Path) -> None:
+        try:
+            props = read_meta_properties(d)
+        except CheckpointError as e:
+            raise ConfigError("log.dirs", str(d), f"a log dir with a valid meta.properties ({e})") from None
+        if props is None:
+            return
+        node_id = props.get("node.id") or props.get("broker.id")
+        if node_id is not None and int(node_id) != self.broker_config.node_id:
+            raise ConfigError("node.id", self.broker_config.node_id,
+                              f"the node id {node_id} stored in {d / 'meta.properties'}")
+        self.meta_properties[d] = props
+
+    def _load_dir(self, d: Path, configs: Mapping[str, LogConfig]) -> list[Log]:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[d] = clean
+        recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+        jobs = []
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                self._delete_async(child)
+                continue
+            if "." in child.name or child.name.endswith(("-future", "-stray")):
+                continue
+            try:
+                tp = parse_topic_partition(child.name)
+            except ValueError:
+                continue
+            if tp[0] == METADATA_TOPIC:
+                continue  # the KRaft metadata log is owned by raft, not by the LogManager
+            jobs.append((child, tp))
+        if not clean:
+            logger.info("No clean shutdown marker in %s: recovering %d partition(s)", d, len(jobs))
+
+        def load(job: tuple[Path, TopicPartition]) -> Log:
+            path, tp = job
+            return Log(path, configs.get(tp[0], self.default_config), recovery_point=recovery.get(tp, 0),
+                       log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
+                       had_clean_shutdown=clean, clock=self._clock)
+
+        threads = max(self.broker_config.num_recovery_threads_per_data_dir, 1)
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            logs = list(pool.map(load, jobs))
+        # The marker is consumed only after loading: a crash during recovery recovers again.
+        marker.unlink(missing_ok=True)
+        return logs
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offset_checkpoint(path)
+        except CheckpointError as e:
+            # Kafka treats a corrupt checkpoint as absent: recovery then starts from offset 0.
+            logger.warning("Ignoring corrupt checkpoint file: %s", e)
+            return {}
+
+    # ------------------------------------------------------------------------------------------
+    # logs
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def _next_log_dir(self) -> Path:
+        """The dir with the fewest partitions (Kafka's choice for a new log)."""
+        counts = {d: 0 for d in self.log_dirs}
+        for log in self._logs.values():
+            parent = log.dir.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID | None = None,
+                          config: LogConfig | None = None) -> Log:
+        with self._lock:
+            log = self._logs.get((topic, partition))
+            if log is not None:
+                if config is not None and config != log.config:
+                    log.update_config(config)
+                return log
+            path = self._next_log_dir() / f"{topic}-{partition}"
+            log = Log(path, config or self.default_config, topic_id=topic_id, clock=self._clock)
+            self._logs[(topic, partition)] = log
+            fsync_dir(path.parent)
+            return log
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for log in self.all_logs():
+            if log.topic == topic:
+                log.update_config(config)
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the dir to ``<topic>-<partition>.<uuid>-delete`` and remove it in the background."""
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        target = log.dir.with_name(f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(log.dir, target)
+        fsync_dir(target.parent)
+        self.cleaner.forget(log)
+        self._delete_async(target)
+        return True
+
+    def _delete_async(self, path: Path) -> None:
+        thread = threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True},
+                                  name=f"delete-{path.name}", daemon=True)
+        thread.start()
+        with self._lock:
+            self._deleters = [t for t in self._deleters if t.is_alive()] + [thread]
+
+    def wait_for_deletions(self, timeout: float | None = None) -> None:
+        with self._lock:
+            threads = list(self._deleters)
+        for t in threads:
+            t.join(timeout)
+
+    # ------------------------------------------------------------------------------------------
+    # checkpoints, maintenance, shutdown
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, log start and high watermark checkpoints of every dir."""
+        with self._lock:
+            logs = list(self._logs.items())
+            for d in self.log_dirs:
+                mine = [(tp, log) for tp, log in logs if log.dir.parent == d]
+                write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
+                                        {tp: log.recovery_point for tp, log in mine})
+                write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                                        {tp: log.log_start_offset for tp, log in mine})
+                write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT,
+                                        {tp: log.high_watermark for tp, log in mine})
+
+    def run_maintenance(self, now_ms: int | None = None) -> dict[str, int]:
+        """Retention, due flushes and compaction over every log; then checkpoints. Blocking."""
+        now = self._clock() if now_ms is None else now_ms
+        stats = {"segments_deleted": 0, "logs_flushed": 0, "logs_cleaned": 0}
+        for log in self.all_logs():
+            if log.closed:
+                continue
+            try:
+                stats["segments_deleted"] += log.delete_old_segments(now)
+                if log.needs_flush(now):
+                    log.flush()
+                    stats["logs_flushed"] += 1
+                if log.config.compact and self.broker_config.log_cleaner_enable and (
+                        self.cleaner.clean(log, now) is not None):
+                    stats["logs_cleaned"] += 1
+            except (OSError, BrokerError):
+                if log.closed:
+                    continue  # deleted while we worked on it
+                raise
+        self.checkpoint()
+        return stats
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write checkpoints and the clean shutdown marker."""
+        with self._lock:
+            logs = list(self._logs.values())
+        for log in logs:
+            log.flush()
+        self.checkpoint()
+        for log in logs:
+            log.close()
+        self.wait_for_deletions()
+        for d in self.log_dirs:
+            # Kafka 3.6+ writes a small JSON document into the marker.
+            write_atomically(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+        with self._lock:
+            self._logs.clear()
+            self.started = False

@@ -1,0 +1,134 @@
+"""Storage formatting (``kafka-storage format``): ``meta.properties`` and ``bootstrap.checkpoint``.
+
+:func:`format_storage` writes, in every log dir and the metadata log dir, Kafka 4's
+``meta.properties``::
+
+    version=1
+    cluster.id=<id>
+    node.id=<node.id>
+    directory.id=<random Uuid, one per directory>
+
+and, in the metadata log dir, ``bootstrap.checkpoint`` (snapshot layout: header, a batch with a
+FeatureLevelRecord for ``metadata.version``, footer). The active controller writes these
+bootstrap records as the first batch of an empty metadata log. A directory already formatted
+for another cluster is refused (:class:`FormatError`); the same cluster is fine with
+``ignore_formatted=True``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from pathlib import Path
+
+from strom.core.config import BrokerConfig
+from strom.core.exceptions import BrokerError
+from strom.core.log.checkpoint import META_PROPERTIES, write_atomically
+from strom.core.log.checkpoint import read_meta_properties as _read_meta_properties
+from strom.core.metadata.image import METADATA_VERSION_FEATURE
+from strom.core.metadata.records import FeatureLevelRecord, Message, decode_record, encode_record
+from strom.core.raft.snapshot import read_snapshot_file, write_snapshot_file
+
+BOOTSTRAP_FILE = "bootstrap.checkpoint"
+
+# MetadataVersion feature levels (server-common MetadataVersion.java). Kafka 4.1's
+# LATEST_PRODUCTION is IBP_4_1_IV1 = 27.
+METADATA_VERSIONS: dict[str, int] = {
+    "3.3": 7, "3.4": 8, "3.5": 11, "3.6": 14, "3.7": 19, "3.8": 20, "3.9": 21,
+    "4.0": 25, "4.1": 27,
+}
+LATEST_METADATA_VERSION = 27
+
+
+class FormatError(BrokerError):
+    """A storage directory cannot be formatted (or is not formatted) as asked."""
+
+
+def random_uuid() -> str:
+    """Kafka's ``Uuid.randomUuid().toString()``: base64url, no padding, never starting with '-'."""
+    while True:
+        raw = os.urandom(16)
+        text = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        # Kafka also rejects the reserved zero / metadata-topic ids; a leading '-' would read as
+        # a command-line option.
+        if not text.startswith("-") and raw not in (bytes(16), (1).to_bytes(16, "big")):
+            return text
+
+
+def uuid_from_str(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"{text!r} is not a base64 Kafka Uuid")
+    return uuid.UUID(bytes=raw)
+
+
+def read_meta_properties(directory: str | os.PathLike[str]) -> dict[str, str] | None:
+    """``meta.properties`` of a directory as a dict, or None if the directory is not formatted."""
+    return _read_meta_properties(Path(directory))
+
+
+def metadata_level(release_version: str | None) -> int:
+    if release_version is None:
+        return LATEST_METADATA_VERSION
+    key = release_version.split("-")[0]
+    key = ".".join(key.split(".")[:2])
+    if key not in METADATA_VERSIONS:
+        raise FormatError(f"unknown release version {release_version!r}; known: {', '.join(METADATA_VERSIONS)}")
+    return METADATA_VERSIONS[key]
+
+
+def bootstrap_records(metadata_version: int = LATEST_METADATA_VERSION) -> list[Message]:
+    return [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version)]
+
+
+def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool = False,
+                   release_version: str | None = None) -> list[Path]:
+    """Format every log dir and the metadata dir; return the directories written."""
+    try:
+        if len(uuid_from_str(cluster_id).bytes) != 16:
+            raise ValueError
+    except ValueError:
+        raise FormatError(f"cluster id {cluster_id!r} is not a base64-encoded 16-byte Uuid") from None
+    level = metadata_level(release_version)
+    dirs: list[Path] = []
+    for d in [*config.log_dir_list, config.metadata_dir]:
+        if d not in dirs:
+            dirs.append(d)
+    # Check every directory before writing any, so a refusal leaves nothing half-formatted.
+    todo = []
+    for d in dirs:
+        props = read_meta_properties(d)
+        if props is None:
+            todo.append(d)
+            continue
+        if props.get("cluster.id") != cluster_id:
+            raise FormatError(f"{d} is already formatted for cluster {props.get('cluster.id')!r}, "
+                              f"not {cluster_id!r}; remove it to reformat")
+        if props.get("node.id") != str(config.node_id):
+            raise FormatError(f"{d} is formatted for node.id {props.get('node.id')}, not {config.node_id}")
+        if not ignore_formatted:
+            raise FormatError(f"{d} is already formatted (use ignore_formatted to skip formatted dirs)")
+    for d in todo:
+        d.mkdir(parents=True, exist_ok=True)
+        write_atomically(d / META_PROPERTIES,
+                         "#\n#Written by strom format\n"
+                         f"cluster.id={cluster_id}\ndirectory.id={random_uuid()}\n"
+                         f"node.id={config.node_id}\nversion=1\n")
+    bootstrap = config.metadata_dir / BOOTSTRAP_FILE
+    if config.metadata_dir in todo or not bootstrap.exists():
+        write_snapshot_file(bootstrap, [encode_record(r) for r in bootstrap_records(level)], epoch=0)
+    return todo
+
+
+def read_bootstrap(metadata_dir: Path) -> list[Message]:
+    """The records of ``bootstrap.checkpoint``; Kafka's default (latest metadata.version) if absent."""
+    path = metadata_dir / BOOTSTRAP_FILE
+    if not path.exists():
+        return bootstrap_records()
+    out: list[Message] = []
+    for value in read_snapshot_file(path):
+        rec = decode_record(value)
+        if isinstance(rec, Message):
+            out.append(rec)
+    return out

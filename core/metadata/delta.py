@@ -1,0 +1,217 @@
+"""MetadataDelta: records applied on top of a MetadataImage, producing the next image.
+
+Replay rules are Kafka's (``MetadataDelta.replay``): a TopicRecord adds a topic, PartitionRecord
+a partition, PartitionChangeRecord changes the fields it sets (-2 leader / null lists mean
+"unchanged"), RemoveTopicRecord removes the topic *and its topic configs*, ConfigRecord with a
+null value deletes the key, FeatureLevelRecord level 0 removes the feature,
+RegisterBrokerRecord replaces a broker's registration, ProducerIdsRecord moves the next block.
+
+Besides the new image, a delta tells publishers what changed: ``created_topics``,
+``changed_partitions`` (topic id -> partition ids, including new ones), ``deleted_topics``
+(the removed :class:`TopicImage`), ``changed_configs``, ``changed_brokers``,
+``features_changed``, ``producer_ids_changed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import replace
+from types import MappingProxyType
+
+from strom.core.exceptions import CorruptMessageError
+from strom.core.metadata.image import (
+    TOPIC_RESOURCE,
+    BrokerRegistration,
+    ConfigResource,
+    Endpoint,
+    MetadataImage,
+    PartitionRegistration,
+    ProducerIdsImage,
+    TopicImage,
+)
+from strom.core.metadata.records import (
+    ConfigRecord,
+    FeatureLevelRecord,
+    Message,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnknownRecord,
+)
+
+log = logging.getLogger(__name__)
+
+
+class MetadataDelta:
+    """Changes accumulated since ``base``; :meth:`apply` returns the resulting image."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self._features: dict[str, int] | None = None
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        # Topic id -> (name, partitions) for topics touched by this delta.
+        self._topics: dict[uuid.UUID, tuple[str, dict[int, PartitionRegistration]]] = {}
+        self._configs: dict[ConfigResource, dict[str, str] | None] = {}
+        self._next_producer_id: int | None = None
+        self.created_topics: set[uuid.UUID] = set()
+        self.changed_partitions: dict[uuid.UUID, set[int]] = {}
+        self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
+        self.changed_brokers: set[int] = set()
+        self.features_changed = False
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @property
+    def changed_configs(self) -> set[ConfigResource]:
+        return set(self._configs)
+
+    @property
+    def producer_ids_changed(self) -> bool:
+        return self._next_producer_id is not None
+
+    def _topic(self, topic_id: uuid.UUID, what: str) -> tuple[str, dict[int, PartitionRegistration]]:
+        entry = self._topics.get(topic_id)
+        if entry is None:
+            if topic_id in self.deleted_topics:
+                raise CorruptMessageError(f"{what} for topic {topic_id} after its removal")
+            existing = self.base.topics_by_id.get(topic_id)
+            if existing is None:
+                raise CorruptMessageError(f"{what} for unknown topic id {topic_id}")
+            entry = (existing.name, dict(existing.partitions))
+            self._topics[topic_id] = entry
+        return entry
+
+    def _config_map(self, resource: ConfigResource) -> dict[str, str]:
+        current = self._configs.get(resource)
+        if current is None:
+            current = dict(self.base.configs.get(resource, {}))
+            self._configs[resource] = current
+        return current
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        entry = self._topics.get(topic_id)
+        if entry is not None:
+            return entry[0]
+        t = self.base.topics_by_id.get(topic_id)
+        return None if t is None or topic_id in self.deleted_topics else t.name
+
+    # -- replay --------------------------------------------------------------------------------
+
+    def replay(self, record: Message | UnknownRecord) -> None:
+        if isinstance(record, TopicRecord):
+            self._topics[record.topic_id] = (record.name, {})
+            self.created_topics.add(record.topic_id)
+            self.deleted_topics.pop(record.topic_id, None)
+            self.changed_partitions.setdefault(record.topic_id, set())
+        elif isinstance(record, PartitionRecord):
+            _, parts = self._topic(record.topic_id, "PartitionRecord")
+            parts[record.partition_id] = PartitionRegistration(
+                tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
+                record.partition_epoch, tuple(record.removing_replicas), tuple(record.adding_replicas),
+                record.leader_recovery_state)
+            self.changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
+        elif isinstance(record, PartitionChangeRecord):
+            self._replay_partition_change(record)
+        elif isinstance(record, RemoveTopicRecord):
+            name, parts = self._topic(record.topic_id, "RemoveTopicRecord")
+            del self._topics[record.topic_id]
+            self.created_topics.discard(record.topic_id)
+            self.changed_partitions.pop(record.topic_id, None)
+            self.deleted_topics[record.topic_id] = TopicImage(name, record.topic_id, MappingProxyType(parts))
+            # Kafka drops the topic's configs with the topic.
+            if (TOPIC_RESOURCE, name) in self.base.configs or (TOPIC_RESOURCE, name) in self._configs:
+                self._configs[(TOPIC_RESOURCE, name)] = {}
+        elif isinstance(record, ConfigRecord):
+            values = self._config_map((record.resource_type, record.resource_name))
+            if record.value is None:
+                values.pop(record.name, None)
+            else:
+                values[record.name] = record.value
+        elif isinstance(record, RegisterBrokerRecord):
+            if self._brokers is None:
+                self._brokers = dict(self.base.brokers)
+            self._brokers[record.broker_id] = BrokerRegistration(
+                record.broker_id, record.broker_epoch, record.incarnation_id,
+                tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points),
+                record.rack, record.fenced, record.in_controlled_shutdown)
+            self.changed_brokers.add(record.broker_id)
+        elif isinstance(record, FeatureLevelRecord):
+            if self._features is None:
+                self._features = dict(self.base.features)
+            if record.feature_level == 0:
+                self._features.pop(record.name, None)
+            else:
+                self._features[record.name] = record.feature_level
+            self.features_changed = True
+        elif isinstance(record, ProducerIdsRecord):
+            self._next_producer_id = record.next_producer_id
+        elif isinstance(record, UnknownRecord):
+            log.debug("skipping metadata record of unknown type %d", record.api_key)
+        # NoOpRecord, Begin/EndTransactionRecord change nothing (strom writes one request per batch).
+
+    def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        _, parts = self._topic(record.topic_id, "PartitionChangeRecord")
+        old = parts.get(record.partition_id)
+        if old is None:
+            raise CorruptMessageError(f"PartitionChangeRecord for unknown partition "
+                                      f"{record.topic_id}:{record.partition_id}")
+        new = old
+        if record.replicas is not None:
+            new = replace(new, replicas=tuple(record.replicas))
+        if record.isr is not None:
+            new = replace(new, isr=tuple(record.isr))
+        if record.removing_replicas is not None:
+            new = replace(new, removing_replicas=tuple(record.removing_replicas))
+        if record.adding_replicas is not None:
+            new = replace(new, adding_replicas=tuple(record.adding_replicas))
+        if record.leader_recovery_state != -1:
+            new = replace(new, leader_recovery_state=record.leader_recovery_state)
+        if record.leader != -2:
+            # A leader change bumps the leader epoch, as in Kafka's PartitionRegistration.merge.
+            new = replace(new, leader=record.leader, leader_epoch=old.leader_epoch + 1)
+        parts[record.partition_id] = replace(new, partition_epoch=old.partition_epoch + 1)
+        self.changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
+
+    # -- result --------------------------------------------------------------------------------
+
+    def apply(self, offset: int, epoch: int) -> MetadataImage:
+        b = self.base
+        topics = b.topics
+        topics_by_id = b.topics_by_id
+        if self._topics or self.deleted_topics:
+            by_id = dict(b.topics_by_id)
+            by_name = dict(b.topics)
+            for tid, old in self.deleted_topics.items():
+                by_id.pop(tid, None)
+                if by_name.get(old.name) is not None and by_name[old.name].topic_id == tid:
+                    del by_name[old.name]
+            for tid, (name, parts) in self._topics.items():
+                t = TopicImage(name, tid, MappingProxyType(parts))
+                by_id[tid] = t
+                by_name[name] = t
+            topics, topics_by_id = MappingProxyType(by_name), MappingProxyType(by_id)
+        configs = b.configs
+        if self._configs:
+            merged = dict(b.configs)
+            for resource, values in self._configs.items():
+                if values:
+                    merged[resource] = MappingProxyType(values)
+                else:
+                    merged.pop(resource, None)
+            configs = MappingProxyType(merged)
+        return MetadataImage(
+            features=MappingProxyType(self._features) if self._features is not None else b.features,
+            cluster_id=b.cluster_id,
+            brokers=MappingProxyType(self._brokers) if self._brokers is not None else b.brokers,
+            topics=topics,
+            topics_by_id=topics_by_id,
+            configs=configs,
+            producer_ids=(ProducerIdsImage(self._next_producer_id) if self._next_producer_id is not None
+                          else b.producer_ids),
+            offset=offset,
+            epoch=epoch,
+        )

@@ -1,0 +1,165 @@
+"""MetadataImage: the immutable broker view of the committed metadata log.
+
+An image is never changed in place: :class:`~strom.core.metadata.delta.MetadataDelta` builds
+the next one, sharing every unchanged sub-structure (topic images, config maps, broker
+registrations). Lookups the broker needs on request paths are dict hits: topic by name or id,
+partition registration, configs of a resource, brokers with endpoints, the next producer-id
+block, finalized features (``metadata.version``).
+
+:meth:`MetadataImage.to_records` is the image as metadata records — the content of a snapshot.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from strom.core.metadata.records import (
+    BrokerEndpoint,
+    ConfigRecord,
+    FeatureLevelRecord,
+    Message,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+METADATA_VERSION_FEATURE = "metadata.version"
+
+ConfigResource = tuple[int, str]
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """One partition's replica assignment and leadership (Kafka's PartitionRegistration)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool = False
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.name == listener), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsImage:
+    """The first producer id of the next block the controller will hand out."""
+
+    next_producer_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    cluster_id: str = ""
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+    producer_ids: ProducerIdsImage = ProducerIdsImage()
+    offset: int = -1   # offset of the last record applied (-1: none)
+    epoch: int = -1    # leader epoch of that record
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        return self.topics_by_id.get(topic_id)
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def resource_configs(self, resource_type: int, name: str) -> Mapping[str, str]:
+        return self.configs.get((resource_type, name), _EMPTY)
+
+    def topic_configs(self, topic: str) -> Mapping[str, str]:
+        return self.configs.get((TOPIC_RESOURCE, topic), _EMPTY)
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        return self.brokers.get(broker_id)
+
+    @property
+    def metadata_version(self) -> int:
+        return self.features.get(METADATA_VERSION_FEATURE, 0)
+
+    @property
+    def next_producer_id(self) -> int:
+        return self.producer_ids.next_producer_id
+
+    def is_empty(self) -> bool:
+        return not (self.features or self.brokers or self.topics or self.configs
+                    or self.producer_ids.next_producer_id)
+
+    def same_content(self, other: MetadataImage) -> bool:
+        """Equal metadata, ignoring provenance (offset / epoch)."""
+        return list(self.to_records()) == list(other.to_records()) and self.cluster_id == other.cluster_id
+
+    # -- as records ----------------------------------------------------------------------------
+
+    def to_records(self) -> Iterator[Message]:
+        """The records that rebuild this image from nothing (features first, as Kafka orders them)."""
+        for name in sorted(self.features):
+            yield FeatureLevelRecord(name, self.features[name])
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            yield RegisterBrokerRecord(
+                broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+                end_points=[BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in b.endpoints],
+                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown)
+        for t in sorted(self.topics.values(), key=lambda t: t.name):
+            yield TopicRecord(t.name, t.topic_id)
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                yield PartitionRecord(
+                    partition_id=pid, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
+                    removing_replicas=list(p.removing_replicas), adding_replicas=list(p.adding_replicas),
+                    leader=p.leader, leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
+        for (rtype, rname) in sorted(self.configs):
+            values = self.configs[(rtype, rname)]
+            for key in sorted(values):
+                yield ConfigRecord(rtype, rname, key, values[key])
+        if self.producer_ids.next_producer_id:
+            yield ProducerIdsRecord(-1, -1, self.producer_ids.next_producer_id)
+
+
+EMPTY_IMAGE = MetadataImage()

@@ -1,0 +1,144 @@
+"""MetadataSystem: the KRaft metadata path of one node, wired and ready for the broker.
+
+Usage (on the broker's event loop)::
+
+    system = MetadataSystem.open(config)          # reads meta.properties, opens the log
+    system.add_publisher(replica_manager)         # any MetadataPublisher, in order
+    await system.start()                          # snapshot + log replay, election, bootstrap
+    epoch = await system.controller.register_broker(node_id, endpoints, rack, incarnation_id)
+    results = await system.controller.create_topics([...])
+    system.image                                  # latest committed MetadataImage
+    await system.close()
+
+Layout: ``<metadata.log.dir>/__cluster_metadata-0/`` holds the log segment, ``quorum-state`` and
+``<offset>-<epoch>.checkpoint`` snapshots; ``bootstrap.checkpoint`` and ``meta.properties`` sit
+in ``metadata.log.dir``. ``open`` refuses an unformatted directory unless ``auto_format`` is set
+(then it formats with a random cluster id, as ``strom dev`` wants).
+
+Snapshots: after ``metadata.log.max.record.bytes.between.snapshots`` bytes of committed
+batches, the current image is written as a snapshot (in a worker thread); on start the newest
+readable snapshot is loaded and only the log after it is replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from strom.core.config import BrokerConfig, split_csv
+from strom.core.controller.quorum_controller import QuorumController
+from strom.core.metadata.bootstrap import (
+    FormatError,
+    format_storage,
+    random_uuid,
+    read_bootstrap,
+    read_meta_properties,
+)
+from strom.core.metadata.delta import MetadataDelta
+from strom.core.metadata.image import MetadataImage
+from strom.core.metadata.loader import MetadataLoader
+from strom.core.metadata.publisher import MetadataPublisher
+from strom.core.metadata.records import encode_record
+from strom.core.raft.client import METADATA_PARTITION_DIR, RaftClient
+from strom.core.raft.log import MetadataLog
+from strom.core.raft.snapshot import SnapshotId, delete_snapshots_before
+
+log = logging.getLogger(__name__)
+
+
+def parse_voters(config: BrokerConfig) -> list[int]:
+    """Voter ids from ``controller.quorum.voters`` (``id@host:port,...``); default: this node."""
+    voters = [int(v.split("@", 1)[0]) for v in split_csv(config.controller_quorum_voters)]
+    return voters or [config.node_id]
+
+
+class MetadataSystem:
+    """Raft client + metadata loader + quorum controller of one node."""
+
+    def __init__(self, config: BrokerConfig, cluster_id: str, raft: RaftClient, loader: MetadataLoader) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.raft = raft
+        self.loader = loader
+        self.controller = QuorumController(config, raft, loader)
+        self.snapshot_bytes = config.metadata_log_max_record_bytes_between_snapshots
+        self._snapshot_tasks: set[asyncio.Task[None]] = set()
+        self._started = False
+
+    @classmethod
+    def open(cls, config: BrokerConfig, *, auto_format: bool = False) -> MetadataSystem:
+        meta_dir = config.metadata_dir
+        props = read_meta_properties(meta_dir)
+        if props is None:
+            if not auto_format:
+                raise FormatError(f"{meta_dir} is not formatted (no meta.properties); run 'strom format'")
+            format_storage(config, random_uuid(), ignore_formatted=True)
+            props = read_meta_properties(meta_dir)
+            assert props is not None
+        if props.get("node.id") not in (None, str(config.node_id)):
+            raise FormatError(f"{meta_dir} belongs to node.id {props.get('node.id')}, not {config.node_id}")
+        cluster_id = props.get("cluster.id", "")
+        part_dir = Path(meta_dir) / METADATA_PARTITION_DIR
+        raft_log = MetadataLog(part_dir, config.metadata_log_segment_bytes)
+        raft = RaftClient(config.node_id, parse_voters(config), part_dir, raft_log)
+        loader = MetadataLoader(cluster_id)
+        raft.register_listener(loader)
+        return cls(config, cluster_id, raft, loader)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    def add_publisher(self, publisher: MetadataPublisher) -> None:
+        self.loader.add_publisher(publisher)
+
+    async def start(self) -> None:
+        """Replay snapshot + log, become leader, write the bootstrap records into an empty log."""
+        self.loader.add_publisher(_SnapshotTrigger(self))
+        await self.raft.start()
+        await self.controller.activate(read_bootstrap(self.config.metadata_dir))
+        self._started = True
+
+    async def snapshot(self) -> SnapshotId | None:
+        """Write a snapshot of the current image now (None if nothing is committed)."""
+        image = self.image
+        if image.offset < 0:
+            return None
+        sid = SnapshotId(image.offset + 1, image.epoch)
+        if self.raft.latest_snapshot is not None and sid <= self.raft.latest_snapshot:
+            return self.raft.latest_snapshot
+        await self.raft.write_snapshot(sid, [encode_record(r) for r in image.to_records()])
+        self.loader.bytes_since_snapshot = 0
+        await asyncio.to_thread(delete_snapshots_before, self.raft.directory, sid)
+        log.info("wrote metadata snapshot %s", sid.file_name)
+        return sid
+
+    def _maybe_snapshot(self) -> None:
+        if self._snapshot_tasks or self.loader.bytes_since_snapshot < self.snapshot_bytes:
+            return
+        task = asyncio.get_running_loop().create_task(self._snapshot_quietly())
+        self._snapshot_tasks.add(task)
+        task.add_done_callback(self._snapshot_tasks.discard)
+
+    async def _snapshot_quietly(self) -> None:
+        try:
+            await self.snapshot()
+        except Exception:
+            log.exception("metadata snapshot failed")
+
+    async def close(self) -> None:
+        if self._snapshot_tasks:
+            await asyncio.gather(*self._snapshot_tasks, return_exceptions=True)
+        self.raft.close()
+
+
+class _SnapshotTrigger:
+    """Publisher that starts a snapshot once enough bytes were committed since the last one."""
+
+    def __init__(self, system: MetadataSystem) -> None:
+        self.system = system
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if self.system._started:
+            self.system._maybe_snapshot()

@@ -1,0 +1,16 @@
+"""The built-in plugins: strom's default behaviour, registered like any third-party plugin.
+
+:data:`BUILTIN_PLUGINS` maps each plugin's registration name (what ``strom.plugins.blocklist``
+takes) to its module. A third-party plugin replaces a built-in by offering its own
+implementation and being selected in the config, or by blocking the built-in.
+"""
+
+from __future__ import annotations
+
+BUILTIN_PLUGINS: dict[str, str] = {
+    "allow_all": "strom.plugins.builtin.allow_all",
+    "unlimited_quotas": "strom.plugins.builtin.unlimited_quotas",
+    "uniform_assignor": "strom.plugins.builtin.uniform_assignor",
+    "range_assignor": "strom.plugins.builtin.range_assignor",
+    "local_tier": "strom.plugins.builtin.local_tier",
+}

@@ -1,0 +1,66 @@
+"""A third-party strom plugin, written as an outside author would, for strom's tests.
+
+* authorizer ``strom_test_plugin.DenyTopics``: denies WRITE on topics whose name starts with
+  ``denied-``; allows everything else.
+* quota manager ``strom_test_plugin.ThrottleClient``: throttles only Produce requests of the
+  client id ``throttle-me`` (``strom_test_plugin.throttle.ms``, default 500 ms each); never
+  throttles anyone else.
+
+Neither is active unless the broker config selects it (``authorizer.class.name`` /
+``client.quota.callback.class``), so installing this package changes nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from strom.plugins.hookspecs.authorizers import (
+    AclOperation,
+    Action,
+    AuthorizationResult,
+    RequestContext,
+    ResourceType,
+)
+from strom.plugins.hookspecs.quotas import QuotaType
+from strom.plugins.markers import hookimpl
+
+AUTHORIZER_NAME = "strom_test_plugin.DenyTopics"
+QUOTA_MANAGER_NAME = "strom_test_plugin.ThrottleClient"
+DENIED_PREFIX = "denied-"
+THROTTLED_CLIENT_ID = "throttle-me"
+
+
+class DenyTopicsAuthorizer:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
+
+    def authorize(self, ctx: RequestContext, actions: Sequence[Action]) -> list[AuthorizationResult]:
+        return [AuthorizationResult.DENIED
+                if (a.operation == AclOperation.WRITE and a.resource.resource_type == ResourceType.TOPIC
+                    and a.resource.name.startswith(DENIED_PREFIX))
+                else AuthorizationResult.ALLOWED
+                for a in actions]
+
+
+class ThrottleClientQuotaManager:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.throttle_ms = int(config.get("strom_test_plugin.throttle.ms", 500))
+        self.recorded: list[tuple[str, str, QuotaType, float]] = []
+
+    def record(self, principal: str, client_id: str, quota_type: QuotaType, value: float,
+               now_ms: int) -> int:
+        if client_id == THROTTLED_CLIENT_ID and quota_type == QuotaType.PRODUCE:
+            self.recorded.append((principal, client_id, quota_type, value))
+            return self.throttle_ms
+        return 0
+
+
+@hookimpl
+def strom_authorizers() -> Mapping[str, Any]:
+    return {AUTHORIZER_NAME: DenyTopicsAuthorizer}
+
+
+@hookimpl
+def strom_quota_managers() -> Mapping[str, Any]:
+    return {QUOTA_MANAGER_NAME: ThrottleClientQuotaManager}

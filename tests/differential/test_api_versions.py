@@ -1,0 +1,75 @@
+"""Differential: the ApiVersions ranges strom advertises against Apache Kafka's.
+
+Every API strom advertises must exist in Kafka with strom's [min, max] inside Kafka's range
+(a client that negotiates against Kafka must be able to use strom the same way). APIs Kafka
+has and strom lacks are printed, not failed: strom grows API by API.
+"""
+
+from __future__ import annotations
+
+
+from diff_wire import WireClient
+from kafka_ref import KafkaRef
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+from ref_fixtures import HasBootstrap
+
+
+def compare_ranges(subject: dict[int, tuple[int, int]], reference: dict[int, tuple[int, int]]) -> tuple[list[str], list[str]]:
+    """(violations, notes): violations break compatibility, notes are APIs strom lacks or
+    versions it does not (yet) cover."""
+    violations: list[str] = []
+    notes: list[str] = []
+    for key, (lo, hi) in sorted(subject.items()):
+        if key not in reference:
+            violations.append(f"api {key}: strom advertises v{lo}-v{hi}, Kafka does not have it")
+            continue
+        rlo, rhi = reference[key]
+        if lo < rlo or hi > rhi:
+            violations.append(f"api {key}: strom v{lo}-v{hi} is outside Kafka's v{rlo}-v{rhi}")
+        elif (lo, hi) != (rlo, rhi):
+            notes.append(f"api {key}: strom v{lo}-v{hi}, Kafka v{rlo}-v{rhi}")
+    for key in sorted(set(reference) - set(subject)):
+        notes.append(f"api {key}: only Kafka (v{reference[key][0]}-v{reference[key][1]})")
+    return violations, notes
+
+
+def test_api_version_ranges_within_kafka(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    with WireClient(strom.bootstrap) as s, WireClient(kafka.bootstrap) as k:
+        ours, theirs = s.api_versions(), k.api_versions()
+    violations, notes = compare_ranges(ours, theirs)
+    print("\n".join(["ApiVersions differences:", *violations, *notes]))
+    assert ours, "strom advertises no API"
+    assert not violations, "\n".join(violations)
+
+
+def unsupported_api_versions_answer(bootstrap: str) -> tuple[int, tuple[int, int] | None]:
+    """Ask for ApiVersions v127: the broker must answer in a v0 response with
+    UNSUPPORTED_VERSION and its own ApiVersions range, so the client can retry lower."""
+    body = b"\x0bstrom-diff\x021\x00"  # a v3 body: compact strings + empty tagged fields
+    with WireClient(bootstrap) as c:
+        frame = c.send_raw(18, 127, body, flexible=True)
+    resp, _ = entity_reader(load_response_schema(18, 0))(frame, 0)
+    own = next(((int(k.min_version), int(k.max_version)) for k in resp.api_keys if k.api_key == 18), None)
+    return int(resp.error_code), own
+
+
+def test_unsupported_api_versions_version(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    theirs = unsupported_api_versions_answer(kafka.bootstrap)
+    assert theirs[0] == ErrorCode.unsupported_version
+    ours = unsupported_api_versions_answer(strom.bootstrap)
+    assert ours[0] == theirs[0]
+    assert ours[1] is not None
+    assert theirs[1] is not None and theirs[1][0] <= ours[1][0] <= ours[1][1] <= theirs[1][1]
+
+
+def test_compare_ranges_flags_out_of_range() -> None:
+    """The comparison itself: a wider max, a lower min and an unknown API are violations."""
+    kafka = {0: (3, 13), 1: (4, 18), 18: (0, 4)}
+    violations, notes = compare_ranges({0: (3, 14), 1: (2, 12), 99: (0, 0)}, kafka)
+    assert len(violations) == 3
+    assert any("only Kafka" in n for n in notes)
+    assert compare_ranges({0: (3, 13), 18: (0, 4)}, kafka)[0] == []
+
+
