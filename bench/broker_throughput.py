@@ -129,11 +129,15 @@ class PhaseClock:
         self.pid = broker_pid
 
     def __enter__(self) -> PhaseClock:
+        self.begin()
+        return self
+
+    def begin(self) -> None:
+        """(Re)start the measurement: phases call it once their client is connected."""
         self.cpu0 = tree_cpu_seconds(self.pid)
         self.client0 = _client_cpu()
         self.busy0 = machine_busy_seconds()
         self.t0 = time.monotonic()
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.monotonic() - self.t0
@@ -157,8 +161,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     raise TimeoutError(f"topic {topic} did not get {partitions} partitions with leaders in {timeout}s")
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int, label: str) -> list[str]:
-    """Produce ``records`` values of ``size`` bytes and wait until all are acknowledged."""
+def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int, label: str,
+            clock: PhaseClock | None = None) -> list[str]:
+    """Produce ``records`` values of ``size`` bytes and wait until all are acknowledged.
+
+    The client connects and loads the topic's metadata before ``clock.begin()``: connection
+    set-up is not part of the measured phase.
+    """
     failures: list[str] = []
 
     def on_error(err: Any, _msg: Any) -> None:  # only called for failures (delivery.report.only.error)
@@ -166,7 +175,10 @@ def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int
 
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG,
                          "delivery.report.only.error": True, "on_delivery": on_error})
+    producer.list_topics(topic, timeout=10)
     payload = os.urandom(size)
+    if clock is not None:
+        clock.begin()
     progress = Progress(label, records)
     send, poll = producer.produce, producer.poll
     for i in range(records):
@@ -206,13 +218,21 @@ def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-def consume(bootstrap: str, topic: str, records: int, size: int, partitions: int, label: str) -> list[str]:
-    """Read every partition from offset 0 until ``records`` records arrived."""
+def consume(bootstrap: str, topic: str, records: int, size: int, partitions: int, label: str,
+            clock: PhaseClock | None = None) -> list[str]:
+    """Read every partition from offset 0 until ``records`` records arrived.
+
+    Metadata is loaded before ``clock.begin()``: without it librdkafka's offset lookup for
+    OFFSET_BEGINNING waits a fixed 500 ms for the partition leader, a client artefact.
+    """
     notes: list[str] = []
     # group.id is required by the client, but with assign() and no commits there is no membership.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False, "enable.auto.offset.store": False, **CONSUMER_CONFIG})
     try:
+        c.list_topics(topic, timeout=10)
+        if clock is not None:
+            clock.begin()
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         progress = Progress(label, records)
         got, last_change = 0, time.monotonic()
@@ -263,7 +283,7 @@ def run_workload(broker: Broker, workload: str, records: int, size: int, partiti
               file=sys.stderr, flush=True)
         try:
             with PhaseClock(broker.pid) as clock:
-                res.notes += fn(broker.bootstrap, topic, records, size, partitions, label)
+                res.notes += fn(broker.bootstrap, topic, records, size, partitions, label, clock)
         except Exception as exc:
             res.error = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
@@ -290,11 +310,14 @@ def warm_up(broker: Broker, records: int, partitions: int) -> None:
 
 def run_broker(name: str, plan: list[tuple[str, int, int]], partitions: int, warmup: int) -> list[PhaseResult]:
     print(f"== {name}: starting", file=sys.stderr, flush=True)
+    broker: Broker | None = None
     try:
         broker = make_broker(name)
         broker.start()
     except Exception as exc:
         traceback.print_exc()
+        if broker is not None:
+            broker.stop()  # adapters stop a half-started broker themselves; this is a safety net
         err = f"broker did not start: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return [PhaseResult(name, w, ph, n, s, partitions, error=err)
                 for w, n, s in plan for ph in ("produce", "consume")]

@@ -146,7 +146,12 @@ class StromBroker:
 
     def start(self) -> StromBroker:
         self._proc.start()
-        wait_for_metadata(self.bootstrap, alive=lambda: self._proc.alive)
+        try:
+            wait_for_metadata(self.bootstrap, alive=lambda: self._proc.alive)
+        except Exception as exc:
+            log = "\n".join(self._proc.log_text().splitlines()[-40:])
+            self.stop()  # never leave a half-started broker behind
+            raise RuntimeError(f"{exc}\nbroker log (tail):\n{log}") from None
         return self
 
     def stop(self) -> None:

@@ -138,12 +138,14 @@ class LogCleaner:
         total = sum(s.size for s in segs)
         if not total:
             return 0.0
-        return self._dirty_bytes(segs, self.first_dirty_offset(log)) / total
+        return self._dirty_bytes(log, segs, self.first_dirty_offset(log)) / total
 
     @staticmethod
-    def _dirty_bytes(segs: list[LogSegment], first_dirty: int) -> int:
-        ends = [s.base_offset for s in segs[1:]]
-        return sum(s.size for s, end in zip(segs, [*ends, 2**63], strict=True) if end > first_dirty)
+    def _dirty_bytes(log: Log, segs: list[LogSegment], first_dirty: int) -> int:
+        """Bytes of the cleanable segments that hold offsets >= ``first_dirty``."""
+        all_segs = log.log_segments()
+        ends = {s.base_offset: nxt.base_offset for s, nxt in itertools.pairwise(all_segs)}
+        return sum(s.size for s in segs if ends.get(s.base_offset, log.log_end_offset) > first_dirty)
 
     def clean(self, log: Log, now_ms: int | None = None, *, force: bool = False) -> CleanResult | None:
         """One cleaning pass if the log is due (or ``force``); None when nothing was done."""
@@ -154,7 +156,7 @@ class LogCleaner:
             return None
         first_dirty = self.first_dirty_offset(log)
         total = sum(s.size for s in segs)
-        dirty = self._dirty_bytes(segs, first_dirty)
+        dirty = self._dirty_bytes(log, segs, first_dirty)
         horizon = self._horizons.get(log.dir)
         horizon_due = horizon is not None and horizon <= now
         ratio = dirty / total if total else 0.0

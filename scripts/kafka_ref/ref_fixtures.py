@@ -19,8 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "java_client"))
 
-from java_client import JavaClient  # noqa: E402
-from kafka_ref import KafkaRef, KafkaRefError, java_problem  # noqa: E402
+from java_client import JavaClient
+from kafka_ref import KafkaRef, KafkaRefError, java_problem
 
 # Broker settings both strom and Kafka get in tests that compare them: the cleaner looks for
 # work every half second instead of every 15 s so compaction tests finish quickly. No setting

@@ -177,3 +177,20 @@ def test_consume_isolation_levels_read_plain_records(any_broker: Any, strom: Run
                 "--max-messages", "2", "--timeout-ms", "30000", *bs)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == ["a", "b"]
+
+
+def test_consume_with_group_commits_offsets(kafka_ref: Any, strom: Run, topic_name: str) -> None:
+    """--group subscribes and commits (checked against Apache Kafka until strom has groups)."""
+    bs = ("--bootstrap-server", kafka_ref.bootstrap)
+    assert strom("topics", "create", "--topic", topic_name, "--partitions", "2", *bs).returncode == 0
+    assert strom("produce", "--topic", topic_name, *bs, input="a\nb\nc\n").returncode == 0
+    group = f"g-{topic_name}"
+    res = strom("consume", "--topic", topic_name, "--group", group, "--from-beginning", "--max-messages", "3",
+                "--timeout-ms", "30000", *bs)
+    assert res.returncode == 0, res.stderr
+    assert sorted(res.stdout.splitlines()) == ["a", "b", "c"]
+    assert strom("produce", "--topic", topic_name, *bs, input="d\n").returncode == 0
+    res = strom("consume", "--topic", topic_name, "--group", group, "--from-beginning", "--max-messages", "1",
+                "--timeout-ms", "30000", *bs)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["d"]

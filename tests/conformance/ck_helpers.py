@@ -13,7 +13,15 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -79,7 +87,9 @@ def produce_all(producer: Producer, topic: str, messages: Iterable[dict[str, Any
             if err is not None:
                 errors.append(err)
                 return
-            results[index] = Rec(msg.partition(), msg.offset(), sent.get("key"), sent.get("value"),
+            # acks=0: the broker answers nothing, so the client knows no offset (None -> -1).
+            offset = msg.offset()
+            results[index] = Rec(_num(msg.partition()), -1 if offset is None else offset, sent.get("key"), sent.get("value"),
                                  tuple(sent.get("headers") or ()), msg.timestamp()[1])
         return cb
 
@@ -95,9 +105,18 @@ def produce_all(producer: Producer, topic: str, messages: Iterable[dict[str, Any
     return [r for r in results if r is not None]
 
 
+def _num(value: int | None) -> int:
+    assert value is not None
+    return value
+
+
 def to_rec(msg: Message) -> Rec:
     headers = msg.headers() or []
-    return Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), tuple(headers), msg.timestamp()[1])
+    assert isinstance(headers, list), "confluent-kafka returns consumed headers as a list of tuples"
+    key, value = msg.key(), msg.value()
+    assert not isinstance(key, str) and not isinstance(value, str)
+    return Rec(_num(msg.partition()), _num(msg.offset()), key, value,
+               tuple((k, v.encode() if isinstance(v, str) else v) for k, v in headers), msg.timestamp()[1])
 
 
 def consume_n(consumer: Consumer, n: int, timeout: float = 30.0) -> list[Message]:
@@ -117,9 +136,9 @@ def consume_n(consumer: Consumer, n: int, timeout: float = 30.0) -> list[Message
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, n: int, start: int = OFFSET_BEGINNING,
-                   timeout: float = 30.0, **conf: Any) -> list[Message]:
+                   timeout: float = 30.0, conf: dict[str, Any] | None = None) -> list[Message]:
     """The first ``n`` messages of one partition from ``start``, through a fresh assign()ed consumer."""
-    consumer = make_consumer(bootstrap, **conf)
+    consumer = make_consumer(bootstrap, **(conf or {}))
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         return consume_n(consumer, n, timeout)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
-
 from strom.core.testing import BrokerProcess
 
 _HERE = str(Path(__file__).resolve().parent)

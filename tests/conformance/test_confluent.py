@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 from ck_helpers import (
@@ -39,7 +40,6 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
-
 from strom.core.config import TOPIC_CONFIG_DEFS
 from strom.core.testing import BrokerProcess
 
@@ -48,7 +48,8 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def _source(entry: ConfigEntry) -> int:
     """The entry's ConfigSource as an int (librdkafka hands back an int or the enum)."""
-    return int(getattr(entry.source, "value", entry.source))
+    source: Any = entry.source
+    return int(getattr(source, "value", source))
 
 
 DYNAMIC_TOPIC = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
@@ -281,7 +282,7 @@ def test_delete_records_moves_log_start(broker: BrokerProcess, admin: AdminClien
     assert "out of range" in err.str().lower() or err.code() == KafkaError.OFFSET_OUT_OF_RANGE, err
 
     # ... and with reset=earliest it lands at the new log start.
-    got = read_partition(broker.bootstrap, topic_name, 0, 4, 0, **{"auto.offset.reset": "earliest"})
+    got = read_partition(broker.bootstrap, topic_name, 0, 4, 0, conf={"auto.offset.reset": "earliest"})
     assert [(m.offset(), m.value()) for m in got] == [(i, f"v{i}".encode()) for i in range(6, 10)]
 
 

@@ -19,14 +19,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "kafka_ref"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_ref import KafkaRef  # noqa: E402
-from ref_fixtures import SHARED_BROKER_CONFIG, HasBootstrap, kafka_ref, skip_without_java  # noqa: E402,F401
-
-from strom.core.testing import BrokerProcess  # noqa: E402
+from kafka_ref import KafkaRef
+from ref_fixtures import SHARED_BROKER_CONFIG, HasBootstrap, kafka_ref, skip_without_java  # noqa: F401
+from strom.core.testing import BrokerProcess
 
 
 @pytest.fixture(scope="session")
-def kafka(kafka_ref: KafkaRef) -> KafkaRef:
+def kafka(kafka_ref: KafkaRef) -> KafkaRef:  # noqa: F811 (the imported fixture)
     return kafka_ref
 
 

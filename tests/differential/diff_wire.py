@@ -1,3 +1,6 @@
+# mypy: disable-error-code="arg-type,union-attr"
+# (kio types fields with phantom NewTypes - i32, TopicName, i32Timedelta - and loads response
+# types as unions; plain ints/strs are what they are at run time, so only the checker objects.)
 """A minimal blocking Kafka wire client for differential tests, independent of strom's code.
 
 It sends one kio request at a time over a socket and decodes the response, so a test sees the

@@ -1,3 +1,6 @@
+# mypy: disable-error-code="arg-type,union-attr"
+# (kio types fields with phantom NewTypes - i32, TopicName, i32Timedelta - and loads response
+# types as unions; plain ints/strs are what they are at run time, so only the checker objects.)
 """Differential: the ApiVersions ranges strom advertises against Apache Kafka's.
 
 Every API strom advertises must exist in Kafka with strom's [min, max] inside Kafka's range
@@ -6,7 +9,6 @@ has and strom lacks are printed, not failed: strom grows API by API.
 """
 
 from __future__ import annotations
-
 
 from diff_wire import WireClient
 from kafka_ref import KafkaRef

@@ -26,7 +26,8 @@ def admin_for(bootstrap: str) -> AdminClient:
 
 
 def create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None) -> None:
-    admin_for(bootstrap).create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(timeout=60)
+    admin = admin_for(bootstrap)  # keep the handle alive until the future resolves
+    admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(timeout=60)
 
 
 def produce(bootstrap: str, name: str, records: list[tuple[str, str | None]]) -> None:
@@ -44,8 +45,7 @@ def produce(bootstrap: str, name: str, records: list[tuple[str, str | None]]) ->
 def read_all(bootstrap: str, name: str, timeout: float = 30.0) -> list[Record]:
     """Every record from the log start to the end offset, with offsets."""
     tp = KpTopicPartition(name, 0)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             api_version_auto_timeout_ms=10000)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     try:
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)

@@ -30,8 +30,9 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v9.response import ProduceResponse
+from kio.schema.types import TopicName
 from kio.serial import entity_reader
-
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 from strom.core.records.builder import SimpleRecord, build_batch
 from strom.core.testing import BrokerProcess
 
@@ -68,9 +69,9 @@ def _api_versions_ok(broker: BrokerProcess) -> None:
 
 def _produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
     return ProduceRequest(
-        transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=10),
-        topic_data=(TopicProduceData(name=topic, partition_data=(
-            PartitionProduceData(index=0, records=records),)),))
+        transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        topic_data=(TopicProduceData(name=TopicName(topic), partition_data=(
+            PartitionProduceData(index=i32(0), records=Records(records)),)),))
 
 
 def _latest(broker: BrokerProcess, topic: str) -> int:

@@ -6,7 +6,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from strom.core.log.index import (
     AbortedTxn,
     CorruptIndexError,

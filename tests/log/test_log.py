@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-
 from strom.core.exceptions import OffsetOutOfRangeError, RecordListTooLargeError
 from strom.core.log.log import Log
 from strom.core.records.batch import iter_headers
-from strom.core.records.builder import SimpleRecord, build_batch
+from strom.core.records.builder import SimpleRecord
 
 
 def recs(n: int, start: int = 0, ts: int = 1000, size: int = 20) -> list[SimpleRecord]:
     return [SimpleRecord(b"k%d" % (start + i), bytes([65 + i % 26]) * size, timestamp=ts + i) for i in range(n)]
 
 
-def test_append_assigns_offsets_and_reads_back(log_dir: Path, cfg, appender, decode) -> None:  # type: ignore[no-untyped-def]
+def test_append_assigns_offsets_and_reads_back(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
     log = Log(log_dir, cfg())
     info = appender(log, recs(3))
     assert (info.first_offset, info.last_offset, info.log_append_time_ms) == (0, 2, -1)
@@ -37,7 +36,7 @@ def test_append_assigns_offsets_and_reads_back(log_dir: Path, cfg, appender, dec
     assert (log_dir / "00000000000000000000.log").stat().st_size == log.size_in_bytes
 
 
-def test_batch_header_on_disk_has_offset_and_leader_epoch(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_batch_header_on_disk_has_offset_and_leader_epoch(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg())
     appender(log, recs(2), epoch=7)
     appender(log, recs(4), epoch=7)
@@ -48,7 +47,7 @@ def test_batch_header_on_disk_has_offset_and_leader_epoch(log_dir: Path, cfg, ap
     assert (log_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n7 0\n"
 
 
-def test_read_bounds_max_bytes_min_one_message_and_max_offset(log_dir: Path, cfg, appender, decode) -> None:  # type: ignore[no-untyped-def]
+def test_read_bounds_max_bytes_min_one_message_and_max_offset(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
     log = Log(log_dir, cfg())
     sizes = []
     for i in range(5):
@@ -67,7 +66,7 @@ def test_read_bounds_max_bytes_min_one_message_and_max_offset(log_dir: Path, cfg
     assert log.read(4, 10**6, max_offset=4).records == b""
 
 
-def test_sparse_index_entries_every_interval(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_sparse_index_entries_every_interval(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(index_interval_bytes=500))
     for i in range(40):
         appender(log, recs(1, i, size=100))  # ~170-byte batches
@@ -83,7 +82,7 @@ def test_sparse_index_entries_every_interval(log_dir: Path, cfg, appender) -> No
         assert found is not None and found.header.base_offset == target
 
 
-def test_roll_on_segment_bytes_and_reads_across_segments(log_dir: Path, cfg, appender, decode) -> None:  # type: ignore[no-untyped-def]
+def test_roll_on_segment_bytes_and_reads_across_segments(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=1000, index_interval_bytes=100))
     for i in range(60):
         appender(log, recs(2, i * 2))
@@ -106,7 +105,7 @@ def test_roll_on_segment_bytes_and_reads_across_segments(log_dir: Path, cfg, app
         appender(log, recs(1, size=2000))
 
 
-def test_roll_on_segment_ms_uses_batch_timestamps(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_roll_on_segment_ms_uses_batch_timestamps(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(segment_ms=1000))
     appender(log, recs(1, ts=10_000))
     appender(log, recs(1, ts=10_900))
@@ -115,7 +114,7 @@ def test_roll_on_segment_ms_uses_batch_timestamps(log_dir: Path, cfg, appender) 
     assert [s.base_offset for s in log.log_segments()] == [0, 2]
 
 
-def test_roll_when_offset_index_full(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_roll_when_offset_index_full(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(segment_index_bytes=24, index_interval_bytes=1))
     for i in range(12):
         appender(log, recs(1, i))
@@ -123,7 +122,7 @@ def test_roll_when_offset_index_full(log_dir: Path, cfg, appender) -> None:  # t
     assert [s.base_offset for s in log.log_segments()] == sorted({s.base_offset for s in log.log_segments()})
 
 
-def test_log_append_time(log_dir: Path, cfg, appender, decode) -> None:  # type: ignore[no-untyped-def]
+def test_log_append_time(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
     clock = [123_456]
     log = Log(log_dir, cfg(message_timestamp_type="LogAppendTime"), clock=lambda: clock[0])
     info = appender(log, recs(3, ts=5))
@@ -132,7 +131,7 @@ def test_log_append_time(log_dir: Path, cfg, appender, decode) -> None:  # type:
     assert h.timestamp_type == 1 and h.max_timestamp == 123_456
 
 
-def test_fetch_offset_by_timestamp(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_fetch_offset_by_timestamp(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=600, index_interval_bytes=50))
     for i in range(30):
         appender(log, recs(2, i * 2, ts=1000 + i * 10), epoch=i // 10)
@@ -150,7 +149,7 @@ def test_fetch_offset_by_timestamp(log_dir: Path, cfg, appender) -> None:  # typ
     assert log.fetch_offset_by_timestamp(0) == (0, 1000, 0)
 
 
-def test_delete_records_moves_log_start_and_deletes_segments(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_delete_records_moves_log_start_and_deletes_segments(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=500))
     for i in range(30):
         appender(log, recs(2, i * 2))
@@ -170,10 +169,10 @@ def test_delete_records_moves_log_start_and_deletes_segments(log_dir: Path, cfg,
         log.read(target - 1, 100)
     assert log.read(target, 10**6).first_batch_offset <= target
     assert not log.maybe_increment_log_start_offset(target - 1)
-    assert log.fetch_offset_by_timestamp(-2)[0] == target  # type: ignore[index]
+    assert log.fetch_offset_by_timestamp(-2)[0] == target
 
 
-def test_truncate_to(log_dir: Path, cfg, appender, decode) -> None:  # type: ignore[no-untyped-def]
+def test_truncate_to(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=500))
     for i in range(20):
         appender(log, recs(2, i * 2), epoch=i // 5)
@@ -192,7 +191,7 @@ def test_truncate_to(log_dir: Path, cfg, appender, decode) -> None:  # type: ign
     assert [p.name for p in log_dir.glob("*.log")] == ["00000000000000000500.log"]
 
 
-def test_follower_append(tmp_path: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_follower_append(tmp_path: Path, cfg: Any, appender: Any) -> None:
     leader = Log(tmp_path / "a-0", cfg())
     for i in range(3):
         appender(leader, recs(2, i * 2), epoch=4)
@@ -210,7 +209,7 @@ def test_follower_append(tmp_path: Path, cfg, appender) -> None:  # type: ignore
         follower.append_as_follower(bytes(corrupt))
 
 
-def test_flush_messages_and_flush_ms(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_flush_messages_and_flush_ms(log_dir: Path, cfg: Any, appender: Any) -> None:
     clock = [0]
     log = Log(log_dir, cfg(flush_messages=5, flush_ms=1000), clock=lambda: clock[0])
     appender(log, recs(3))
@@ -223,7 +222,7 @@ def test_flush_messages_and_flush_ms(log_dir: Path, cfg, appender) -> None:  # t
     assert not log.needs_flush(10)
 
 
-def test_reopen_after_clean_close(log_dir: Path, cfg, appender, decode) -> None:  # type: ignore[no-untyped-def]
+def test_reopen_after_clean_close(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=700, index_interval_bytes=100))
     for i in range(30):
         appender(log, recs(2, i * 2, ts=100 + i), epoch=1)
@@ -242,18 +241,18 @@ def test_reopen_after_clean_close(log_dir: Path, cfg, appender, decode) -> None:
     assert os.path.getsize(log.active_segment.offset_index.path) == 10485760
 
 
-def test_partition_metadata_written(log_dir: Path, cfg) -> None:  # type: ignore[no-untyped-def]
+def test_partition_metadata_written(log_dir: Path, cfg: Any) -> None:
     import uuid
 
     tid = uuid.uuid4()
     Log(log_dir, cfg(), topic_id=tid).close()
     assert (log_dir / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
     assert Log(log_dir, cfg()).topic_id == tid
-    with pytest.raises(Exception, match="partition.metadata"):
+    with pytest.raises(Exception, match=r"partition\.metadata"):
         Log(log_dir, cfg(), topic_id=uuid.uuid4())
 
 
-def test_retention_by_time_and_size(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_retention_by_time_and_size(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=500, retention_ms=1000))
     for i in range(20):
         appender(log, recs(2, i * 2, ts=10_000 + i * 100))
@@ -277,7 +276,7 @@ def test_retention_by_time_and_size(log_dir: Path, cfg, appender) -> None:  # ty
     assert 500 < log2.size_in_bytes <= 1000 + 500
 
 
-def test_retention_respects_high_watermark(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_retention_respects_high_watermark(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg(segment_bytes=500, retention_ms=1))
     for i in range(20):
         appender(log, recs(2, i * 2, ts=1))

@@ -9,15 +9,15 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
-
 from strom.core.log.log import Log
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import SimpleRecord, decode_records
 
 
-def fill(log: Log, appender, batches: int, per_batch: int = 3) -> None:  # type: ignore[no-untyped-def]
+def fill(log: Log, appender: Any, batches: int, per_batch: int = 3) -> None:
     for i in range(batches):
         appender(log, [SimpleRecord(b"k%d" % (i * per_batch + j), b"v%d" % (i * per_batch + j),
                                     timestamp=1000 + i) for j in range(per_batch)])
@@ -43,7 +43,7 @@ def all_offsets(log: Log) -> list[int]:
 SEG0 = "00000000000000000000.log"
 
 
-def test_torn_tail_is_truncated_to_last_whole_batch(log_dir: Path, cfg, appender, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_torn_tail_is_truncated_to_last_whole_batch(log_dir: Path, cfg: Any, appender: Any, caplog: Any) -> None:
     log = Log(log_dir, cfg(index_interval_bytes=50))
     fill(log, appender, 10)
     log.close()
@@ -61,8 +61,7 @@ def test_torn_tail_is_truncated_to_last_whole_batch(log_dir: Path, cfg, appender
     assert appender(log, [SimpleRecord(b"x", b"y", timestamp=5)]).first_offset == 27
 
 
-def test_flipped_byte_truncates_at_corrupt_batch_and_drops_later_segments(log_dir: Path, cfg, appender,
-                                                                         caplog) -> None:  # type: ignore[no-untyped-def]
+def test_flipped_byte_truncates_at_corrupt_batch_and_drops_later_segments(log_dir: Path, cfg: Any, appender: Any, caplog: Any) -> None:
     config = cfg(segment_bytes=1200, index_interval_bytes=50)
     log = Log(log_dir, config)
     fill(log, appender, 40)
@@ -86,7 +85,7 @@ def test_flipped_byte_truncates_at_corrupt_batch_and_drops_later_segments(log_di
     assert any(victim.name in m and f"at byte {mid_pos}" in m and "CRC mismatch" in m for m in msgs), msgs
 
 
-def test_recovery_starts_at_recovery_point(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_recovery_starts_at_recovery_point(log_dir: Path, cfg: Any, appender: Any) -> None:
     config = cfg(segment_bytes=1200)
     log = Log(log_dir, config)
     fill(log, appender, 40)
@@ -105,8 +104,7 @@ def test_recovery_starts_at_recovery_point(log_dir: Path, cfg, appender) -> None
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate", "unordered"])
-def test_bad_indexes_are_rebuilt_even_after_clean_shutdown(log_dir: Path, cfg, appender, damage: str,
-                                                          caplog) -> None:  # type: ignore[no-untyped-def]
+def test_bad_indexes_are_rebuilt_even_after_clean_shutdown(log_dir: Path, cfg: Any, appender: Any, damage: str, caplog: Any) -> None:
     config = cfg(segment_bytes=2000, index_interval_bytes=60)
     log = Log(log_dir, config)
     fill(log, appender, 40)
@@ -136,7 +134,7 @@ def test_bad_indexes_are_rebuilt_even_after_clean_shutdown(log_dir: Path, cfg, a
     assert log.fetch_offset_by_timestamp(1020) == (60, 1020, 0)
 
 
-def test_garbage_appended_is_cut(log_dir: Path, cfg, appender, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_garbage_appended_is_cut(log_dir: Path, cfg: Any, appender: Any, caplog: Any) -> None:
     log = Log(log_dir, cfg())
     fill(log, appender, 5)
     log.close()
@@ -151,7 +149,7 @@ def test_garbage_appended_is_cut(log_dir: Path, cfg, appender, caplog) -> None: 
     assert any("truncating 5000 bytes" in r.getMessage() for r in caplog.records)
 
 
-def test_zero_filled_tail_is_cut(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_zero_filled_tail_is_cut(log_dir: Path, cfg: Any, appender: Any) -> None:
     log = Log(log_dir, cfg())
     fill(log, appender, 5)
     log.close()
@@ -163,14 +161,14 @@ def test_zero_filled_tail_is_cut(log_dir: Path, cfg, appender) -> None:  # type:
     assert path.stat().st_size == size and log.log_end_offset == 15
 
 
-def test_interrupted_compaction_swap_is_completed(log_dir: Path, cfg, appender) -> None:  # type: ignore[no-untyped-def]
+def test_interrupted_compaction_swap_is_completed(log_dir: Path, cfg: Any, appender: Any) -> None:
     config = cfg(segment_bytes=600)
     log = Log(log_dir, config)
     fill(log, appender, 20)
     first = log.log_segments()[0]
     log.close()
     # A .swap for segment 0 holding only its first batch (as a cleaner would have left it).
-    pos, size, _ = batch_positions(log_dir / SEG0)[0]
+    _pos, size, _ = batch_positions(log_dir / SEG0)[0]
     (log_dir / (SEG0 + ".swap")).write_bytes((log_dir / SEG0).read_bytes()[:size])
     (log_dir / "00000000000000000003.log.cleaned").write_bytes(b"half written")
     log = Log(log_dir, config)
@@ -201,7 +199,7 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_kill_9_during_appends_loses_no_acknowledged_record(log_dir: Path, cfg) -> None:  # type: ignore[no-untyped-def]
+def test_kill_9_during_appends_loses_no_acknowledged_record(log_dir: Path, cfg: Any) -> None:
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(log_dir)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     acked = -1

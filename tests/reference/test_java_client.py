@@ -12,7 +12,6 @@ import uuid
 from typing import Any
 
 import pytest
-
 from java_client import ClientRun, JavaClient
 from ref_fixtures import HasBootstrap
 

@@ -24,6 +24,8 @@ def build(broker: Broker, version: int, error: ErrorCode = ErrorCode.none) -> An
     keys = tuple(m.make("ApiVersion", api_key=k, min_version=lo, max_version=hi)
                  for k, (lo, hi) in sorted(broker.api_versions().items()))
     level, epoch = broker.metadata_version_level()
+    if not hasattr(m.module, "SupportedFeatureKey"):  # v0-v2 carry no features
+        return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0)
     supported = (m.make("SupportedFeatureKey", name="metadata.version", min_version=1, max_version=level),)
     finalized = (m.make("FinalizedFeatureKey", name="metadata.version", max_version_level=level,
                         min_version_level=level),)

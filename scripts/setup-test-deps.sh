@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install what strom's tests need beyond pip: kcat, a JDK 17+ and Maven (the reference Apache
+# Kafka broker and the Java client test program), then resolve Kafka's jars from Maven Central
+# (scripts/kafka_ref/fetch.sh). Idempotent and quick when everything is already there.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export DEBIAN_FRONTEND=noninteractive
+
+sudo_cmd=()
+if [[ "$(id -u)" -ne 0 ]]; then
+    sudo_cmd=(sudo)
+fi
+
+java_major() {
+    command -v java >/dev/null 2>&1 || { echo 0; return; }
+    java -version 2>&1 | sed -n 's/.*version "\([0-9]*\)\(\.[0-9]*\)\{0,1\}.*/\1/p' | head -n1
+}
+
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+if [[ "$(java_major)" -lt 17 ]] || ! command -v javac >/dev/null 2>&1; then
+    missing+=(openjdk-17-jdk-headless)
+fi
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup-test-deps: missing ${missing[*]} and no apt-get; install them by hand" >&2
+        exit 1
+    fi
+    echo "setup-test-deps: installing ${missing[*]}"
+    # The package lists may be stale or absent on a fresh machine: update only if needed.
+    if ! "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+        "${sudo_cmd[@]}" apt-get update -q
+        "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+fi
+
+bash "$here/kafka_ref/fetch.sh"
