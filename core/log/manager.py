@@ -68,6 +68,8 @@ class LogManager:
             raise ConfigError("log.dirs", "", "at least one log directory")
         self.broker_config = broker_config
         self._clock = clock
+        # Everything is due on the first call.
+        self._last_retention_ms = self._last_cleaning_ms = self._last_checkpoint_ms = -(1 << 62)
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._deleters: list[threading.Thread] = []
@@ -238,26 +240,43 @@ class LogManager:
                 write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT,
                                         {tp: log.high_watermark for tp, log in mine})
 
-    def run_maintenance(self, now_ms: int | None = None) -> dict[str, int]:
-        """Retention, due flushes and compaction over every log; then checkpoints. Blocking."""
+    def run_maintenance(self, now_ms: int | None = None, *, force: bool = False) -> dict[str, int]:
+        """Due flushes, then retention, compaction and checkpoints when their intervals are due. Blocking.
+
+        Called often (every second) by the broker; retention runs every
+        ``log.retention.check.interval.ms``, the cleaner every ``log.cleaner.backoff.ms``, the
+        checkpoints every ``log.flush.offset.checkpoint.interval.ms``, as in Kafka. ``force``
+        runs everything now (tests, shutdown).
+        """
         now = self._clock() if now_ms is None else now_ms
+        cfg = self.broker_config
+        retention_due = force or now - self._last_retention_ms >= cfg.log_retention_check_interval_ms
+        cleaning_due = force or now - self._last_cleaning_ms >= cfg.log_cleaner_backoff_ms
+        checkpoint_due = force or now - self._last_checkpoint_ms >= cfg.log_flush_offset_checkpoint_interval_ms
         stats = {"segments_deleted": 0, "logs_flushed": 0, "logs_cleaned": 0}
         for log in self.all_logs():
             if log.closed:
                 continue
             try:
-                stats["segments_deleted"] += log.delete_old_segments(now)
+                if retention_due:
+                    stats["segments_deleted"] += log.delete_old_segments(now)
                 if log.needs_flush(now):
                     log.flush()
                     stats["logs_flushed"] += 1
-                if log.config.compact and self.broker_config.log_cleaner_enable and (
+                if cleaning_due and log.config.compact and cfg.log_cleaner_enable and (
                         self.cleaner.clean(log, now) is not None):
                     stats["logs_cleaned"] += 1
             except (OSError, BrokerError):
                 if log.closed:
                     continue  # deleted while we worked on it
                 raise
-        self.checkpoint()
+        if retention_due:
+            self._last_retention_ms = now
+        if cleaning_due:
+            self._last_cleaning_ms = now
+        if checkpoint_due or stats["segments_deleted"]:
+            self.checkpoint()
+            self._last_checkpoint_ms = now
         return stats
 
     def shutdown(self, broker_epoch: int = -1) -> None:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from diff_wire import WireClient
 from kafka_ref import KafkaRef
-from kio.index import load_response_schema
+from kio.index import api_key_map, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from ref_fixtures import HasBootstrap
+
+
+def api_name(key: int) -> str:
+    return f"{api_key_map.get(key, '?')}({key})"
 
 
 def compare_ranges(subject: dict[int, tuple[int, int]], reference: dict[int, tuple[int, int]]) -> tuple[list[str], list[str]]:
@@ -25,15 +29,15 @@ def compare_ranges(subject: dict[int, tuple[int, int]], reference: dict[int, tup
     notes: list[str] = []
     for key, (lo, hi) in sorted(subject.items()):
         if key not in reference:
-            violations.append(f"api {key}: strom advertises v{lo}-v{hi}, Kafka does not have it")
+            violations.append(f"{api_name(key)}: strom advertises v{lo}-v{hi}, Kafka does not have it")
             continue
         rlo, rhi = reference[key]
         if lo < rlo or hi > rhi:
-            violations.append(f"api {key}: strom v{lo}-v{hi} is outside Kafka's v{rlo}-v{rhi}")
+            violations.append(f"{api_name(key)}: strom v{lo}-v{hi} is outside Kafka's v{rlo}-v{rhi}")
         elif (lo, hi) != (rlo, rhi):
-            notes.append(f"api {key}: strom v{lo}-v{hi}, Kafka v{rlo}-v{rhi}")
+            notes.append(f"{api_name(key)}: strom v{lo}-v{hi}, Kafka v{rlo}-v{rhi}")
     for key in sorted(set(reference) - set(subject)):
-        notes.append(f"api {key}: only Kafka (v{reference[key][0]}-v{reference[key][1]})")
+        notes.append(f"{api_name(key)}: only Kafka (v{reference[key][0]}-v{reference[key][1]})")
     return violations, notes
 
 

@@ -123,6 +123,8 @@ def test_maintenance_runs_retention_and_flush(tmp_path: Path, appender: Any) -> 
     assert stats["segments_deleted"] == 0 and stats["logs_flushed"] == 1
     assert log.recovery_point == 40
     stats = mgr.run_maintenance(now_ms=10_000 + 20 + 1000 + 1)
+    assert stats["segments_deleted"] == 0  # log.retention.check.interval.ms has not passed
+    stats = mgr.run_maintenance(now_ms=10_000 + 20 + 1000 + 1, force=True)
     assert stats["segments_deleted"] == n
     assert log.log_start_offset == 40
     assert "r 0 40" in (dirs[0] / "log-start-offset-checkpoint").read_text()

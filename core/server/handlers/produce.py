@@ -8,6 +8,7 @@ the produce purgatory) until the high watermark covers the appended batches.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -51,6 +52,10 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             else:
                 try:
                     result = rm.append_records(topic.name, pd.index, records, acks)
+                    part = rm.get_partition(topic.name, pd.index)
+                    if part.log.needs_flush():
+                        # flush.messages / flush.ms: durable before the ack, fsync off the loop.
+                        await asyncio.to_thread(part.log.flush)
                     base_offset, log_append_time = result.first_offset, result.log_append_time_ms
                     log_start = result.log_start_offset
                     if acks == -1:
