@@ -555,7 +555,7 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
         data = json.loads(text)
     elif p.suffix in (".yaml", ".yml"):
-        import yaml  # type: ignore[import-untyped]
+        import yaml
 
         data = yaml.safe_load(text) or {}
     else:

@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
 from strom.core.testing import BrokerProcess
 
 

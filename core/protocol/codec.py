@@ -115,7 +115,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, body_pos: i
     if is_flexible(header.api_key, header.api_version):
         pos = skip_header_tags(frame, pos)
     try:
-        body, size = _reader(header.api_key, header.api_version)(frame, pos)
+        body, _size = _reader(header.api_key, header.api_version)(frame, pos)
     except Exception as e:  # kio raises assorted errors on malformed input
         raise MalformedRequestError(
             f"cannot decode {request_class(header.api_key, header.api_version).__name__} "

@@ -67,7 +67,7 @@ class Partition:
 
     @property
     def config(self) -> LogConfig:
-        return self.log.config  # type: ignore[no-any-return]
+        return self.log.config
 
     def apply_registration(self, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int,
                            leader_epoch: int, partition_epoch: int) -> None:
@@ -139,8 +139,8 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         # No open transactions until the transactions issue: the LSO is the high watermark.
-        return self.log.high_watermark  # type: ignore[no-any-return]
+        return self.log.high_watermark
 
     @property
     def high_watermark(self) -> int:
-        return self.log.high_watermark  # type: ignore[no-any-return]
+        return self.log.high_watermark

@@ -130,7 +130,7 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
-        return self.metadata.cluster_id  # type: ignore[no-any-return]
+        return self.metadata.cluster_id
 
     def controller_id(self) -> int:
         return self.node_id

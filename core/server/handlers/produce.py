@@ -30,8 +30,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     rm = broker.replica_manager
     if acks not in (0, 1, -1):
-        code, message = int(ErrorCode.invalid_required_acks), f"acks={acks} is not 0, 1 or -1"
-        return _all_failed(m, request, code, message) if acks != 0 else None
+        bad = f"acks={acks} is not 0, 1 or -1"
+        return _all_failed(m, request, int(ErrorCode.invalid_required_acks), bad) if acks != 0 else None
 
     names = [t.name for t in request.topic_data]
     denied = authorize_topics(broker, ctx, "WRITE", names)
@@ -44,7 +44,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         for pd in topic.partition_data:
             records = pd.records or b""
             total_bytes += len(records)
-            base_offset, log_append_time, log_start, code, message = -1, -1, -1, 0, None
+            base_offset, log_append_time, log_start, code = -1, -1, -1, 0
+            message: str | None = None
             if topic.name in denied:
                 code = int(ErrorCode.topic_authorization_failed)
             elif topic.name not in broker.image.topics:
