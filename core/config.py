@@ -288,9 +288,15 @@ class LogConfig:
         return cls({d.name: d.default for d in TOPIC_CONFIG_DEFS})
 
     @classmethod
-    def build(cls, broker: BrokerConfig | None, overrides: Mapping[str, Any] | None = None) -> LogConfig:
-        """Topic defaults from ``broker``'s synonyms, then the topic's ``overrides`` (validated)."""
+    def build(cls, broker: BrokerConfig | None, overrides: Mapping[str, Any] | None = None,
+              dynamic_broker: Mapping[str, str] | None = None) -> LogConfig:
+        """Topic defaults from ``broker``'s synonyms, then dynamic broker configs (cluster default,
+        then this broker's, already merged by the caller), then the topic's ``overrides``."""
         values = dict(broker.topic_defaults() if broker is not None else cls.defaults().values)
+        if dynamic_broker:
+            for d in TOPIC_CONFIG_DEFS:
+                if d.synonym and d.synonym in dynamic_broker:
+                    values[d.name] = parse_topic_config(d.name, dynamic_broker[d.synonym])
         parsed = {k: parse_topic_config(k, v) for k, v in (overrides or {}).items()}
         values.update(parsed)
         return cls(values, frozenset(parsed))

@@ -163,10 +163,16 @@ class QuorumController:
         return await self.raft.append([encode_record(r) for r in records])
 
     async def activate(self, bootstrap: Sequence[Message]) -> None:
-        """On becoming active with an empty log: write the bootstrap records (metadata.version)."""
+        """On becoming active with an empty log: write the bootstrap records (metadata.version).
+
+        Like Kafka 4 (with eligible leader replicas), the cluster-wide ``min.insync.replicas``
+        is also written as an explicit cluster-default broker config record.
+        """
         async with self._lock:
             if self.image.metadata_version == 0 and bootstrap:
-                await self._commit(bootstrap)
+                min_isr = ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas",
+                                       value=str(self.config.min_insync_replicas))
+                await self._commit([*bootstrap, min_isr])
 
     # -- topics --------------------------------------------------------------------------------
 

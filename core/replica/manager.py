@@ -20,7 +20,7 @@ from strom.core.server.purgatory import Purgatory
 
 log = logging.getLogger(__name__)
 
-TOPIC_RESOURCE = 2
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
 
 class ReplicaManager:
@@ -34,15 +34,20 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self._topic_configs: dict[str, dict[str, str]] = {}
+        self._dynamic_broker: dict[str, str] = {}
 
     # -- metadata publisher -------------------------------------------------------------------
 
     def on_metadata_update(self, delta: Any, image: Any) -> None:
         """Reconcile hosted partitions with a newly committed metadata image."""
         live: set[tuple[str, int]] = set()
+        dynamic = {**image.configs.get((BROKER_RESOURCE, ""), {}),
+                   **image.configs.get((BROKER_RESOURCE, str(self.node_id)), {})}
+        dynamic_changed = dynamic != self._dynamic_broker
+        self._dynamic_broker = dynamic
         for topic in image.topics.values():
             overrides = dict(image.configs.get((TOPIC_RESOURCE, topic.name), {}))
-            config_changed = self._topic_configs.get(topic.name) != overrides
+            config_changed = dynamic_changed or self._topic_configs.get(topic.name) != overrides
             self._topic_configs[topic.name] = overrides
             for index, reg in topic.partitions.items():
                 if self.node_id not in reg.replicas:
@@ -64,7 +69,7 @@ class ReplicaManager:
             del self._topic_configs[name]
 
     def _log_config(self, overrides: dict[str, str]) -> LogConfig:
-        return LogConfig.build(self.config, overrides)
+        return LogConfig.build(self.config, overrides, self._dynamic_broker)
 
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, overrides: dict[str, str]) -> Partition:
         config = self._log_config(overrides)

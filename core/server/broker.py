@@ -22,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import CreatableTopic
+from strom.core.coordinator.producer_ids import ProducerIdManager
 from strom.core.log.manager import LogManager
 from strom.core.metadata.system import MetadataSystem
 from strom.core.protocol import codec
@@ -63,6 +64,7 @@ class Broker:
         self.log_manager = LogManager(config.log_dir_list, config)
         self.replica_manager = ReplicaManager(config, self.log_manager)
         self.metadata = MetadataSystem.open(config)
+        self.producer_ids = ProducerIdManager(self.metadata.controller, self.node_id)
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()

@@ -14,6 +14,7 @@ from strom.core.server.handlers import (
     describe_cluster,
     describe_log_dirs,
     fetch,
+    init_producer_id,
     list_offsets,
     metadata,
     offset_for_leader_epoch,
@@ -37,6 +38,7 @@ HANDLERS: tuple[Any, ...] = (
     topics.CreatePartitions,
     configs.IncrementalAlterConfigs,
     describe_cluster,
+    init_producer_id,
 )
 
 

@@ -46,6 +46,8 @@ def describe_topic(broker: Broker, name: str, keys: set[str] | None, synonyms: b
                    m: Any) -> list[Any]:
     image = broker.image
     overrides = image.configs.get((TOPIC, name), {})
+    per_broker = image.configs.get((BROKER, str(broker.node_id)), {})
+    cluster_default = image.configs.get((BROKER, ""), {})
     static = _static_broker_values(broker)
     defaults = broker.config.topic_defaults()
     out = []
@@ -55,6 +57,10 @@ def describe_topic(broker: Broker, name: str, keys: set[str] | None, synonyms: b
         syn: list[tuple[str, str | None, int]] = []
         if d.name in overrides:
             syn.append((d.name, overrides[d.name], TOPIC_CONFIG))
+        if d.synonym and d.synonym in per_broker:
+            syn.append((d.synonym, per_broker[d.synonym], DYNAMIC_BROKER_CONFIG))
+        if d.synonym and d.synonym in cluster_default:
+            syn.append((d.synonym, cluster_default[d.synonym], DYNAMIC_DEFAULT_BROKER_CONFIG))
         if d.synonym and d.synonym in static:
             syn.append((d.synonym, static[d.synonym], STATIC_BROKER_CONFIG))
         default_value = format_config_value(defaults[d.name])
