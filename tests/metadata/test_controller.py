@@ -164,7 +164,9 @@ async def test_incremental_alter_configs(config: BrokerConfig, open_system: Any)
         assert [r.error_code for r in res] == [OK, UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_CONFIG,
                                               OK, INVALID_CONFIG]
         assert dict(system.image.topic_configs("c")) == {"segment.bytes": "1000", "cleanup.policy": "delete,compact"}
-        assert dict(system.image.resource_configs(BROKER_RESOURCE, "")) == {"log.retention.ms": "5000"}
+        # min.insync.replicas is the cluster default the controller writes at bootstrap, as Kafka 4 does.
+        assert dict(system.image.resource_configs(BROKER_RESOURCE, "")) == {"log.retention.ms": "5000",
+                                                                           "min.insync.replicas": "1"}
         [r] = await c.incremental_alter_configs(
             [AlterConfigsResource(TOPIC_RESOURCE, "c", [("cleanup.policy", OP_SUBTRACT, "delete")])])
         assert r.error_code == OK and system.image.topic_configs("c")["cleanup.policy"] == "compact"
