@@ -371,6 +371,23 @@ def ratios(results: list[PhaseResult], base: str) -> list[dict[str, Any]]:
     return out
 
 
+def median_results(rounds: list[list[PhaseResult]]) -> list[PhaseResult]:
+    """Per (broker, workload, phase), the round with the median throughput; a failure in any round wins."""
+    groups: dict[tuple[str, str, str], list[PhaseResult]] = {}
+    for rnd in rounds:
+        for r in rnd:
+            groups.setdefault((r.broker, r.workload, r.phase), []).append(r)
+    out = []
+    for rows in groups.values():
+        failed = [r for r in rows if r.error is not None]
+        if failed:
+            out.append(failed[0])
+            continue
+        rows.sort(key=lambda r: r.msgs_per_s)
+        out.append(rows[(len(rows) - 1) // 2])
+    return out
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))
@@ -413,6 +430,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--default-consumer-backoff", action="store_true",
                     help="keep librdkafka's fetch.queue.backoff.ms=1000 (see CONSUMER_CONFIG)")
     ap.add_argument("--base", default="strom", help="broker the ratios are taken against (default strom)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds over all brokers; tables show the median round (default 1)")
     ap.add_argument("--json", dest="json_path", type=Path, default=None, help="also write results here")
     args = ap.parse_args(argv)
     args.brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
@@ -430,17 +449,24 @@ def main(argv: list[str] | None = None) -> int:
         CONSUMER_CONFIG.pop("fetch.queue.backoff.ms", None)
     names = ["small", "large"] if args.workload == "both" else [args.workload]
     plan = [(w, args.records or WORKLOADS[w][0], WORKLOADS[w][1]) for w in names]
-    results: list[PhaseResult] = []
-    for name in args.brokers:
-        results += run_broker(name, plan, args.partitions, args.warmup)
+    rounds: list[list[PhaseResult]] = []
+    for round_no in range(args.repeat):
+        if args.repeat > 1:
+            print(f"== round {round_no + 1} of {args.repeat}", file=sys.stderr, flush=True)
+        # Brokers take turns within each round, so slow drift of the machine hits all of them.
+        rounds.append([r for name in args.brokers for r in run_broker(name, plan, args.partitions, args.warmup)])
+    results = median_results(rounds)
     base = args.base if args.base in args.brokers else args.brokers[0]
     rat = ratios(results, base)
+    if args.repeat > 1:
+        print(f"median of {args.repeat} rounds per (broker, workload, phase), by msgs/s")
     print(render(results, rat, args.partitions))
     if args.json_path is not None:
         doc = {"machine": machine_info(), "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
                "partitions": args.partitions, "producer_config": PRODUCER_CONFIG,
                "consumer_config": CONSUMER_CONFIG, "warmup_records": args.warmup,
-               "results": [r.to_json() for r in results], "ratios": rat, "ratio_base": base}
+               "repeat": args.repeat, "results": [r.to_json() for r in results],
+               "rounds": [[r.to_json() for r in rnd] for rnd in rounds], "ratios": rat, "ratio_base": base}
         args.json_path.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"\nwrote {args.json_path}")
     return 1 if any(r.error for r in results) else 0

@@ -50,6 +50,17 @@ def test_tree_cpu_of_missing_process_raises() -> None:
         peers.tree_cpu_seconds(proc.pid)
 
 
+def test_median_round_per_phase_and_failures_win() -> None:
+    def res(broker: str, secs: float, error: str | None = None) -> bt.PhaseResult:
+        return bt.PhaseResult(broker, "small", "produce", 1000, 100, 3, seconds=secs, error=error)
+
+    rounds = [[res("strom", 1.0), res("kafka", 2.0)], [res("strom", 3.0), res("kafka", 2.0, error="x")],
+              [res("strom", 2.0), res("kafka", 1.0)]]
+    got = {r.broker: r for r in bt.median_results(rounds)}
+    assert got["strom"].seconds == 2.0  # 1000/s, 333/s, 500/s -> median 500/s
+    assert got["kafka"].error == "x"
+
+
 def test_ratios_against_base_skip_failures() -> None:
     def res(broker: str, secs: float, cpu: float, error: str | None = None) -> bt.PhaseResult:
         return bt.PhaseResult(broker, "small", "produce", 1000, 100, 3, seconds=secs, broker_cpu_s=cpu,
