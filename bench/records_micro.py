@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 import crc32c
+
 from strom.core.records.builder import SimpleRecord, build_batch, now_ms
 from strom.core.records.validate import assign_offsets, validate_produce_batches
 

@@ -13,11 +13,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from strom import __version__
 from strom.core.exceptions import ConfigError
 from strom.core.tools import consume, produce, run, storage, topics
 from strom.core.tools.common import ToolError, UsageError
-
-from strom import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from strom.core.exceptions import ConfigError
 
 LONG_MAX = 9223372036854775807

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from strom.core.exceptions import ConfigError
-
 from strom.exceptions import StromError
 
 

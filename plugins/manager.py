@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import pluggy
+
 from strom.plugins.builtin import BUILTIN_PLUGINS
 from strom.plugins.exceptions import (
     DuplicatePluginNameError,

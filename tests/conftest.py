@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+
 from strom.core.testing import BrokerProcess
 
 

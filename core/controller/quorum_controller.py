@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.config import TOPIC_CONFIGS, BrokerConfig, format_config_value, parse_topic_config
 from strom.core.exceptions import ConfigError, KafkaError, for_code
 from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage

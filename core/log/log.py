@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import crc32c
 from kio.schema.errors import ErrorCode
+
 from strom.core.config import LogConfig
 from strom.core.exceptions import (
     BrokerError,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
+
 from strom.core.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex
 from strom.core.records.batch import (
     ATTRIBUTES_OFFSET,

@@ -17,6 +17,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+
 from strom.core.protocol.exceptions import MalformedRequestError
 
 API_VERSIONS_KEY = 18

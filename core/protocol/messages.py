@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.protocol.codec import request_class, response_class
 
 _UTC = datetime.UTC

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c
+
 from strom.core.exceptions import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
 from strom.core.records import codecs
 from strom.core.records.batch import (

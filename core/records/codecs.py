@@ -24,6 +24,7 @@ import zlib
 import cramjam
 import lz4.frame
 import zstandard
+
 from strom.core.exceptions import CorruptMessageError, UnsupportedCompressionTypeError
 
 Buffer = bytes | bytearray | memoryview

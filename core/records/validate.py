@@ -28,6 +28,7 @@ import sys
 from typing import NamedTuple
 
 import crc32c
+
 from strom.core.exceptions import (
     CorruptMessageError,
     InvalidRecordError,

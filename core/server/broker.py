@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import CreatableTopic
 from strom.core.coordinator.producer_ids import ProducerIdManager
@@ -185,7 +186,7 @@ class Broker:
     # -- dispatch -----------------------------------------------------------------------------
 
     async def dispatch(self, ctx: RequestContext, header: codec.RequestHeader, frame: bytes,
-                       body_pos: int) -> bytes | None:
+                       body_pos: int) -> bytes | list[bytes | memoryview] | None:
         handler = self.handlers.get(header.api_key)
         if handler is None:
             raise MalformedRequestError(f"unknown API key {header.api_key}")
@@ -200,6 +201,8 @@ class Broker:
         response = await handler.handle(self, ctx, request)
         if response is None:
             return None
+        if hasattr(response, "frame_parts"):  # a handler with its own fast encoder (Fetch)
+            return response.frame_parts(header.api_version, header.correlation_id)
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     # -- running ------------------------------------------------------------------------------

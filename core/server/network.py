@@ -24,8 +24,10 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 
-# (ctx, header, frame, body position) -> encoded response frame, or None for no response (acks=0)
-Dispatcher = Callable[[RequestContext, codec.RequestHeader, bytes, int], Awaitable[bytes | None]]
+# (ctx, header, frame, body position) -> encoded response frame (bytes or a list of buffers),
+# or None for no response (acks=0)
+Dispatcher = Callable[[RequestContext, codec.RequestHeader, bytes, int],
+                      Awaitable[bytes | list[bytes | memoryview] | None]]
 
 
 class Listener:
@@ -95,7 +97,10 @@ class Listener:
                                  header.client_id or "", address, self.name, self.security_protocol)
             response = await self.dispatcher(ctx, header, frame, body_pos)
             if response is not None:
-                writer.write(response)
+                if isinstance(response, list):
+                    writer.writelines(response)  # record buffers go to the transport uncopied
+                else:
+                    writer.write(response)
                 await writer.drain()
             if ctx.throttle_ms > 0:
                 # A quota was exceeded: the channel stays muted for the throttle time (KIP-219).

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from strom.core.config import parse_properties
-
 from strom.exceptions import StromError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"

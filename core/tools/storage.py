@@ -16,7 +16,6 @@ from typing import Any
 
 from strom.core.config import BrokerConfig, parse_properties
 from strom.core.tools.common import ToolError, UsageError, parse_kv_list
-
 from strom.exceptions import StromError
 
 META_PROPERTIES = "meta.properties"

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.serial import entity_writer
+
 from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import response_messages

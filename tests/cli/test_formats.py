@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from strom.core.tools.common import UsageError
 from strom.core.tools.consume import RecordFormat, parse_offset
 from strom.core.tools.produce import LineFormat, LineParseError
@@ -116,6 +117,7 @@ def test_config_assignments_with_lists() -> None:
 
 def test_topic_ids_print_in_kafkas_url_safe_base64() -> None:
     from confluent_kafka import Uuid
+
     from strom.core.tools.topics import kafka_uuid
 
     # librdkafka's str() would give '//////////9//////////w'.

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+
 from strom.core.testing import BrokerProcess
 
 _HERE = str(Path(__file__).resolve().parent)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
 from strom.core.testing import BrokerProcess
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]

@@ -40,6 +40,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+
 from strom.core.config import TOPIC_CONFIG_DEFS
 from strom.core.testing import BrokerProcess
 

@@ -9,6 +9,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
+
 from strom.core.testing import BrokerProcess
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]

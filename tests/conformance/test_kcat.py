@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from strom.core.testing import BrokerProcess
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")

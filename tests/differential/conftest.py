@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kafka_ref import KafkaRef
 from ref_fixtures import SHARED_BROKER_CONFIG, HasBootstrap, kafka_ref, skip_without_java  # noqa: F401
+
 from strom.core.testing import BrokerProcess
 
 

@@ -18,6 +18,7 @@ import pytest
 from ck_helpers import create_topic, make_consumer, make_producer, produce_all, read_partition
 from confluent_kafka import KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
+
 from strom.core.testing import BrokerProcess
 
 PARTITIONS = 2

@@ -33,6 +33,7 @@ from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
 from kio.serial import entity_reader
 from kio.static.primitive import Records, i16, i32, i32Timedelta
+
 from strom.core.records.builder import SimpleRecord, build_batch
 from strom.core.testing import BrokerProcess
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from strom.core.config import LogConfig
 from strom.core.log.log import Log, LogAppendInfo
 from strom.core.records.builder import SimpleRecord, build_batch, decode_records

@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from strom.core.log.checkpoint import (
     CheckpointError,
     read_meta_properties,

@@ -6,6 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from strom.core.log.index import (
     AbortedTxn,
     CorruptIndexError,

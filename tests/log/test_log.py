@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from strom.core.exceptions import OffsetOutOfRangeError, RecordListTooLargeError
 from strom.core.log.log import Log
 from strom.core.records.batch import iter_headers

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from strom.core.config import BrokerConfig, LogConfig
 from strom.core.exceptions import ConfigError
 from strom.core.log.manager import LogManager

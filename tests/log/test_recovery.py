@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from strom.core.log.log import Log
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import SimpleRecord, decode_records

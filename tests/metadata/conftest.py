@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from strom.core.config import BrokerConfig
 from strom.core.metadata.bootstrap import format_storage, random_uuid
 from strom.core.metadata.system import MetadataSystem

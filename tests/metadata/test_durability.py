@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import OP_SET, AlterConfigsResource, CreatableTopic
 from strom.core.metadata.bootstrap import (

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from strom.core.exceptions import CorruptMessageError
 from strom.core.metadata.records import (
     BrokerEndpoint,

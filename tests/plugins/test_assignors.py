@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from strom.plugins.builtin.range_assignor import RangeAssignor
 from strom.plugins.builtin.uniform_assignor import UniformAssignor
 from strom.plugins.hookspecs.assignors import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from strom.plugins.builtin.local_tier import LocalDiskTier, parse_partition_dir, segment_file_name
 from strom.plugins.hookspecs.storage import LocalTier
 from strom.plugins.manager import get_plugin_manager, load_local_tier

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pluggy
 import pytest
+
 from strom.core.config import BrokerConfig
 from strom.core.exceptions import ConfigError
 from strom.plugins.builtin import BUILTIN_PLUGINS

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
 from strom.core.records.builder import SimpleRecord, build_batch
 from strom.core.testing import BrokerProcess
 

@@ -11,6 +11,7 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from strom.core.exceptions import CorruptMessageError, UnsupportedCompressionTypeError
 from strom.core.records import codecs
 

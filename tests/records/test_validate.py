@@ -7,6 +7,7 @@ import struct
 import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
 from strom.core.exceptions import (
     CorruptMessageError,
     InvalidRecordError,

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.exceptions import ConfigError, KafkaError
 from strom.core.server.context import RequestContext
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.config import TOPIC_CONFIG_DEFS, format_config_value
 from strom.core.controller.quorum_controller import OP_SET, AlterConfigsResource
 from strom.core.protocol.messages import response_messages

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.exceptions import OffsetOutOfRangeError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext

@@ -15,7 +15,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
-from strom.core.protocol.messages import ms, response_messages
+
+from strom.core.protocol.fetch_response import PartitionRow, TopicRows, encode_fetch_response
+from strom.core.protocol.messages import ms
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
 
@@ -38,8 +40,6 @@ class _Target:
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    version = ctx.api_version
-    m = response_messages(API_KEY, version)
     image = broker.image
     replica_state = getattr(request, "replica_state", None)
     replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
@@ -107,23 +107,26 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         total = state["total"]  # type: ignore[assignment]
 
     throttle_ms = throttle(broker, ctx, "FETCH", total) if replica_id < 0 else 0
-    by_topic: dict[tuple[str, uuid.UUID], list[Any]] = {}
-    order: list[tuple[str, uuid.UUID]] = []
+    by_topic: dict[tuple[str, uuid.UUID], list[PartitionRow]] = {}
     for t, result, code, _message in rows:
         key = (t.name, t.topic_id)
-        if key not in by_topic:
-            by_topic[key] = []
-            order.append(key)
         if result is None:
-            pdata = m.make("PartitionData", partition_index=t.fp.partition, error_code=code,
-                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                           aborted_transactions=None, records=b"")
+            row = PartitionRow(t.fp.partition, code, -1, -1, -1, None, b"")
         else:
-            pdata = m.make("PartitionData", partition_index=t.fp.partition, error_code=0,
-                           high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
-                           log_start_offset=result.log_start_offset,
-                           aborted_transactions=() if isolation == 1 else None, records=result.records)
-        by_topic[key].append(pdata)
-    responses = tuple(m.make("FetchableTopicResponse", topic=name, topic_id=tid, partitions=tuple(by_topic[(name, tid)]))
-                      for name, tid in order)
-    return m.make("FetchResponse", throttle_time=throttle_ms, error_code=0, session_id=0, responses=responses)
+            row = PartitionRow(t.fp.partition, 0, result.high_watermark, result.last_stable_offset,
+                               result.log_start_offset, () if isolation == 1 else None, result.records)
+        by_topic.setdefault(key, []).append(row)
+    return FetchRows(throttle_ms, [TopicRows(name, tid, parts) for (name, tid), parts in by_topic.items()])
+
+
+class FetchRows:
+    """A Fetch response encoded by the fast path (see strom.core.protocol.fetch_response)."""
+
+    __slots__ = ("throttle_ms", "topics")
+
+    def __init__(self, throttle_ms: int, topics: list[TopicRows]) -> None:
+        self.throttle_ms = throttle_ms
+        self.topics = topics
+
+    def frame_parts(self, version: int, correlation_id: int) -> list[bytes | memoryview]:
+        return encode_fetch_response(version, correlation_id, self.throttle_ms, 0, 0, self.topics)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+
 from strom.core.controller.quorum_controller import CreatableTopic, CreatePartitionsTopic
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
