@@ -30,6 +30,7 @@ from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
 from strom.core.replica.manager import ReplicaManager
 from strom.core.server import handlers
+from strom.core.server.handlers import api_versions
 from strom.core.server.context import RequestContext
 from strom.core.server.network import Listener
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
@@ -192,8 +193,8 @@ class Broker:
             raise MalformedRequestError(f"unknown API key {header.api_key}")
         lo, hi = handler.VERSIONS
         if not lo <= header.api_version <= hi:
-            if header.api_key == handlers.api_versions.API_KEY:
-                response = handlers.api_versions.build(self, 0, ErrorCode.unsupported_version)
+            if header.api_key == api_versions.API_KEY:
+                response = api_versions.build(self, 0, ErrorCode.unsupported_version)
                 return codec.encode_response(header.api_key, 0, header.correlation_id, response)
             raise UnsupportedVersionRequestError(
                 f"API key {header.api_key} version {header.api_version} is outside {lo}..{hi}")

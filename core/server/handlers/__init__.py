@@ -1,46 +1,37 @@
 """One module (or handler class) per Kafka API: ``API_KEY``, ``VERSIONS`` and ``async handle(broker, ctx, request)``.
 
-:func:`registry` is the single list of implemented APIs; ApiVersions advertises exactly it.
+:func:`registry` finds every handler in this package: a module that defines ``API_KEY`` is a
+handler, and so is a class defined in a module that has ``API_KEY``, ``VERSIONS`` and
+``handle`` (for modules holding a family of APIs, e.g. ``topics.CreateTopics``). ApiVersions
+advertises exactly this registry, so an API is advertised once its handler exists.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
+from functools import cache
 from typing import Any
 
-from strom.core.server.handlers import (
-    api_versions,
-    configs,
-    delete_records,
-    describe_cluster,
-    describe_log_dirs,
-    fetch,
-    init_producer_id,
-    list_offsets,
-    metadata,
-    offset_for_leader_epoch,
-    produce,
-    topics,
-)
 
-HANDLERS: tuple[Any, ...] = (
-    produce,
-    fetch,
-    list_offsets,
-    metadata,
-    offset_for_leader_epoch,
-    api_versions,
-    topics.CreateTopics,
-    topics.DeleteTopics,
-    delete_records,
-    configs,
-    configs.AlterConfigs,
-    describe_log_dirs,
-    topics.CreatePartitions,
-    configs.IncrementalAlterConfigs,
-    describe_cluster,
-    init_producer_id,
-)
+def _is_handler(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("API_KEY", "VERSIONS", "handle"))
 
 
+@cache
 def registry() -> dict[int, Any]:
-    return {h.API_KEY: h for h in HANDLERS}
+    found: dict[int, Any] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        candidates = [module] if _is_handler(module) else []
+        candidates += [obj for _, obj in inspect.getmembers(module, inspect.isclass)
+                       if obj.__module__ == module.__name__ and _is_handler(obj)]
+        for handler in candidates:
+            key = handler.API_KEY
+            if key in found:
+                raise RuntimeError(f"two handlers for API key {key}: {found[key]} and {handler}")
+            found[key] = handler
+    return found
