@@ -30,8 +30,8 @@ from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
 from strom.core.replica.manager import ReplicaManager
 from strom.core.server import handlers
-from strom.core.server.handlers import api_versions
 from strom.core.server.context import RequestContext
+from strom.core.server.handlers import api_versions
 from strom.core.server.network import Listener
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
 from strom.plugins.hookspecs.authorizers import (
