@@ -26,7 +26,7 @@ def registry() -> dict[int, Any]:
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
-        candidates = [module] if _is_handler(module) else []
+        candidates: list[Any] = [module] if _is_handler(module) else []
         candidates += [obj for _, obj in inspect.getmembers(module, inspect.isclass)
                        if obj.__module__ == module.__name__ and _is_handler(obj)]
         for handler in candidates:
