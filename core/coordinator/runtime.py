@@ -1,0 +1,143 @@
+"""Coordinator runtime: the internal topics the group and transaction coordinators live in.
+
+A coordinator's state is records in a compacted internal topic (``__consumer_offsets``,
+``__transaction_state``). This runtime creates those topics through the controller, appends a
+coordinator's records to one of their partitions as the partition leader, reads a partition
+back from its log start so a coordinator can replay it at start-up, and writes transaction
+markers (COMMIT/ABORT control batches) to the partitions of a transaction.
+
+Appends bypass client validation: the batches are built here (coordinator origin) and may carry
+a producer id without a sequence, as Kafka's coordinators write them. Event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.controller.quorum_controller import CreatableTopic
+from strom.core.exceptions import NotLeaderOrFollowerError
+from strom.core.records.batch import iter_headers
+from strom.core.records.builder import LogRecord, SimpleRecord, build_batch, decode_records
+from strom.core.server.handlers._common import error_of
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+READ_CHUNK_BYTES = 1 << 20
+
+
+def java_string_hashcode(value: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def java_hash_partition(key: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions``: the coordinator partition of a key."""
+    h = java_string_hashcode(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def _append_coordinator_batch(plog: Any, buf: bytearray, leader_epoch: int) -> Any:
+    # Transitional: producer-state checks (and the ``origin`` parameter) are landing in Log.
+    if "origin" in inspect.signature(plog.append_as_leader).parameters:
+        return plog.append_as_leader(buf, list(iter_headers(buf)), leader_epoch, origin="coordinator")
+    return plog.append_as_leader(buf, list(iter_headers(buf)), leader_epoch)
+
+
+class CoordinatorRuntime:
+    """Internal-topic I/O shared by the group and transaction coordinators."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._topic_locks: dict[str, asyncio.Lock] = {}
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def topic_exists(self, name: str, partitions: int | None = None) -> bool:
+        topic = self.broker.image.topics.get(name)
+        return topic is not None and (partitions is None or len(topic.partitions) >= partitions)
+
+    async def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        """Create the internal topic through the controller unless it exists."""
+        lock = self._topic_locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            if name in self.broker.image.topics:
+                return
+            [result] = await self.broker.metadata.controller.create_topics(
+                [CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, configs=configs)])
+            if result.error_code not in (0, int(ErrorCode.topic_already_exists)):
+                raise RuntimeError(f"cannot create internal topic {name}: {result.error_message or result.error_code}")
+            log.info("created internal topic %s with %d partitions", name, partitions)
+
+    # -- appends ------------------------------------------------------------------------------
+
+    async def append(self, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]],
+                     *, producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> int:
+        """Append one batch of (key, value) records as the partition leader; returns its last offset."""
+        if not records:
+            raise ValueError("append needs at least one record")
+        rm = self.broker.replica_manager
+        part = rm.get_partition(topic, partition)
+        if not part.is_leader:
+            raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
+        batch = build_batch([SimpleRecord(k, v) for k, v in records], producer_id=producer_id,
+                            producer_epoch=producer_epoch, transactional=transactional)
+        buf = bytearray(batch)
+        info = _append_coordinator_batch(part.log, buf, part.leader_epoch)
+        part.maybe_increment_high_watermark()
+        rm.fetch_purgatory.check_and_complete(part.key)
+        return int(info.last_offset)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def read(self, topic: str, partition: int) -> Iterator[LogRecord]:
+        """Every record of a partition from its log start to its log end, control records included."""
+        plog = self.broker.replica_manager.get_partition(topic, partition).log
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            info = plog.read(offset, READ_CHUNK_BYTES, None, True)
+            if not info.records:
+                break
+            last = offset
+            for record in decode_records(info.records):
+                last = record.offset
+                if record.offset >= offset:
+                    yield record
+            batches = list(iter_headers(info.records))
+            offset = max(last + 1, batches[-1][1].last_offset + 1 if batches else last + 1)
+
+    # -- transaction markers ------------------------------------------------------------------
+
+    async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                commit: bool, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Write a COMMIT or ABORT marker to each partition; returns the error code per partition."""
+        rm = self.broker.replica_manager
+        results: dict[tuple[str, int], int] = {}
+        offsets_touched = False
+        for topic, index in partitions:
+            try:
+                part = rm.get_partition(topic, index)
+                part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+                rm.fetch_purgatory.check_and_complete(part.key)
+                results[(topic, index)] = 0
+                offsets_touched = offsets_touched or topic == OFFSETS_TOPIC
+            except Exception as e:
+                results[(topic, index)] = error_of(e)[0]
+        group_coordinator: Any = getattr(self.broker, "group_coordinator", None)
+        if offsets_touched and group_coordinator is not None:
+            group_coordinator.on_transaction_completed(producer_id, commit)
+        return results
