@@ -13,7 +13,6 @@ a producer id without a sequence, as Kafka's coordinators write them. Event-loop
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -49,13 +48,6 @@ def java_hash_partition(key: str, partitions: int) -> int:
     """Kafka's ``Utils.abs(key.hashCode()) % partitions``: the coordinator partition of a key."""
     h = java_string_hashcode(key)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-def _append_coordinator_batch(plog: Any, buf: bytearray, leader_epoch: int) -> Any:
-    # Transitional: producer-state checks (and the ``origin`` parameter) are landing in Log.
-    if "origin" in inspect.signature(plog.append_as_leader).parameters:
-        return plog.append_as_leader(buf, list(iter_headers(buf)), leader_epoch, origin="coordinator")
-    return plog.append_as_leader(buf, list(iter_headers(buf)), leader_epoch)
 
 
 class CoordinatorRuntime:
@@ -97,7 +89,7 @@ class CoordinatorRuntime:
         batch = build_batch([SimpleRecord(k, v) for k, v in records], producer_id=producer_id,
                             producer_epoch=producer_epoch, transactional=transactional)
         buf = bytearray(batch)
-        info = _append_coordinator_batch(part.log, buf, part.leader_epoch)
+        info = part.log.append_as_leader(buf, list(iter_headers(buf)), part.leader_epoch, origin="coordinator")
         part.maybe_increment_high_watermark()
         rm.fetch_purgatory.check_and_complete(part.key)
         return int(info.last_offset)

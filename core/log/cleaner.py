@@ -217,6 +217,10 @@ class LogCleaner:
             (seg.dir / f"{seg.base_offset:020d}{ext}{CLEANED_SUFFIX}").unlink(missing_ok=True)
         cleaned = LogSegment(seg.dir, seg.base_offset, index_interval_bytes=cfg.index_interval_bytes,
                              max_index_size=cfg.segment_index_bytes, suffix=CLEANED_SUFFIX, now_ms=now)
+        # Transactional and control batches are copied whole, so the aborted-transaction
+        # entries of the segment stay true; read_committed fetches need them after the swap.
+        for txn in list(seg.txn_index.all_aborted()):
+            cleaned.txn_index.append(txn)
         out = bytearray()
         out_batches: list[tuple[int, BatchHeader]] = []
         removed = 0

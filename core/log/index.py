@@ -321,33 +321,50 @@ class TransactionIndex:
         self.base_offset = base_offset
         path.touch(exist_ok=True)
         self._last_offset: int | None = None
+        # The entries, read once: read_committed fetches consult the index on every fetch.
+        # Only this object writes the file, so the copy stays exact.
+        self._cache: list[AbortedTxn] | None = None
 
     def append(self, txn: AbortedTxn) -> None:
-        if self._last_offset is None:
-            existing = self.all_aborted()
-            self._last_offset = existing[-1].last_offset if existing else None
-        if self._last_offset is not None and txn.last_offset < self._last_offset:
+        existing = self.all_aborted()
+        if existing and txn.last_offset < existing[-1].last_offset:
             raise IndexOffsetError(
-                f"{self.path}: aborted txn last offset {txn.last_offset} < previous {self._last_offset}")
+                f"{self.path}: aborted txn last offset {txn.last_offset} < previous {existing[-1].last_offset}")
         self._last_offset = txn.last_offset
         data = self._struct.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset,
                                  txn.last_stable_offset)
         with open(self.path, "ab") as f:
             f.write(data)
+        existing.append(txn)
 
     def all_aborted(self) -> list[AbortedTxn]:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        whole = len(data) // self.ENTRY_SIZE * self.ENTRY_SIZE
-        return [AbortedTxn(pid, first, last, lso, version)
-                for version, pid, first, last, lso in self._struct.iter_unpack(data[:whole])]
+        """The entries (a torn trailing partial entry is ignored); the list is the live cache."""
+        if self._cache is None:
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            whole = len(data) // self.ENTRY_SIZE * self.ENTRY_SIZE
+            self._cache = [AbortedTxn(pid, first, last, lso, version)
+                           for version, pid, first, last, lso in self._struct.iter_unpack(data[:whole])]
+        return self._cache
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``."""
         return [t for t in self.all_aborted()
                 if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset]
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """Kafka's ``collectAbortedTxns``: the overlapping entries and whether the search is
+        complete (an entry's last stable offset reaches the upper bound, so no later segment
+        can hold an aborted transaction that started below it)."""
+        out = []
+        for t in self.all_aborted():
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                out.append(t)
+            if t.last_stable_offset >= upper_bound_offset:
+                return out, True
+        return out, False
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose (marker) last offset >= ``offset``."""
@@ -363,6 +380,7 @@ class TransactionIndex:
                 f.write(self._struct.pack(t.version, t.producer_id, t.first_offset, t.last_offset,
                                           t.last_stable_offset))
         self._last_offset = txns[-1].last_offset if txns else None
+        self._cache = list(txns)
 
     def sanity_check(self) -> None:
         size = self.path.stat().st_size if self.path.exists() else 0
@@ -381,6 +399,7 @@ class TransactionIndex:
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
+        self._cache = None
 
     def rename_to(self, path: Path) -> None:
         if self.path.exists():

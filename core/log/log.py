@@ -13,6 +13,16 @@ from the recovery point on is re-validated batch by batch (CRC-32C); the first t
 batch truncates the log there (a WARNING names file, position and reason) and later segments
 are deleted.
 
+Producer state (idempotence, transactions; see :mod:`strom.core.log.producer_state`): every
+batch with a producer id is checked before offsets are assigned (a duplicate of one of the
+producer's last 5 batches is not written again; the append answers with the original offsets),
+the state is updated after the write, an ABORT marker adds an entry to the ``.txnindex`` of
+the segment holding it, and the ongoing transactions bound the last stable offset. Snapshots
+of the state are written at every roll and on close; loading takes the newest snapshot at or
+below the recovery point (the log end after a clean shutdown) and replays batch headers after
+it (control batches also have their one record read), rebuilding the ``.txnindex`` entries of
+the replayed range on the way.
+
 Thread-safety: **this is the one locking layer of the storage engine.** A ``Log`` is safe to
 use from several threads: one ``threading.RLock`` guards its segment list and offsets. Its
 ``LogSegment`` and index objects are not thread-safe and are only touched under that lock,
@@ -47,7 +57,16 @@ from strom.core.exceptions import (
 )
 from strom.core.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
 from strom.core.log.epoch_cache import LeaderEpochFileCache
-from strom.core.log.index import CorruptIndexError
+from strom.core.log.index import AbortedTxn, CorruptIndexError
+from strom.core.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    ORIGIN_REPLICATION,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
 from strom.core.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -59,7 +78,14 @@ from strom.core.log.segment import (
     LogSegment,
     segment_path,
 )
-from strom.core.records.batch import ATTRIBUTES_OFFSET, BatchHeader, iter_headers
+from strom.core.records.batch import ATTRIBUTES_OFFSET, BatchHeader, iter_headers, read_header
+from strom.core.records.builder import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    build_control_batch,
+    decode_batch,
+    parse_control_record,
+)
 from strom.core.records.validate import assign_offsets
 
 logger = logging.getLogger(__name__)
@@ -87,6 +113,9 @@ class LogAppendInfo(NamedTuple):
     log_start_offset: int
     offset_of_max_timestamp: int = -1
     valid_bytes: int = 0
+    # True when the (single) producer batch duplicated one already in the log: nothing was
+    # written and first/last offset are those of the batch appended before.
+    duplicate: bool = False
 
 
 class FetchDataInfo(NamedTuple):
@@ -108,13 +137,25 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # replaced or deleted meanwhile
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Log:
     """One partition's log. Thread-safe: every public method takes the log's lock."""
 
     def __init__(self, dir_path: str | os.PathLike[str], config: LogConfig, *,
                  topic_id: uuid.UUID | None = None, recovery_point: int = 0, log_start_offset: int = 0,
                  high_watermark: int = 0, had_clean_shutdown: bool = True,
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 clock: Callable[[], int] = _now_ms,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.dir = Path(dir_path)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
@@ -133,6 +174,7 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._init_topic_id(topic_id)
         self.epoch_cache = LeaderEpochFileCache.in_dir(self.dir)
+        self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms=producer_id_expiration_ms)
         self._load(had_clean_shutdown)
 
     # ------------------------------------------------------------------------------------------
@@ -155,6 +197,7 @@ class Log:
                           now_ms=self._clock())
 
     def _load(self, clean: bool) -> None:
+        checkpointed_recovery_point = self._recovery_point
         swaps: list[int] = []
         for path in list(self.dir.iterdir()):
             name = path.name
@@ -204,6 +247,8 @@ class Log:
         self._hw = min(max(self._hw, self._log_start), self._leo)
         self.epoch_cache.truncate_from_end(self._leo)
         self.epoch_cache.truncate_from_start(self._log_start)
+        # Snapshots above the recovery point may describe data lost in the crash (Kafka's rule).
+        self._rebuild_producer_state(self._leo if clean else min(checkpointed_recovery_point, self._leo))
 
     def _complete_swap(self, base: int) -> None:
         """Finish a compaction swap interrupted by a crash: the .swap segment replaces the old one."""
@@ -242,6 +287,114 @@ class Log:
         self._dir_dirty = True
 
     # ------------------------------------------------------------------------------------------
+    # producer state: rebuild from a snapshot + the log
+
+    def _rebuild_producer_state(self, max_snapshot_offset: int) -> None:
+        """Load the newest usable snapshot (<= ``max_snapshot_offset``) and replay the log after it."""
+        ps = self.producer_state
+        ps.truncate_and_reload(self._log_start, self._leo, max_snapshot_offset, self._clock())
+        start = ps.map_end_offset
+        if start < self._leo:
+            logger.info("Rebuilding the producer state of %s from offset %d to %d", self.dir.name, start, self._leo)
+            self._replay_producer_state(start)
+        ps.update_map_end_offset(self._leo)
+
+    def _replay_producer_state(self, start: int) -> None:
+        """Apply every producer batch from ``start`` to the LEO, without validation (Kafka's
+        origin REPLICATION); the ``.txnindex`` entries of markers at or after ``start`` are
+        rewritten from what the replay finds, so an index torn by a crash is repaired."""
+        ps = self.producer_state
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for seg in self._segments[i:]:
+            txns = seg.txn_index.all_aborted()
+            if txns and txns[-1].last_offset >= start:
+                seg.txn_index.truncate_to(start)
+            for pos, h in seg.iter_headers():
+                if h.last_offset < start or h.producer_id < 0:
+                    continue
+                info = ps.prepare_update(h.producer_id, ORIGIN_REPLICATION)
+                completed = None
+                if h.is_control:
+                    batch = os.pread(seg.fd, h.batch_length + 12, pos)
+                    completed = self._apply_control_batch(info, batch, 0, h, h.base_offset)
+                else:
+                    info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
+                                           h.base_offset, h.last_offset, h.is_transactional)
+                ps.update(info)
+                if completed is not None:
+                    self._complete_txn(seg, completed)
+
+    @staticmethod
+    def _apply_control_batch(info: ProducerAppendInfo, buf: bytes | bytearray | memoryview, pos: int,
+                             h: BatchHeader, offset: int, transaction_version: int = 0) -> CompletedTxn | None:
+        """Read a control batch's one record: a COMMIT/ABORT marker ends the producer's transaction."""
+        records = decode_batch(buf, pos, check_crc=False).records
+        if not records:
+            return None  # a marker emptied by the cleaner: its transaction is gone already
+        rec = records[0]
+        marker = parse_control_record(rec.key, rec.value)
+        if marker.type not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return None
+        return info.append_end_txn_marker(marker.commit, h.producer_epoch, marker.coordinator_epoch, offset,
+                                          h.max_timestamp, transaction_version)
+
+    def _complete_txn(self, seg: LogSegment, txn: CompletedTxn) -> None:
+        """Kafka: an aborted transaction goes into the .txnindex of the segment holding its marker."""
+        ps = self.producer_state
+        if txn.is_aborted:
+            seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                            ps.last_stable_offset_after(txn)))
+        ps.complete_txn(txn)
+
+    def _analyze_producer_state(self, buf: bytes | bytearray | memoryview,
+                                batches: Sequence[tuple[int, BatchHeader]], first_offset: int, origin: str,
+                                transaction_version: int = 0, *, base_offsets_given: bool = False,
+                                ) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchHeader | None]:
+        """Check every producer batch (offsets as they will be assigned from ``first_offset``).
+
+        Returns the pending updates, the transactions the markers complete and, for a client
+        duplicate, the header of the duplicate batch (then nothing must be written). Raises the
+        Kafka error of the first bad batch; nothing is changed until the caller commits.
+        ``base_offsets_given``: the batches carry their offsets already (follower appends).
+        """
+        ps = self.producer_state
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        offset = first_offset
+        for pos, h in batches:
+            if base_offsets_given:
+                offset = h.base_offset
+            base, offset = offset, offset + h.last_offset_delta + 1
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            if origin == ORIGIN_CLIENT:
+                entry = ps.last_entry(pid)
+                if entry is not None and entry.find_duplicate_batch(h.producer_epoch, h.base_sequence,
+                                                                    h.last_sequence) is not None:
+                    return [], [], h
+            info = updates.get(pid)
+            if info is None:
+                info = updates[pid] = ps.prepare_update(pid, origin)
+            if h.is_control:
+                txn = self._apply_control_batch(info, buf, pos, h, base, transaction_version)
+                if txn is not None:
+                    completed.append(txn)
+            else:
+                info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
+                                       base, base + h.last_offset_delta, h.is_transactional)
+        return list(updates.values()), completed, None
+
+    def _commit_producer_state(self, updates: list[ProducerAppendInfo], completed: list[CompletedTxn]) -> None:
+        ps = self.producer_state
+        for info in updates:
+            ps.update(info)
+        seg = self._segments[-1]  # the segment the batches (and so the markers) went to
+        for txn in completed:
+            self._complete_txn(seg, txn)
+        ps.update_map_end_offset(self._leo)
+
+    # ------------------------------------------------------------------------------------------
     # properties
 
     @property
@@ -259,6 +412,22 @@ class Log:
     @property
     def recovery_point(self) -> int:
         return self._recovery_point
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest ongoing transaction, or None (Kafka's firstUnstableOffset)."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset
+            return None if first is None else max(first, self._log_start)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark): read_committed fetches stop here."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset
+            if first is not None and first < self._hw:
+                return max(first, self._log_start)
+            return self._hw
 
     @property
     def size_in_bytes(self) -> int:
@@ -298,27 +467,69 @@ class Log:
     # append
 
     def append_as_leader(self, buf: bytearray, batches: list[tuple[int, BatchHeader]],
-                         leader_epoch: int) -> LogAppendInfo:
+                         leader_epoch: int, *, origin: str = ORIGIN_CLIENT,
+                         transaction_version: int = 0) -> LogAppendInfo:
         """Append validated batches (``(position, header)`` from ``validate_produce_batches``).
 
         Offsets (and, with LogAppendTime, timestamps) are patched into ``buf`` in place;
-        ``batches`` is updated with the final headers.
+        ``batches`` is updated with the final headers. Producer batches are checked first
+        (``origin`` "client": epoch + sequence, duplicates; "coordinator": epoch only, markers
+        allowed): errors raise before anything is written, and a client duplicate writes
+        nothing and returns the original offsets with ``duplicate=True``.
+        ``transaction_version`` >= 2 applies KIP-890's stricter marker epoch check.
         """
         with self._lock:
             self._check_open()
             if len(buf) > self.config.segment_bytes:
                 raise RecordListTooLargeError(
                     f"{len(buf)} bytes of batches exceed segment.bytes {self.config.segment_bytes}")
+            first = self._leo
+            updates: list[ProducerAppendInfo] = []
+            completed: list[CompletedTxn] = []
+            if any(h.producer_id >= 0 for _, h in batches):
+                updates, completed, dup = self._analyze_producer_state(buf, batches, first, origin,
+                                                                       transaction_version)
+                if dup is not None:
+                    return self._duplicate_info(dup)
             now = self._clock()
             log_append_time_ms = now if self.config.log_append_time else None
-            first = self._leo
             result = assign_offsets(buf, batches, first, leader_epoch, log_append_time_ms)
             self._append(buf, batches, first, result.last_offset, result.max_timestamp, now)
             if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
                 self.epoch_cache.assign(leader_epoch, first)
+            if updates or completed:
+                self._commit_producer_state(updates, completed)
+            else:
+                self.producer_state.update_map_end_offset(self._leo)
             return LogAppendInfo(first, result.last_offset, result.max_timestamp,
                                  -1 if log_append_time_ms is None else log_append_time_ms,
                                  self._log_start, result.offset_of_max_timestamp, len(buf))
+
+    def _duplicate_info(self, h: BatchHeader) -> LogAppendInfo:
+        entry = self.producer_state.last_entry(h.producer_id)
+        assert entry is not None
+        meta = entry.find_duplicate_batch(h.producer_epoch, h.base_sequence, h.last_sequence)
+        assert meta is not None
+        logger.debug("%s: duplicate batch of producer %d (sequences %d..%d) at offsets %d..%d",
+                     self.dir.name, h.producer_id, h.base_sequence, h.last_sequence,
+                     meta.first_offset, meta.last_offset)
+        return LogAppendInfo(meta.first_offset, meta.last_offset, meta.timestamp, -1, self._log_start,
+                             meta.last_offset, 0, duplicate=True)
+
+    def append_control_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int, leader_epoch: int, *,
+                              transaction_version: int = 0, timestamp: int | None = None) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker for ``producer_id`` (WriteTxnMarkers; origin coordinator).
+
+        Raises InvalidProducerEpochError for an older producer epoch and
+        TransactionCoordinatorFencedError for an older coordinator epoch. A marker for a
+        producer without an open transaction is written too (Kafka does), but completes nothing.
+        """
+        buf = bytearray(build_control_batch(commit, producer_id, producer_epoch, coordinator_epoch,
+                                            timestamp=self._clock() if timestamp is None else timestamp,
+                                            partition_leader_epoch=leader_epoch))
+        return self.append_as_leader(buf, [(0, read_header(buf))], leader_epoch, origin=ORIGIN_COORDINATOR,
+                                     transaction_version=transaction_version)
 
     def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches replicated from the leader (offsets already set); CRCs are checked."""
@@ -346,7 +557,13 @@ class Log:
             if first < self._leo:
                 raise UnexpectedAppendOffsetError(
                     f"{self.dir.name}: follower append starts at {first}, below the log end offset {self._leo}")
+            updates: list[ProducerAppendInfo] = []
+            completed: list[CompletedTxn] = []
+            if any(h.producer_id >= 0 for _, h in batches):
+                updates, completed, _ = self._analyze_producer_state(
+                    data, batches, first, ORIGIN_REPLICATION, base_offsets_given=True)
             self._append(data, batches, first, last.last_offset, max_ts, self._clock())
+            self._commit_producer_state(updates, completed)
             for _, h in batches:
                 latest = self.epoch_cache.latest_epoch
                 if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
@@ -391,6 +608,9 @@ class Log:
         self._segments.append(seg)
         self._bases.append(new_base)
         self._dir_dirty = True
+        # Kafka snapshots the producer state at every roll, named after the new segment's base.
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
         logger.debug("Rolled %s to a new segment at offset %d", self.dir.name, new_base)
         return seg
 
@@ -449,6 +669,28 @@ class Log:
         with self._lock:
             return self.epoch_cache.end_offset_for_epoch(epoch, self._leo)
 
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of the aborted transactions overlapping
+        ``[start_offset, upper_bound_offset)``, for read_committed fetches.
+
+        Kafka's scan: the ``.txnindex`` of the segment holding ``start_offset``, then of later
+        segments until an entry whose last stable offset reaches the upper bound.
+        """
+        with self._lock:
+            out: list[tuple[int, int]] = []
+            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+            for seg in self._segments[i:]:
+                txns, complete = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+                out.extend((t.producer_id, t.first_offset) for t in txns)
+                if complete:
+                    break
+            return out
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle longer than ``producer.id.expiration.ms`` (no open transaction)."""
+        with self._lock:
+            return self.producer_state.remove_expired_producers(self._clock() if now_ms is None else now_ms)
+
     # ------------------------------------------------------------------------------------------
     # log start, retention, truncation
 
@@ -495,6 +737,7 @@ class Log:
             seg.delete()
         self._log_start = max(self._log_start, self._segments[0].base_offset)
         self.epoch_cache.truncate_from_start(self._log_start)
+        self.producer_state.delete_snapshots_before(self._log_start)
         self._dir_dirty = True
         return len(segs)
 
@@ -551,6 +794,7 @@ class Log:
             self._recovery_point = min(self._recovery_point, self._leo)
             self._log_start = min(self._log_start, self._leo)
             self.epoch_cache.truncate_from_end(self._leo)
+            self._rebuild_producer_state(self._leo)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -567,6 +811,7 @@ class Log:
         self._leo = self._log_start = self._hw = self._recovery_point = offset
         self._unflushed_messages = 0
         self.epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
         self._dir_dirty = True
 
     # ------------------------------------------------------------------------------------------
@@ -595,6 +840,9 @@ class Log:
             to_flush = self._segments[first:last + 1]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             flushed_messages = self._unflushed_messages
+            snapshots = self.producer_state.take_unsynced_snapshots()
+        for path in snapshots:
+            _fsync_file(path)
         for seg in to_flush:
             try:
                 seg.flush()
@@ -651,6 +899,10 @@ class Log:
         with self._lock:
             if self.closed:
                 return
+            try:
+                self.producer_state.take_snapshot(sync=True)
+            except OSError:
+                logger.exception("Could not write the producer snapshot of %s; it will be rebuilt", self.dir.name)
             for seg in self._segments:
                 seg.close()
             self.closed = True

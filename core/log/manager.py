@@ -260,6 +260,9 @@ class LogManager:
             try:
                 if retention_due:
                     stats["segments_deleted"] += log.delete_old_segments(now)
+                    # Kafka checks producer.id.expiration.ms on its own (10 min) schedule; the
+                    # retention pass is frequent enough for a 1-day expiry.
+                    log.remove_expired_producers(now)
                 if log.needs_flush(now):
                     log.flush()
                     stats["logs_flushed"] += 1

@@ -308,7 +308,9 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
-        self.txn_index.reset()
+        # The .txnindex cannot be rebuilt from this segment alone (an entry needs the producer
+        # state); its entries are kept, cut at the valid end below, and the Log's producer-state
+        # replay rewrites the entries of the range it replays.
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = self.base_offset
         self._bytes_since_last_index_entry = 0
@@ -363,6 +365,7 @@ class LogSegment:
             pos += size
         self._index_batches(batches, 0)
         self.size = pos
+        self.txn_index.truncate_to(next_offset)  # also drops a torn trailing partial entry
         truncated = file_size - pos
         if reason is not None:
             logger.warning("Found invalid batch in %s at byte %d: %s; truncating %d bytes to %d",

@@ -4,6 +4,10 @@ The structures are the replicated design's (leader epoch, partition epoch, repli
 log end offsets of remote replicas, a high watermark that is the minimum log end offset over
 the ISR); with a single node the ISR is this broker alone, so the high watermark follows the
 log end offset at once. Used from the event loop only; the ``Log`` underneath has its own lock.
+
+Idempotence and transactions live in the log (``Log.append_as_leader`` checks producer batches,
+``Log.last_stable_offset``, ``Log.collect_aborted_transactions``); the partition passes them on:
+a duplicate produce answers the original offsets, markers come through :meth:`Partition.append_marker`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from strom.core.exceptions import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from strom.core.records.batch import iter_headers
 from strom.core.records.validate import validate_produce_batches
 
 
@@ -29,6 +34,9 @@ class AppendResult:
     last_offset: int
     log_append_time_ms: int
     log_start_offset: int
+    # The batch was a retry of one already in the log: nothing was appended, the offsets are
+    # the original ones (Kafka answers NONE with them).
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,9 @@ class ReadResult:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    # read_committed only: (producer id, first offset) of the aborted transactions overlapping
+    # the returned batches (FetchResponse AbortedTransactions); None for read_uncommitted.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class Partition:
@@ -107,11 +118,31 @@ class Partition:
             timestamp_before_max_ms=config.message_timestamp_before_max_ms,
             timestamp_after_max_ms=config.message_timestamp_after_max_ms,
             log_append_time=config.log_append_time)
-        info = self.log.append_as_leader(buf, batches, self.leader_epoch)
+        info = self.log.append_as_leader(buf, batches, self.leader_epoch, origin="client")
         self.maybe_increment_high_watermark()
+        if info.duplicate:
+            return AppendResult(info.first_offset, info.last_offset, -1, self.log.log_start_offset, True)
         return AppendResult(info.first_offset, info.last_offset,
                             info.log_append_time_ms if config.log_append_time else -1,
                             self.log.log_start_offset)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, *, transaction_version: int = 0) -> AppendResult:
+        """Write a COMMIT/ABORT control marker as the leader (WriteTxnMarkers).
+
+        Raises NotLeaderOrFollowerError off the leader, InvalidProducerEpochError for a stale
+        producer epoch, TransactionCoordinatorFencedError for a stale coordinator epoch.
+        """
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_id} is not the leader of {self.topic}-{self.index}")
+        info = self.log.append_control_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                              self.leader_epoch, transaction_version=transaction_version)
+        self.maybe_increment_high_watermark()
+        return AppendResult(info.first_offset, info.last_offset, -1, self.log.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of aborted transactions overlapping ``[fetch_offset, upper)``."""
+        return self.log.collect_aborted_transactions(fetch_offset, upper_bound_offset)
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min log end offset over the ISR (this broker's LEO for itself)."""
@@ -134,12 +165,21 @@ class Partition:
         lso = self.last_stable_offset
         max_offset = None if replica_id >= 0 else lso if isolation_level == 1 else hw
         info = log.read(fetch_offset, max_bytes, max_offset, min_one_message)
-        return ReadResult(bytes(info.records), hw, lso, log.log_start_offset, log.log_end_offset)
+        aborted = None
+        if isolation_level == 1 and replica_id < 0:
+            aborted = []
+            if info.records:
+                # Kafka bounds the search by the end of the data returned (header walk only).
+                upper = lso
+                for _, h in iter_headers(info.records):
+                    upper = h.next_offset
+                aborted = log.collect_aborted_transactions(fetch_offset, upper)
+        return ReadResult(bytes(info.records), hw, lso, log.log_start_offset, log.log_end_offset, aborted)
 
     @property
     def last_stable_offset(self) -> int:
-        # No open transactions until the transactions issue: the LSO is the high watermark.
-        return self.log.high_watermark
+        """min(first offset of the oldest ongoing transaction, high watermark)."""
+        return int(self.log.last_stable_offset)
 
     @property
     def high_watermark(self) -> int:

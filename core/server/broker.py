@@ -23,7 +23,10 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import CreatableTopic
+from strom.core.coordinator.group.coordinator import GroupCoordinator
 from strom.core.coordinator.producer_ids import ProducerIdManager
+from strom.core.coordinator.runtime import CoordinatorRuntime
+from strom.core.coordinator.txn.coordinator import TransactionCoordinator
 from strom.core.log.manager import LogManager
 from strom.core.metadata.system import MetadataSystem
 from strom.core.protocol import codec
@@ -67,6 +70,9 @@ class Broker:
         self.replica_manager = ReplicaManager(config, self.log_manager)
         self.metadata = MetadataSystem.open(config)
         self.producer_ids = ProducerIdManager(self.metadata.controller, self.node_id)
+        self.coordinator_runtime = CoordinatorRuntime(self)
+        self.txn_coordinator = TransactionCoordinator(self)
+        self.group_coordinator = GroupCoordinator(self)
         self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
@@ -91,11 +97,15 @@ class Broker:
         endpoints = [(name, host, port, SECURITY_PROTOCOLS.get(name, 0)) for name, host, port in self.endpoints()]
         await self.metadata.controller.register_broker(self.node_id, endpoints, self.config.broker_rack,
                                                        self.incarnation_id)
+        await self.txn_coordinator.start(self.coordinator_runtime)
+        await self.group_coordinator.start(self.coordinator_runtime)
         self._tasks.append(asyncio.create_task(self._maintenance_loop(), name="log-maintenance"))
 
     async def stop(self) -> None:
         for listener in self.listeners:
             await listener.close()
+        await self.txn_coordinator.close()
+        await self.group_coordinator.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

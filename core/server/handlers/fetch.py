@@ -114,7 +114,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             row = PartitionRow(t.fp.partition, code, -1, -1, -1, None, b"")
         else:
             row = PartitionRow(t.fp.partition, 0, result.high_watermark, result.last_stable_offset,
-                               result.log_start_offset, () if isolation == 1 else None, result.records)
+                               result.log_start_offset,
+                               tuple(result.aborted_transactions or ()) if isolation == 1 else None, result.records)
         by_topic.setdefault(key, []).append(row)
     return FetchRows(throttle_ms, [TopicRows(name, tid, parts) for (name, tid), parts in by_topic.items()])
 

@@ -1,9 +1,10 @@
-"""InitProducerId (key 22): a producer id and epoch for an idempotent producer.
+"""InitProducerId (key 22): a producer id and epoch for an idempotent or transactional producer.
 
 Non-transactional producers get a fresh id from the controller-allocated blocks; a producer
 that presents its current id and epoch (KIP-360) gets the epoch bumped, or a new id when the
-epoch would overflow. Transactional ids need the transaction coordinator, which is not part of
-this broker yet: they are answered with COORDINATOR_NOT_AVAILABLE.
+epoch would overflow. Transactional ids go to the transaction coordinator, which fences older
+producers of the id by bumping its epoch and aborts an ongoing transaction first
+(CONCURRENT_TRANSACTIONS: the client retries).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.protocol.messages import response_messages
+from strom.core.coordinator.txn.state import TxnError
+from strom.core.coordinator.txn.wire import client_code, coordinator, may_write_txn_id
+from strom.core.protocol.messages import ms, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
 API_KEY = 22
 VERSIONS = (0, 5)
 MAX_EPOCH = 32767
+FENCED_SINCE = 4  # InitProducerId v4 introduced PRODUCER_FENCED
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
@@ -31,12 +35,22 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         return m.make("InitProducerIdResponse", throttle_time=response_throttle(broker, ctx), error_code=code,
                       producer_id=pid, producer_epoch=epoch)
 
-    if request.transactional_id is not None:
-        return answer(int(ErrorCode.coordinator_not_available))
-    if not authorize_cluster(broker, ctx, "IDEMPOTENT_WRITE"):
-        return answer(int(ErrorCode.cluster_authorization_failed))
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
+    tid = request.transactional_id
+    if tid is not None:
+        if not may_write_txn_id(broker, ctx, tid):
+            return answer(int(ErrorCode.transactional_id_authorization_failed))
+        if (pid < 0) != (epoch < 0):
+            return answer(int(ErrorCode.invalid_request))
+        try:
+            txn_pid, txn_epoch = await coordinator(broker).init_producer_id(
+                tid, ms(request.transaction_timeout), (pid, epoch) if pid >= 0 else None)
+        except TxnError as e:
+            return answer(client_code(e.code, ctx.api_version, FENCED_SINCE))
+        return answer(0, txn_pid, txn_epoch)
+    if not authorize_cluster(broker, ctx, "IDEMPOTENT_WRITE"):
+        return answer(int(ErrorCode.cluster_authorization_failed))
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return answer(0, pid, epoch + 1)
     return answer(0, await broker.producer_ids.generate(), 0)

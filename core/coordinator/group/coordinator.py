@@ -1,0 +1,571 @@
+"""GroupCoordinator: every group of this broker, persisted in ``__consumer_offsets``.
+
+A group lives in partition ``java_hash_partition(group_id, offsets.topic.num.partitions)`` of
+``__consumer_offsets``; the leader of that partition is its coordinator (single node: this
+broker). ``start`` creates the topic if needed and replays every partition - GroupMetadata
+records rebuild classic groups, OffsetCommit records the committed offsets, ConsumerGroup*
+records KIP-848 groups, transactional offset batches wait for their COMMIT/ABORT marker - and
+only then does the coordinator answer (COORDINATOR_LOAD_IN_PROGRESS before). Every change is
+appended through the coordinator runtime first and applied to memory after the append.
+
+KIP-848 groups (``consumer_group.ConsumerGroup``, with ``consumer_group_service``) plug in
+through ``ConsumerGroup(group_id)``, ``replay(key, value)`` for record types 3..8 (value ``None``
+= tombstone), ``state``, ``is_empty()``, ``deleted``, ``validate_offset_commit`` /
+``validate_offset_fetch(member_id, member_epoch)`` and ``delete_records()``; their changes go
+through :meth:`GroupCoordinator.write_records` (append, then replay into the group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group import records as rec
+from strom.core.coordinator.group.classic import ClassicGroup, GroupState, JoinResult, SyncResult
+from strom.core.coordinator.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
+from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, java_hash_partition
+from strom.core.exceptions import CorruptMessageError, KafkaError, for_code
+
+if TYPE_CHECKING:
+    from strom.core.coordinator.runtime import CoordinatorRuntime
+    from strom.core.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                             "compression.type": "producer", "min.insync.replicas": "1"}
+OFFSET_METADATA_MAX_BYTES = 4096          # offset.metadata.max.bytes
+GROUP_MIN_SESSION_TIMEOUT_MS = 6000       # group.min.session.timeout.ms
+GROUP_MAX_SESSION_TIMEOUT_MS = 1800000    # group.max.session.timeout.ms
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+CONTROL_COMMIT = 1
+
+E = ErrorCode
+CoordinatorLoadInProgressError = for_code(E.coordinator_load_in_progress)
+CoordinatorNotAvailableError = for_code(E.coordinator_not_available)
+NotCoordinatorError = for_code(E.not_coordinator)
+InvalidGroupIdError = for_code(E.invalid_group_id)
+GroupIdNotFoundError = for_code(E.group_id_not_found)
+NonEmptyGroupError = for_code(E.non_empty_group)
+IllegalGenerationError = for_code(E.illegal_generation)
+UnknownMemberIdError = for_code(E.unknown_member_id)
+FencedInstanceIdError = for_code(E.fenced_instance_id)
+RebalanceInProgressError = for_code(E.rebalance_in_progress)
+InvalidCommitOffsetSizeError = for_code(E.invalid_commit_offset_size)
+
+# Log append failures as a coordinator reports them (Kafka's OffsetCommit/JoinGroup mapping).
+_APPEND_ERRORS = {
+    int(E.unknown_topic_or_partition): E.coordinator_not_available,
+    int(E.not_enough_replicas): E.coordinator_not_available,
+    int(E.not_enough_replicas_after_append): E.coordinator_not_available,
+    int(E.request_timed_out): E.coordinator_not_available,
+    int(E.not_leader_or_follower): E.not_coordinator,
+    int(E.kafka_storage_error): E.not_coordinator,
+    int(E.message_too_large): E.invalid_commit_offset_size,
+    int(E.record_list_too_large): E.invalid_commit_offset_size,
+    int(E.invalid_fetch_size): E.invalid_commit_offset_size,
+}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    """Owns the groups and offsets of ``__consumer_offsets`` (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.runtime: CoordinatorRuntime | None = None
+        self.num_partitions = broker.config.offsets_topic_num_partitions
+        self.groups: dict[str, Any] = {}       # group id -> ClassicGroup | ConsumerGroup
+        self.offsets = OffsetStore()
+        self.loaded = False
+        self._closed = False
+
+    @property
+    def initial_rebalance_delay_ms(self) -> int:
+        return int(self.broker.config.group_initial_rebalance_delay_ms)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, runtime: CoordinatorRuntime) -> None:
+        """Create ``__consumer_offsets`` if needed and replay it; the coordinator is then loaded."""
+        self.runtime = runtime
+        await runtime.ensure_topic(OFFSETS_TOPIC, self.num_partitions, OFFSETS_TOPIC_CONFIGS)
+        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            # An existing topic keeps its partition count: keys hash by what is on disk.
+            self.num_partitions = len(topic.partitions)
+        started = time.monotonic()
+        count = 0
+        for partition in range(self.num_partitions):
+            count += self._load_partition(partition)
+            await asyncio.sleep(0)  # let the loop breathe between partitions
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                group.start_timers()
+            elif not group.is_empty():
+                from strom.core.coordinator.group import consumer_group_service as cgs
+
+                cgs.ensure_timer(self, group, lambda: cgs.env_for(self.broker))
+        self.loaded = True
+        log.info("group coordinator loaded %d record(s), %d group(s) in %.2fs", count, len(self.groups),
+                 time.monotonic() - started)
+
+    async def close(self) -> None:
+        self._closed = True
+        self.loaded = False
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                group.close()
+        from strom.core.coordinator.group import consumer_group_service as cgs
+
+        await cgs.stop_timers(self)
+
+    def _load_partition(self, partition: int) -> int:
+        assert self.runtime is not None
+        count = 0
+        for record in self.runtime.read(OFFSETS_TOPIC, partition):
+            header = record.header
+            count += 1
+            if header.is_control:
+                if record.key is not None and len(record.key) >= 4:
+                    commit = int.from_bytes(record.key[2:4], "big", signed=True) == CONTROL_COMMIT
+                    self._complete_txn(header.producer_id, commit)
+                continue
+            if record.key is None:
+                continue
+            try:
+                self._replay(record.key, record.value, header.producer_id if header.is_transactional else None)
+            except CorruptMessageError as e:
+                log.warning("%s-%d offset %d: skipping an unreadable record: %s", OFFSETS_TOPIC, partition,
+                            record.offset, e)
+        return count
+
+    def _replay(self, key_bytes: bytes, value_bytes: bytes | None, producer_id: int | None) -> None:
+        decoded = rec.decode_key(key_bytes)
+        if decoded is None:
+            return  # a record type of a newer Kafka (share groups, streams groups)
+        record_type, key = decoded
+        value = rec.decode_value(record_type, value_bytes)
+        if isinstance(key, rec.OffsetCommitKey):
+            assert value is None or isinstance(value, rec.OffsetCommitValue)
+            tp = (key.topic, key.partition)
+            offset = None if value is None else OffsetAndMetadata(value.offset, value.leader_epoch,
+                                                                  value.metadata, value.commit_timestamp)
+            if producer_id is not None and offset is not None:
+                self.offsets.put_pending(producer_id, key.group, tp, offset)
+            else:
+                if offset is not None and key.group not in self.groups:
+                    self.groups[key.group] = ClassicGroup(self, key.group)  # Kafka does this too
+                self.offsets.put(key.group, tp, offset)
+        elif isinstance(key, rec.GroupMetadataKey):
+            if value is None:
+                old = self.groups.get(key.group)
+                if isinstance(old, ClassicGroup):
+                    del self.groups[key.group]
+            else:
+                assert isinstance(value, rec.GroupMetadataValue)
+                self.groups[key.group] = ClassicGroup.from_record(self, key.group, value)
+        else:
+            self._replay_consumer_record(key, value)
+
+    def _replay_consumer_record(self, key: rec.CoordinatorMessage, value: rec.CoordinatorMessage | None) -> None:
+        group_id: str = key.group_id
+        group = self.groups.get(group_id)
+        if (group is None or isinstance(group, ClassicGroup)) and value is None:
+            return  # tombstone of a group that is gone already
+        group = self.get_or_create_consumer_group(group_id)
+        group.replay(key, value)
+        if getattr(group, "deleted", False) and self.groups.get(group_id) is group:
+            del self.groups[group_id]
+
+    def _complete_txn(self, producer_id: int, commit: bool) -> None:
+        for group_id in self.offsets.complete_transaction(producer_id, commit):
+            if commit and group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(self, group_id)
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return java_hash_partition(group_id, self.num_partitions)
+
+    def check_available(self, group_id: str | None = None) -> None:
+        """Raise the error a request for ``group_id`` gets while this coordinator cannot serve it."""
+        if group_id is not None and group_id == "":
+            raise InvalidGroupIdError("the group id is empty")
+        if self._closed or self.runtime is None:
+            raise CoordinatorNotAvailableError()
+        if not self.loaded:
+            raise CoordinatorLoadInProgressError()
+        if group_id is not None:
+            part = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, self.partition_for(group_id))
+            if not part.is_leader:
+                raise NotCoordinatorError()
+
+    async def find_coordinator(self, key_type: int, key: str) -> int:
+        """The coordinator partition of a group or transactional id (raises while unavailable)."""
+        if key_type == KEY_TYPE_GROUP:
+            if self.runtime is None:
+                raise CoordinatorNotAvailableError()
+            self.check_available(key)
+            return self.partition_for(key)
+        if key_type == KEY_TYPE_TRANSACTION:
+            if self.runtime is None:
+                raise CoordinatorNotAvailableError()
+            n = self.broker.config.transaction_state_log_num_partitions
+            await self.runtime.ensure_topic(TRANSACTION_STATE_TOPIC, n, TRANSACTION_STATE_CONFIGS)
+            topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
+            n = len(topic.partitions) if topic is not None else n
+            txn = getattr(self.broker, "txn_coordinator", None)
+            partition = java_hash_partition(key, n)
+            if txn is None:
+                raise CoordinatorNotAvailableError()
+            if not getattr(txn, "loaded", True):
+                raise CoordinatorLoadInProgressError()
+            return partition
+        raise for_code(E.invalid_request)(f"unknown coordinator key type {key_type}")
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def write_records(self, group_id: str,
+                            records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]]) -> int:
+        """Append KIP-848 records to the group's partition, then replay them into the group."""
+        last = await self._append(group_id, records)
+        for key, value in records:
+            self._replay_consumer_record(key, value)
+        return last
+
+    async def _append(self, group_id: str, records: list[tuple[rec.CoordinatorMessage,
+                                                                rec.CoordinatorMessage | None]],
+                      *, producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> int:
+        """Append records to the group's partition; raises the coordinator error of a failure."""
+        if self.runtime is None:
+            raise CoordinatorNotAvailableError()
+        encoded = [rec.encode_record(k, v) for k, v in records]
+        try:
+            return await self.runtime.append(OFFSETS_TOPIC, self.partition_for(group_id), encoded,
+                                             producer_id=producer_id, producer_epoch=producer_epoch,
+                                             transactional=transactional)
+        except KafkaError as e:
+            mapped = _APPEND_ERRORS.get(e.errno)
+            if mapped is None:
+                raise
+            raise for_code(mapped)(str(e)) from e
+
+    async def store_group(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> None:
+        """Persist a classic group's metadata (with the leader's assignment on SyncGroup)."""
+        await self._append(group.group_id, [(rec.GroupMetadataKey(group.group_id), group.to_record(assignments))])
+
+    def store_group_later(self, group: ClassicGroup) -> None:
+        """Persist from a timer callback (no request waits for it)."""
+        async def run() -> None:
+            try:
+                await self.store_group(group)
+            except Exception:
+                log.exception("group %s: cannot store the group metadata", group.group_id)
+        asyncio.get_running_loop().create_task(run())
+
+    # -- group lookup -------------------------------------------------------------------------
+
+    def get_or_create_consumer_group(self, group_id: str) -> Any:
+        """The KIP-848 group of ``group_id``, created (in memory) if missing."""
+        from strom.core.coordinator.group.consumer_group import ConsumerGroup
+
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return group
+        if group is not None and not group.is_empty():
+            raise for_code(E.group_id_not_found)(f"group {group_id} is not a consumer group")
+        group = ConsumerGroup(group_id)
+        self.groups[group_id] = group
+        return group
+
+    def consumer_group(self, group_id: str) -> Any:
+        """The KIP-848 group of ``group_id`` or ``None`` (lookups that must not create one)."""
+        from strom.core.coordinator.group.consumer_group import ConsumerGroup
+
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def _classic_group(self, group_id: str, create: bool) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return None
+            group = ClassicGroup(self, group_id)
+            self.groups[group_id] = group
+        if not isinstance(group, ClassicGroup):
+            if create and group.is_empty() and not self.offsets.has_offsets(group_id):
+                group = ClassicGroup(self, group_id)
+                self.groups[group_id] = group
+                return group
+            raise for_code(E.inconsistent_group_protocol)(f"group {group_id} uses the consumer protocol")
+        return group
+
+    # -- classic protocol ---------------------------------------------------------------------
+
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]],
+                         require_known_member_id: bool) -> JoinResult:
+        try:
+            self.check_available(group_id)
+            if not GROUP_MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= GROUP_MAX_SESSION_TIMEOUT_MS:
+                return JoinResult(int(E.invalid_session_timeout), member_id=member_id)
+            group = self._classic_group(group_id, create=not member_id)
+            if group is None:
+                return JoinResult(int(E.unknown_member_id), member_id=member_id)
+        except KafkaError as e:
+            return JoinResult(e.errno, member_id=member_id)
+        return await group.join(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                                rebalance_timeout_ms, protocol_type, protocols, require_known_member_id)
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        try:
+            self.check_available(group_id)
+            group = self._classic_group(group_id, create=False)
+        except KafkaError as e:
+            return SyncResult(e.errno)
+        if group is None:
+            return SyncResult(int(E.unknown_member_id))
+        return await group.sync(generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+                                assignments)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+        try:
+            self.check_available(group_id)
+            group = self._classic_group(group_id, create=False)
+        except KafkaError as e:
+            return e.errno
+        if group is None:
+            return int(E.unknown_member_id)
+        return group.heartbeat(generation_id, member_id, group_instance_id)
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """(top-level error, error per member)."""
+        try:
+            self.check_available(group_id)
+            group = self._classic_group(group_id, create=False)
+        except KafkaError as e:
+            return e.errno, [e.errno] * len(members)
+        if group is None:
+            return int(E.unknown_member_id), [int(E.unknown_member_id)] * len(members)
+        return 0, group.leave(members)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         transactional: bool) -> None:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id < 0 and not member_id:
+                return  # a "simple" consumer or an admin client: the group is created on write
+            raise IllegalGenerationError()
+        if not isinstance(group, ClassicGroup):
+            group.validate_offset_commit(member_id, generation_id)
+            return
+        if generation_id < 0 and group.state is GroupState.EMPTY:
+            return
+        if group.state is GroupState.DEAD:
+            raise CoordinatorNotAvailableError()
+        if generation_id >= 0 or member_id or group_instance_id:
+            if group_instance_id and group.static_members.get(group_instance_id, member_id) != member_id:
+                raise FencedInstanceIdError()
+            if member_id not in group.members:
+                raise UnknownMemberIdError()
+            if generation_id != group.generation_id:
+                raise IllegalGenerationError()
+        elif not transactional:
+            raise UnknownMemberIdError()
+        if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
+            raise RebalanceInProgressError()
+        if not transactional and member_id in group.members:
+            group._schedule_heartbeat(group.members[member_id])  # a commit proves the member is alive
+
+    def _offset_records(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]],
+                        results: dict[TopicPartition, int]
+                        ) -> tuple[list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]],
+                                   list[tuple[TopicPartition, OffsetAndMetadata]]]:
+        now = _now_ms()
+        records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]] = []
+        applied: list[tuple[TopicPartition, OffsetAndMetadata]] = []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            meta = metadata or ""
+            if len(meta.encode()) > OFFSET_METADATA_MAX_BYTES:
+                results[(topic, partition)] = int(E.offset_metadata_too_large)
+                continue
+            value = OffsetAndMetadata(offset, leader_epoch, meta, now)
+            records.append((rec.OffsetCommitKey(group_id, topic, partition),
+                            rec.OffsetCommitValue(offset, leader_epoch, meta, now)))
+            applied.append(((topic, partition), value))
+            results[(topic, partition)] = 0
+        return records, applied
+
+    async def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                             offsets: list[tuple[str, int, int, int, str | None]]) -> dict[TopicPartition, int]:
+        """OffsetCommit: ``offsets`` are (topic, partition, offset, leader epoch, metadata)."""
+        results: dict[TopicPartition, int] = {}
+        try:
+            self.check_available(group_id)
+            self._validate_commit(group_id, generation_id, member_id, group_instance_id, transactional=False)
+            records, applied = self._offset_records(group_id, offsets, results)
+            if records:
+                await self._append(group_id, records)
+        except KafkaError as e:
+            return {(t, p): e.errno for t, p, *_ in offsets}
+        if applied and group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(self, group_id)
+        for tp, value in applied:
+            self.offsets.put(group_id, tp, value)
+        return results
+
+    async def commit_transactional_offsets(self, producer_id: int, producer_epoch: int, group_id: str,
+                                           generation_id: int, member_id: str, group_instance_id: str | None,
+                                           offsets: list[tuple[str, int, int, int, str | None]]
+                                           ) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: appended in the producer's transaction, pending until its marker."""
+        results: dict[TopicPartition, int] = {}
+        try:
+            self.check_available(group_id)
+            self._validate_commit(group_id, generation_id, member_id, group_instance_id, transactional=True)
+            records, applied = self._offset_records(group_id, offsets, results)
+            if records:
+                await self._append(group_id, records, producer_id=producer_id,
+                                         producer_epoch=producer_epoch, transactional=True)
+        except KafkaError as e:
+            return {(t, p): e.errno for t, p, *_ in offsets}
+        for tp, value in applied:
+            self.offsets.put_pending(producer_id, group_id, tp, value)
+        return results
+
+    def on_transaction_completed(self, producer_id: int, commit: bool) -> None:
+        """Called by the runtime once the COMMIT/ABORT marker is in ``__consumer_offsets``."""
+        self._complete_txn(producer_id, commit)
+
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+                      member_id: str | None = None, member_epoch: int = -1
+                      ) -> tuple[int, list[tuple[str, int, int, int, str, int]]]:
+        """OffsetFetch: (group error, [(topic, partition, offset, leader epoch, metadata, error)])."""
+        try:
+            self.check_available(group_id)
+            group = self.groups.get(group_id)
+            validate = getattr(group, "validate_offset_fetch", None)
+            if group is not None and validate is not None and member_id is not None and member_epoch >= 0:
+                validate(member_id, member_epoch)
+        except KafkaError as e:
+            return e.errno, []
+        unstable = int(E.unstable_offset_commit)
+        out = []
+        if topics is None:
+            for (topic, partition), v in sorted(self.offsets.of_group(group_id).items()):
+                if require_stable and self.offsets.has_pending(group_id, (topic, partition)):
+                    out.append((topic, partition, -1, -1, "", unstable))
+                else:
+                    out.append((topic, partition, v.offset, v.leader_epoch, v.metadata, 0))
+            return 0, out
+        for topic, partitions in topics:
+            for partition in partitions:
+                if require_stable and self.offsets.has_pending(group_id, (topic, partition)):
+                    out.append((topic, partition, -1, -1, "", unstable))
+                    continue
+                found = self.offsets.get(group_id, (topic, partition))
+                if found is None:
+                    out.append((topic, partition, -1, -1, "", 0))
+                else:
+                    out.append((topic, partition, found.offset, found.leader_epoch, found.metadata, 0))
+        return 0, out
+
+    async def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
+                             ) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete: tombstones for offsets no member of the group is subscribed to."""
+        try:
+            self.check_available(group_id)
+            group = self.groups.get(group_id)
+            if group is None:
+                raise GroupIdNotFoundError()
+            subscribed: set[str] = set()
+            if not group.is_empty():
+                topics_of = getattr(group, "subscribed_topics", None)
+                found = topics_of() if topics_of is not None else None
+                if found is None:
+                    raise NonEmptyGroupError()
+                subscribed = set(found)
+        except KafkaError as e:
+            return e.errno, {}
+        results: dict[TopicPartition, int] = {}
+        records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]] = []
+        for topic, partitions in topics:
+            for partition in partitions:
+                if topic in subscribed:
+                    results[(topic, partition)] = int(E.group_subscribed_to_topic)
+                elif self.offsets.get(group_id, (topic, partition)) is not None:
+                    records.append((rec.OffsetCommitKey(group_id, topic, partition), None))
+                    results[(topic, partition)] = 0
+                else:
+                    results[(topic, partition)] = 0
+        if records:
+            try:
+                await self._append(group_id, records)
+            except KafkaError as e:
+                return e.errno, {}
+            for key, _ in records:
+                assert isinstance(key, rec.OffsetCommitKey)
+                self.offsets.put(group_id, (key.topic, key.partition), None)
+        return 0, results
+
+    # -- admin --------------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[int, Any]:
+        """(error, group or None) for DescribeGroups."""
+        try:
+            self.check_available(group_id)
+        except KafkaError as e:
+            return e.errno, None
+        return 0, self.groups.get(group_id)
+
+    def list_groups(self) -> tuple[int, list[Any]]:
+        try:
+            self.check_available()
+        except KafkaError as e:
+            return e.errno, []
+        return 0, list(self.groups.values())
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        """DeleteGroups: tombstones for the offsets and the metadata of each empty group."""
+        out: dict[str, int] = {}
+        for group_id in group_ids:
+            try:
+                self.check_available(group_id)
+                group: Any = self.groups.get(group_id)
+                if group is None:
+                    raise GroupIdNotFoundError()
+                if not group.is_empty():
+                    raise NonEmptyGroupError()
+                records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]] = [
+                    (rec.OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of_group(group_id)]
+                if isinstance(group, ClassicGroup):
+                    records.append((rec.GroupMetadataKey(group_id), None))
+                else:
+                    records.extend(group.delete_records())
+                await self._append(group_id, records)
+                if self.groups.get(group_id) is group:
+                    del self.groups[group_id]
+                    if isinstance(group, ClassicGroup):
+                        group.close()
+                        group.state = GroupState.DEAD
+                    else:
+                        setattr(group, "deleted", True)  # noqa: B010 - a ConsumerGroup
+                self.offsets.delete_group(group_id)
+                out[group_id] = 0
+            except KafkaError as e:
+                out[group_id] = e.errno
+        return out

@@ -1,0 +1,1 @@
+"""The transaction coordinator: transactional ids, two-phase commit over ``__transaction_state``."""

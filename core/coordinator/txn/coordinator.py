@@ -1,0 +1,398 @@
+"""TransactionCoordinator: transactional ids, their producer ids and two-phase commit.
+
+State lives in the compacted ``__transaction_state`` topic (one TransactionLog record per
+change, keyed by transactional id); the partition of an id is
+``java_hash_partition(id, transaction.state.log.num.partitions)``. :meth:`start` creates the
+topic if needed and replays it; transactions found in PrepareCommit/PrepareAbort are completed
+(markers re-sent, then CompleteX written), so a broker killed in the middle of EndTxn ends with
+the transaction committed or aborted, never half visible. Ongoing transactions whose producer is
+gone are aborted by the timeout task.
+
+EndTxn is Kafka's two-phase commit: persist PrepareX (the decision), write a COMMIT/ABORT marker
+to every partition of the transaction through the coordinator runtime, persist CompleteX. All
+operations on one transactional id are serialized by a per-id lock; the state rules are the pure
+functions of :mod:`strom.core.coordinator.txn.state`. Event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, java_hash_partition
+from strom.core.coordinator.txn import records, state
+from strom.core.coordinator.txn.state import TopicPartition, TransactionMetadata, TxnError, TxnState
+from strom.core.exceptions import KafkaError, NotLeaderOrFollowerError
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Kafka's defaults for the transaction settings BrokerConfig does not declare (read from extras).
+DEFAULTS = {
+    "transaction.max.timeout.ms": 900000,
+    "transactional.id.expiration.ms": 604800000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
+    "transaction.state.log.segment.bytes": 104857600,
+}
+MARKER_RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+PARTITION_WAIT_S = 30.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def broker_setting(config: Any, key: str) -> int:
+    """A broker setting by its Kafka name: a declared field, else an extra key, else Kafka's default."""
+    for name, f in type(config).model_fields.items():
+        if f.alias == key:
+            return int(getattr(config, name))
+    return int((config.model_extra or {}).get(key, DEFAULTS[key]))
+
+
+class TransactionCoordinator:
+    """Owns every transactional id whose ``__transaction_state`` partition this broker leads."""
+
+    def __init__(self, broker: Broker, clock: Callable[[], int] = now_ms) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.runtime: Any = None
+        self.num_partitions = broker.config.transaction_state_log_num_partitions
+        self.loaded = False
+        self.txns: dict[str, TransactionMetadata] = {}
+        self._pending_markers: dict[str, set[TopicPartition]] = {}  # PrepareX ids: partitions still unmarked
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self.max_timeout_ms = broker_setting(broker.config, "transaction.max.timeout.ms")
+        self.expiration_ms = broker_setting(broker.config, "transactional.id.expiration.ms")
+        self.abort_interval_ms = broker_setting(
+            broker.config, "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+        self.expire_interval_ms = broker_setting(
+            broker.config, "transaction.remove.expired.transaction.cleanup.interval.ms")
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, runtime: Any) -> None:
+        """Create ``__transaction_state`` if needed, replay it, finish interrupted commits/aborts."""
+        self.runtime = runtime
+        config = self.broker.config
+        await runtime.ensure_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(config.transaction_state_log_min_isr),
+            "segment.bytes": str(broker_setting(config, "transaction.state.log.segment.bytes")),
+            "compression.type": "uncompressed",
+            "unclean.leader.election.enable": "false",
+        })
+        await self._wait_for_partitions()
+        self._load()
+        self.loaded = True
+        for tid, md in self.txns.items():
+            if md.state in state.PREPARE_STATES:
+                log.info("completing transaction %r found in %s at load", tid, md.state.display)
+                self._spawn(self._complete_later(tid, 0.0))
+        self._spawn(self._timeout_loop())
+        self._spawn(self._expiration_loop())
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _wait_for_partitions(self) -> None:
+        # The topic is committed; the ReplicaManager creates the logs when the image is published.
+        rm = self.broker.replica_manager
+        deadline = time.monotonic() + PARTITION_WAIT_S
+        while any((TRANSACTION_STATE_TOPIC, p) not in rm.partitions for p in range(self.num_partitions)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{TRANSACTION_STATE_TOPIC} partitions did not appear in {PARTITION_WAIT_S}s")
+            await asyncio.sleep(0.02)
+
+    def _load(self) -> None:
+        """Replay every partition; the last record of an id wins, a tombstone removes it."""
+        loaded: dict[str, TransactionMetadata] = {}
+        for p in range(self.num_partitions):
+            for record in self.runtime.read(TRANSACTION_STATE_TOPIC, p):
+                if record.key is None or record.header.is_control:
+                    continue   # markers and keyless records carry no coordinator state
+                try:
+                    tid = records.decode_key(record.key)
+                    if record.value is None:
+                        loaded.pop(tid, None)
+                        continue
+                    loaded[tid] = TransactionMetadata.from_log_value(tid, records.decode_value(record.value))
+                except KafkaError as e:
+                    # A record we cannot read must not stop the coordinator: skip it, loudly.
+                    log.error("skipping unreadable %s-%d record at offset %d: %s",
+                              TRANSACTION_STATE_TOPIC, p, record.offset, e)
+        self.txns = {tid: md for tid, md in loaded.items() if md.state != TxnState.DEAD}
+        self._pending_markers = {tid: set(md.partitions) for tid, md in self.txns.items()
+                                 if md.state in state.PREPARE_STATES}
+        log.info("loaded %d transactional id(s) from %s", len(self.txns), TRANSACTION_STATE_TOPIC)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def partition_of(self, transactional_id: str) -> int:
+        return java_hash_partition(transactional_id, self.num_partitions)
+
+    def _check_coordinator(self, transactional_id: str) -> None:
+        if not self.loaded:
+            raise TxnError(ErrorCode.coordinator_load_in_progress)
+        part = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))
+        if part is None or not part.is_leader:
+            raise TxnError(ErrorCode.not_coordinator)
+
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        lock = self._locks.get(transactional_id)
+        if lock is None:
+            lock = self._locks[transactional_id] = asyncio.Lock()
+        return lock
+
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        part = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))
+        return max(part.leader_epoch, 0) if part is not None else 0
+
+    async def _persist(self, md: TransactionMetadata | None, transactional_id: str | None = None) -> None:
+        """Write ``md`` (or a tombstone for ``transactional_id``) and install it in memory."""
+        tid = md.transactional_id if md is not None else transactional_id
+        assert tid is not None
+        value = None if md is None else records.encode_value(md.to_log_value())
+        try:
+            await self.runtime.append(TRANSACTION_STATE_TOPIC, self.partition_of(tid), [(records.encode_key(tid), value)])
+        except NotLeaderOrFollowerError:
+            raise TxnError(ErrorCode.not_coordinator) from None
+        except Exception as e:
+            log.warning("cannot write the transaction log for %r: %s", tid, e)
+            raise TxnError(ErrorCode.coordinator_not_available) from e
+        if md is None:
+            self.txns.pop(tid, None)
+        else:
+            self.txns[tid] = md
+
+    # -- InitProducerId -----------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> tuple[int, int]:
+        """(producer id, epoch) for a transactional producer; raises :class:`TxnError`."""
+        if not transactional_id:
+            raise TxnError(ErrorCode.invalid_request, "empty transactional id")
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            raise TxnError(ErrorCode.invalid_transaction_timeout,
+                           f"transaction.timeout.ms must be in 1..{self.max_timeout_ms}")
+        self._check_coordinator(transactional_id)
+        async with self._lock(transactional_id):
+            now = self.clock()
+            md = self.txns.get(transactional_id)
+            if md is None:
+                md = state.new_metadata(transactional_id, await self.broker.producer_ids.generate(), timeout_ms, now)
+            plan = state.plan_init_producer_id(md, timeout_ms, expected, now)
+            if plan.metadata is None:
+                return md.producer_id, md.producer_epoch
+            if plan.abort_ongoing:
+                log.info("InitProducerId for %r fences epoch %d and aborts its ongoing transaction",
+                         transactional_id, md.producer_epoch)
+                await self._persist(plan.metadata)
+                self._pending_markers[transactional_id] = set(plan.metadata.partitions)
+                await self._try_complete(transactional_id)
+                raise TxnError(ErrorCode.concurrent_transactions, "aborting the ongoing transaction; retry")
+            new = plan.metadata
+            if plan.needs_new_producer_id:
+                new = replace(new, producer_id=await self.broker.producer_ids.generate())
+            await self._persist(new)
+            return new.producer_id, new.producer_epoch
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[TopicPartition]) -> None:
+        self._check_coordinator(transactional_id)
+        async with self._lock(transactional_id):
+            md = self.txns.get(transactional_id)
+            if md is None:
+                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            new = state.add_partitions(md, producer_id, producer_epoch, set(partitions), self.clock())
+            if new is not None:
+                await self._persist(new)
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        self._check_coordinator(transactional_id)
+        md = self.txns.get(transactional_id)
+        if md is None:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping)
+        return state.verify_partitions(md, producer_id, producer_epoch, partitions)
+
+    def offsets_partition(self, group_id: str) -> TopicPartition:
+        return OFFSETS_TOPIC, java_hash_partition(group_id, self.broker.config.offsets_topic_num_partitions)
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+        await self.add_partitions(transactional_id, producer_id, producer_epoch, [self.offsets_partition(group_id)])
+
+    # -- EndTxn -------------------------------------------------------------------------------
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              commit: bool) -> None:
+        """Commit or abort; returns once the decision is durable (markers normally written too)."""
+        self._check_coordinator(transactional_id)
+        async with self._lock(transactional_id):
+            md = self.txns.get(transactional_id)
+            if md is None:
+                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            new = state.end_transaction(md, producer_id, producer_epoch, commit, self.clock())
+            if new is None:
+                return
+            await self._persist(new)
+            self._pending_markers[transactional_id] = set(new.partitions)
+            await self._try_complete(transactional_id)
+
+    async def _write_markers_and_complete(self, transactional_id: str) -> bool:
+        """Write the markers still missing, then persist CompleteX. Caller holds the id's lock."""
+        md = self.txns[transactional_id]
+        pending = self._pending_markers.setdefault(transactional_id, set(md.partitions))
+        if pending:
+            results = await self.runtime.write_txn_markers(
+                md.producer_id, md.producer_epoch, self._coordinator_epoch(transactional_id),
+                md.state == TxnState.PREPARE_COMMIT, sorted(pending))
+            for tp, code in results.items():
+                # A deleted topic needs no marker (Kafka drops it the same way).
+                if code in (0, int(ErrorCode.unknown_topic_or_partition)):
+                    pending.discard(tp)
+                else:
+                    log.warning("marker for %r on %s-%d failed with %s; will retry", transactional_id,
+                                tp[0], tp[1], ErrorCode(code).name)
+        if pending:
+            return False
+        try:
+            await self._persist(state.complete(md, self.clock()))
+        except TxnError as e:
+            log.warning("cannot complete transaction %r: %s; will retry", transactional_id, e)
+            return False
+        self._pending_markers.pop(transactional_id, None)
+        return True
+
+    async def _try_complete(self, transactional_id: str) -> bool:
+        """Complete a PrepareX transaction now, or schedule retries. Caller holds the id's lock.
+
+        On failure the transaction stays in PrepareX (the decision is durable); requests meanwhile
+        get CONCURRENT_TRANSACTIONS.
+        """
+        if await self._write_markers_and_complete(transactional_id):
+            return True
+        if not self._closed:
+            self._spawn(self._complete_later(transactional_id, MARKER_RETRY_S[0]))
+        return False
+
+    async def _complete_later(self, transactional_id: str, delay: float) -> None:
+        attempt = 0
+        while not self._closed:
+            await asyncio.sleep(delay)
+            async with self._lock(transactional_id):
+                md = self.txns.get(transactional_id)
+                if md is None or md.state not in state.PREPARE_STATES:
+                    return
+                if await self._write_markers_and_complete(transactional_id):
+                    return
+            attempt += 1
+            delay = MARKER_RETRY_S[min(attempt, len(MARKER_RETRY_S) - 1)]
+
+    # -- timeouts and expiration --------------------------------------------------------------
+
+    async def abort_timed_out_transactions(self) -> list[str]:
+        """Abort (with an epoch bump that fences the producer) every Ongoing transaction past its timeout."""
+        aborted = []
+        for tid in [t for t, md in self.txns.items() if state.timed_out(md, self.clock())]:
+            async with self._lock(tid):
+                md = self.txns.get(tid)
+                now = self.clock()
+                if md is None or not state.timed_out(md, now):
+                    continue
+                log.info("aborting transaction %r of producer %d epoch %d: timed out after %d ms",
+                         tid, md.producer_id, md.producer_epoch, md.timeout_ms)
+                fenced = state.fence_for_abort(md, now)
+                try:
+                    await self._persist(fenced)
+                except TxnError as e:
+                    log.warning("cannot abort timed-out transaction %r: %s", tid, e)
+                    continue
+                self._pending_markers[tid] = set(fenced.partitions)
+                await self._try_complete(tid)
+                aborted.append(tid)
+        return aborted
+
+    async def expire_transactional_ids(self) -> list[str]:
+        """Tombstone idle transactional ids older than transactional.id.expiration.ms."""
+        expired = []
+        for tid in [t for t, md in self.txns.items() if state.expired(md, self.clock(), self.expiration_ms)]:
+            async with self._lock(tid):
+                md = self.txns.get(tid)
+                if md is None or not state.expired(md, self.clock(), self.expiration_ms):
+                    continue
+                try:
+                    await self._persist(None, tid)
+                except TxnError:
+                    continue
+                self._locks.pop(tid, None)
+                expired.append(tid)
+        return expired
+
+    async def _timeout_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.abort_interval_ms / 1000)
+            try:
+                await self.abort_timed_out_transactions()
+            except Exception:
+                log.exception("aborting timed-out transactions failed")
+
+    async def _expiration_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.expire_interval_ms / 1000)
+            try:
+                await self.expire_transactional_ids()
+            except Exception:
+                log.exception("expiring transactional ids failed")
+
+    # -- Describe / List ----------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionMetadata:
+        self._check_coordinator(transactional_id)
+        md = self.txns.get(transactional_id)
+        if md is None:
+            raise TxnError(ErrorCode.transactional_id_not_found)
+        return md
+
+    def list_transactions(self, states: set[TxnState] | None, producer_ids: set[int] | None,
+                          duration_ms: int = -1, pattern: str | None = None) -> list[TransactionMetadata]:
+        if not self.loaded:
+            raise TxnError(ErrorCode.coordinator_load_in_progress)
+        regex = re.compile(pattern) if pattern else None
+        now = self.clock()
+        out = []
+        for md in self.txns.values():
+            if states and md.state not in states:
+                continue
+            if producer_ids and md.producer_id not in producer_ids:
+                continue
+            # Duration filter (KIP-994), as Kafka: only transactions started more than that long ago.
+            if duration_ms >= 0 and now - md.txn_start_ms <= duration_ms:
+                continue
+            if regex is not None and not regex.fullmatch(md.transactional_id):
+                continue
+            out.append(md)
+        return out

@@ -1,0 +1,91 @@
+"""AddPartitionsToTxn (key 24): enlist partitions in a producer's ongoing transaction.
+
+v0-3 carry one transaction (from a producer); v4+ carry a batch of transactions and are
+broker-to-broker (CLUSTER_ACTION), with ``verify_only`` to ask whether partitions are already
+part of the transaction. Partitions of unknown or unauthorized topics fail with
+UNKNOWN_TOPIC_OR_PARTITION / TOPIC_AUTHORIZATION_FAILED and the others of that transaction with
+OPERATION_NOT_ATTEMPTED, as in Kafka; the rest goes to the transaction coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.txn.state import TxnError
+from strom.core.coordinator.txn.wire import client_code, coordinator, may_write_txn_id
+from strom.core.protocol.messages import Messages, response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 24
+VERSIONS = (0, 5)
+FENCED_SINCE = 2
+BATCHED_SINCE = 4
+
+Codes = dict[tuple[str, int], int]
+
+
+async def _process(broker: Broker, ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
+                   verify_only: bool) -> Codes:
+    wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
+    if not may_write_txn_id(broker, ctx, tid):
+        return dict.fromkeys(wanted, int(ErrorCode.transactional_id_authorization_failed))
+    names = sorted({t for t, _ in wanted})
+    denied = authorize_topics(broker, ctx, "WRITE", names)
+    image_topics = broker.image.topics
+    errors: Codes = {}
+    for tp in wanted:
+        topic = image_topics.get(tp[0])
+        if tp[0] in denied:
+            errors[tp] = int(ErrorCode.topic_authorization_failed)
+        elif topic is None or tp[1] not in topic.partitions:
+            errors[tp] = int(ErrorCode.unknown_topic_or_partition)
+    if errors:
+        return {tp: errors.get(tp, int(ErrorCode.operation_not_attempted)) for tp in wanted}
+    try:
+        coord = coordinator(broker)
+        if verify_only:
+            return {tp: int(c) for tp, c in (await coord.verify_partitions(tid, pid, epoch, wanted)).items()}
+        await coord.add_partitions(tid, pid, epoch, wanted)
+    except TxnError as e:
+        return dict.fromkeys(wanted, client_code(e.code, ctx.api_version, FENCED_SINCE))
+    return dict.fromkeys(wanted, 0)
+
+
+def _topic_results(m: Messages, codes: Codes) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), code in codes.items():
+        by_topic.setdefault(topic, []).append(
+            m.make("AddPartitionsToTxnPartitionResult", partition_index=index, partition_error_code=code))
+    return [m.make("AddPartitionsToTxnTopicResult", name=t, results_by_partition=tuple(r))
+            for t, r in by_topic.items()]
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    if ctx.api_version < BATCHED_SINCE:
+        codes = await _process(broker, ctx, request.v3_and_below_transactional_id,
+                               request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+                               request.v3_and_below_topics, False)
+        return m.make("AddPartitionsToTxnResponse", throttle_time=response_throttle(broker, ctx),
+                      results_by_topic_v3_and_below=tuple(_topic_results(m, codes)))
+
+    def answer(code: int, results: list[Any]) -> Any:
+        return m.make("AddPartitionsToTxnResponse", throttle_time=response_throttle(broker, ctx), error_code=code,
+                      results_by_transaction=tuple(results))
+
+    if not authorize_cluster(broker, ctx, "CLUSTER_ACTION"):
+        return answer(int(ErrorCode.cluster_authorization_failed), [])
+    txns = request.transactions
+    all_codes = await asyncio.gather(*(
+        _process(broker, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+        for t in txns))
+    return answer(0, [m.make("AddPartitionsToTxnResult", transactional_id=t.transactional_id,
+                             topic_results=tuple(_topic_results(m, codes)))
+                      for t, codes in zip(txns, all_codes, strict=True)])

@@ -1,0 +1,73 @@
+"""ConsumerGroupDescribe (key 69): members, current and target assignments of KIP-848 groups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group import consumer_group_service as service
+from strom.core.exceptions import KafkaError
+from strom.core.protocol.messages import Messages, response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import error_of, response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.coordinator.group.consumer_group import ConsumerGroup
+    from strom.core.server.broker import Broker
+
+API_KEY = 69
+VERSIONS = (0, 1)
+MEMBER_TYPE_CONSUMER = 1
+NO_OPERATIONS = -2147483648
+
+
+def _assignment(m: Messages, parts: Any, image: Any) -> Any:
+    return m.make("Assignment", topic_partitions=tuple(
+        m.make("TopicPartitions", topic_id=tid, topic_name=name, partitions=tuple(ps))
+        for tid, name, ps in service.describe_assignment(parts, image)))
+
+
+def _described(m: Messages, broker: Broker, group: ConsumerGroup) -> Any:
+    image = broker.image
+    env = service.env_for(broker)
+    members = tuple(
+        m.make("Member", member_id=mem.member_id, instance_id=mem.instance_id, rack_id=mem.rack_id,
+               member_epoch=mem.member_epoch, client_id=mem.client_id, client_host=mem.client_host,
+               subscribed_topic_names=tuple(sorted(mem.subscribed_topic_names)),
+               subscribed_topic_regex=mem.subscribed_topic_regex,
+               assignment=_assignment(m, mem.assigned, image),
+               target_assignment=_assignment(m, group.target.get(mem.member_id, {}), image),
+               member_type=MEMBER_TYPE_CONSUMER)
+        for mem in sorted(group.members.values(), key=lambda x: x.member_id))
+    return m.make("DescribedGroup", error_code=0, error_message=None, group_id=group.group_id,
+                  group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                  assignor_name=group.preferred_assignor(env), members=members,
+                  authorized_operations=NO_OPERATIONS)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    coordinator = getattr(broker, "group_coordinator", None)
+    groups = []
+    for group_id in request.group_ids:
+
+        def failure(code: int, message: str | None, gid: str = group_id) -> Any:
+            return m.make("DescribedGroup", error_code=code, error_message=message, group_id=gid, group_state="",
+                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=())
+
+        if not broker.authorize(ctx, "DESCRIBE", "GROUP", [group_id])[0]:
+            groups.append(failure(int(ErrorCode.group_authorization_failed), None))
+            continue
+        if coordinator is None:
+            groups.append(failure(int(ErrorCode.coordinator_not_available), None))
+            continue
+        try:
+            group = service.find_consumer_group(coordinator, group_id)
+            if group is None:
+                groups.append(failure(int(ErrorCode.group_id_not_found), f"Group {group_id} not found."))
+                continue
+            groups.append(_described(m, broker, group))
+        except KafkaError as e:
+            groups.append(failure(*error_of(e)))
+    return m.make("ConsumerGroupDescribeResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(groups))

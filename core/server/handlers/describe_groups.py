@@ -1,0 +1,56 @@
+"""DescribeGroups (key 15): state, protocol and members of classic groups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group.api_support import (
+    INT32_MIN,
+    coordinator_of,
+    denied_groups,
+    group_operations,
+)
+from strom.core.coordinator.group.classic import ClassicGroup, GroupState
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 15
+VERSIONS = (0, 5)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    coordinator = coordinator_of(broker)
+    want_ops = bool(getattr(request, "include_authorized_operations", False))
+    denied = denied_groups(broker, ctx, "DESCRIBE", list(request.groups))
+    out = []
+    for group_id in request.groups:
+        state, protocol_type, protocol_data, members = "Dead", "", "", ()
+        if group_id in denied:
+            code = int(ErrorCode.group_authorization_failed)
+        elif coordinator is None:
+            code = int(ErrorCode.coordinator_not_available)
+        else:
+            code, group = coordinator.describe_group(group_id)
+            if isinstance(group, ClassicGroup):
+                state, protocol_type = group.state_name, group.protocol_type or ""
+                stable = group.state is GroupState.STABLE
+                protocol_data = (group.protocol_name or "") if stable else ""
+                members = tuple(m.make("DescribedGroupMember", member_id=mb.member_id,
+                                       group_instance_id=mb.group_instance_id, client_id=mb.client_id,
+                                       client_host=mb.client_host,
+                                       member_metadata=mb.metadata(group.protocol_name) if stable else b"",
+                                       member_assignment=mb.assignment if stable else b"")
+                                for mb in group.members.values())
+            # A KIP-848 group is described by ConsumerGroupDescribe; here it is Dead, as in Kafka.
+        ops = group_operations(broker, ctx, group_id) if want_ops and not code else INT32_MIN
+        out.append(m.make("DescribedGroup", error_code=code, error_message=None, group_id=group_id,
+                          group_state=state, protocol_type=protocol_type, protocol_data=protocol_data,
+                          members=members, authorized_operations=ops))
+    return m.make("DescribeGroupsResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(out))

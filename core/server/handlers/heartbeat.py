@@ -1,0 +1,31 @@
+"""Heartbeat (key 12): keeps a classic-group member alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    coordinator = coordinator_of(broker)
+    if denied_groups(broker, ctx, "READ", [request.group_id]):
+        code = int(ErrorCode.group_authorization_failed)
+    elif coordinator is None:
+        code = int(ErrorCode.coordinator_not_available)
+    else:
+        code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                     getattr(request, "group_instance_id", None))
+    return m.make("HeartbeatResponse", throttle_time=response_throttle(broker, ctx), error_code=code)

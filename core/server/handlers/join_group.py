@@ -1,0 +1,43 @@
+"""JoinGroup (key 11): a classic-group member (re)joins; a long poll until the rebalance completes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group.api_support import client_host, coordinator_of, denied_groups
+from strom.core.coordinator.group.classic import JoinResult
+from strom.core.protocol.messages import ms, response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 11
+VERSIONS = (0, 9)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    v = ctx.api_version
+    m = response_messages(API_KEY, v)
+    coordinator = coordinator_of(broker)
+    session_ms = ms(request.session_timeout)
+    if denied_groups(broker, ctx, "READ", [request.group_id]):
+        result = JoinResult(int(ErrorCode.group_authorization_failed), member_id=request.member_id)
+    elif coordinator is None:
+        result = JoinResult(int(ErrorCode.coordinator_not_available), member_id=request.member_id)
+    else:
+        result = await coordinator.join_group(
+            request.group_id, request.member_id, getattr(request, "group_instance_id", None), ctx.client_id,
+            client_host(ctx), session_ms, ms(getattr(request, "rebalance_timeout", None)) or session_ms,
+            request.protocol_type, [(p.name, bytes(p.metadata)) for p in request.protocols],
+            require_known_member_id=v >= 4)
+    members = tuple(m.make("JoinGroupResponseMember", member_id=mid, group_instance_id=iid, metadata=meta)
+                    for mid, iid, meta in result.members)
+    return m.make("JoinGroupResponse", throttle_time=response_throttle(broker, ctx), error_code=result.error,
+                  generation_id=result.generation_id, protocol_type=result.protocol_type,
+                  protocol_name=result.protocol_name if v >= 7 else (result.protocol_name or ""),
+                  leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
+                  members=members)

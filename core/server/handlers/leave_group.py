@@ -1,0 +1,43 @@
+"""LeaveGroup (key 13): members leave a classic group (v3+ several at once, by member or instance id)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 13
+VERSIONS = (0, 5)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    v = ctx.api_version
+    m = response_messages(API_KEY, v)
+    if v >= 3:
+        members = [(mi.member_id, mi.group_instance_id) for mi in request.members]
+    else:
+        members = [(request.member_id, None)]
+    coordinator = coordinator_of(broker)
+    codes: list[int] = []
+    if denied_groups(broker, ctx, "READ", [request.group_id]):
+        top = int(ErrorCode.group_authorization_failed)
+    elif coordinator is None:
+        top = int(ErrorCode.coordinator_not_available)
+    else:
+        top, codes = coordinator.leave_group(request.group_id, members)
+    if v < 3:
+        return m.make("LeaveGroupResponse", throttle_time=response_throttle(broker, ctx),
+                      error_code=top or (codes[0] if codes else 0))
+    responses = () if top else tuple(
+        m.make("MemberResponse", member_id=mid, group_instance_id=iid, error_code=code)
+        for (mid, iid), code in zip(members, codes, strict=True))
+    return m.make("LeaveGroupResponse", throttle_time=response_throttle(broker, ctx), error_code=top,
+                  members=responses)

@@ -1,0 +1,44 @@
+"""OffsetDelete (key 47): drop committed offsets of partitions the group no longer consumes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import authorize_topics, response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 47
+VERSIONS = (0, 0)
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    coordinator = coordinator_of(broker)
+    codes: dict[tuple[str, int], int] = {}
+    if denied_groups(broker, ctx, "DELETE", [request.group_id]):
+        error = int(ErrorCode.group_authorization_failed)
+    elif coordinator is None:
+        error = int(ErrorCode.coordinator_not_available)
+    else:
+        denied = authorize_topics(broker, ctx, "READ", [t.name for t in request.topics])
+        for t in request.topics:
+            for p in t.partitions:
+                if t.name in denied:
+                    codes[(t.name, p.partition_index)] = int(ErrorCode.topic_authorization_failed)
+        wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics if t.name not in denied]
+        error, results = await coordinator.delete_offsets(request.group_id, wanted)
+        codes.update(results)
+    topics = () if error else tuple(
+        m.make("OffsetDeleteResponseTopic", name=t.name, partitions=tuple(
+            m.make("OffsetDeleteResponsePartition", partition_index=p.partition_index,
+                   error_code=codes.get((t.name, p.partition_index), 0)) for p in t.partitions))
+        for t in request.topics)
+    return m.make("OffsetDeleteResponse", error_code=error, throttle_time=response_throttle(broker, ctx),
+                  topics=topics)

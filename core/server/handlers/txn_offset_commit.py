@@ -1,0 +1,78 @@
+"""TxnOffsetCommit (key 28): offsets committed as part of a producer's transaction.
+
+Authorization and topic checks happen here (as in Kafka's KafkaApis); the group coordinator
+validates the group (generation, member) and the producer, and keeps the offsets pending until
+the transaction's marker reaches the group's ``__consumer_offsets`` partition. Versions 0-4
+(v5 belongs to transaction version 2).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.txn.state import TxnError
+from strom.core.coordinator.txn.wire import may_write_txn_id
+from strom.core.protocol.messages import response_messages
+from strom.core.server.context import RequestContext
+from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
+
+if TYPE_CHECKING:
+    from strom.core.server.broker import Broker
+
+API_KEY = 28
+VERSIONS = (0, 4)
+
+TopicPartition = tuple[str, int]
+
+
+async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    m = response_messages(API_KEY, ctx.api_version)
+    wanted: list[TopicPartition] = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
+
+    def answer(codes: dict[TopicPartition, int]) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), code in codes.items():
+            by_topic.setdefault(topic, []).append(
+                m.make("TxnOffsetCommitResponsePartition", partition_index=index, error_code=code))
+        return m.make("TxnOffsetCommitResponse", throttle_time=response_throttle(broker, ctx),
+                      topics=tuple(m.make("TxnOffsetCommitResponseTopic", name=t, partitions=tuple(ps))
+                                   for t, ps in by_topic.items()))
+
+    if not may_write_txn_id(broker, ctx, request.transactional_id):
+        return answer(dict.fromkeys(wanted, int(ErrorCode.transactional_id_authorization_failed)))
+    if not broker.authorize(ctx, "READ", "GROUP", [request.group_id])[0]:
+        return answer(dict.fromkeys(wanted, int(ErrorCode.group_authorization_failed)))
+    denied = authorize_topics(broker, ctx, "READ", sorted({t for t, _ in wanted}))
+    codes: dict[TopicPartition, int] = {}
+    # (topic, partition, offset, leader epoch, metadata), the group coordinator's commit form.
+    offsets: list[tuple[str, int, int, int, str | None]] = []
+    for t in request.topics:
+        topic = broker.image.topics.get(t.name)
+        for p in t.partitions:
+            tp = (t.name, int(p.partition_index))
+            if t.name in denied:
+                codes[tp] = int(ErrorCode.topic_authorization_failed)
+            elif topic is None or tp[1] not in topic.partitions:
+                codes[tp] = int(ErrorCode.unknown_topic_or_partition)
+            else:
+                offsets.append((tp[0], tp[1], int(p.committed_offset),
+                                int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    group_coordinator: Any = getattr(broker, "group_coordinator", None)
+    asked = [(o[0], o[1]) for o in offsets]
+    if offsets:
+        if group_coordinator is None:
+            codes.update(dict.fromkeys(asked, int(ErrorCode.coordinator_not_available)))
+        else:
+            try:
+                results = await group_coordinator.commit_transactional_offsets(
+                    request.producer_id, request.producer_epoch, request.group_id,
+                    getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
+                    getattr(request, "group_instance_id", None), offsets)
+                codes.update({tp: int(results.get(tp, 0)) for tp in asked})
+            except TxnError as e:
+                codes.update(dict.fromkeys(asked, int(e.code)))
+            except Exception as e:
+                codes.update(dict.fromkeys(asked, error_of(e)[0]))
+    return answer({tp: codes[tp] for tp in wanted})

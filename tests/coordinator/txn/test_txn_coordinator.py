@@ -1,0 +1,302 @@
+"""TransactionCoordinator inside a real in-process broker: two-phase commit, markers, restart
+recovery, timeouts, fencing, expiration and corrupt ``__transaction_state`` records.
+
+The broker is the real one (controller, logs, replica manager, coordinator runtime); requests go
+straight to the coordinator's methods so each step can be checked against the partition logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from strom.core.controller.quorum_controller import CreatableTopic
+from strom.core.coordinator.runtime import TRANSACTION_STATE_TOPIC
+from strom.core.coordinator.txn import records, state
+from strom.core.coordinator.txn.state import TxnError, TxnState
+from strom.core.records.builder import SimpleRecord, build_batch
+from strom.core.server.broker import Broker
+from strom.core.tools.run import dev_config
+from strom.core.tools.storage import format_dirs, new_cluster_id
+
+TOPIC = "data"
+OVERRIDES = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3",
+             "num.partitions": "2"}
+
+
+def _config(data_dir: Path) -> Any:
+    return dev_config(data_dir, 0, OVERRIDES)
+
+
+def run(data_dir: Path, body: Callable[[Broker], Awaitable[Any]], *, fresh: bool = True) -> Any:
+    """Start a broker on ``data_dir``, run ``body(broker)``, stop the broker cleanly."""
+    async def main() -> Any:
+        config = _config(data_dir)
+        if fresh:
+            format_dirs(config, new_cluster_id(), ignore_formatted=True)
+        broker = Broker(config)
+        await broker.start()
+        try:
+            return await body(broker)
+        finally:
+            await broker.stop()
+    return asyncio.run(main())
+
+
+async def create_topic(broker: Broker, name: str = TOPIC, partitions: int = 2) -> None:
+    [result] = await broker.metadata.controller.create_topics([CreatableTopic(name=name, num_partitions=partitions)])
+    assert result.error_code == 0, result
+    for _ in range(500):
+        if all((name, p) in broker.replica_manager.partitions for p in range(partitions)):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("topic partitions never appeared")
+
+
+def produce_txn(broker: Broker, pid: int, epoch: int, seq: int, values: list[bytes], partition: int = 0) -> None:
+    batch = build_batch([SimpleRecord(None, v) for v in values], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, transactional=True)
+    broker.replica_manager.append_records(TOPIC, partition, batch, -1)
+
+
+def markers(broker: Broker, topic: str = TOPIC, partition: int = 0) -> list[tuple[int, bool]]:
+    """(producer id, commit?) of every control batch of a partition, in log order."""
+    out = []
+    for rec in broker.coordinator_runtime.read(topic, partition):
+        if rec.header.is_control:
+            assert rec.key is not None
+            out.append((rec.header.producer_id, rec.key[3] == 1))  # ControlRecordType key: version, type
+    return out
+
+
+def stable(broker: Broker, partition: int = 0) -> bool:
+    part = broker.replica_manager.get_partition(TOPIC, partition)
+    return bool(part.last_stable_offset == part.high_watermark)
+
+
+def test_commit_two_phase_and_state_survives_restart(tmp_path: Path) -> None:
+    async def first(broker: Broker) -> tuple[int, int]:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        assert epoch == 0
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0), (TOPIC, 1)])
+        assert coord.describe("tx").state == TxnState.ONGOING
+        produce_txn(broker, pid, epoch, 0, [b"a", b"b"])
+        produce_txn(broker, pid, epoch, 0, [b"c"], partition=1)
+        assert not stable(broker, 0) and not stable(broker, 1)
+        await coord.end_transaction("tx", pid, epoch, True)
+        md = coord.describe("tx")
+        assert md.state == TxnState.COMPLETE_COMMIT and md.partitions == frozenset()
+        assert markers(broker, TOPIC, 0) == [(pid, True)] and markers(broker, TOPIC, 1) == [(pid, True)]
+        assert stable(broker, 0) and stable(broker, 1)
+        # A retried EndTxn(commit) is answered OK without writing again.
+        await coord.end_transaction("tx", pid, epoch, True)
+        assert markers(broker, TOPIC, 0) == [(pid, True)]
+        return pid, epoch
+
+    pid, epoch = run(tmp_path, first)
+
+    async def second(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        md = coord.describe("tx")
+        assert (md.producer_id, md.producer_epoch, md.state) == (pid, epoch, TxnState.COMPLETE_COMMIT)
+        assert await coord.init_producer_id("tx", 60000) == (pid, epoch + 1)
+
+    run(tmp_path, second, fresh=False)
+
+
+def test_prepare_commit_found_at_load_is_completed(tmp_path: Path) -> None:
+    """A broker that died between PrepareCommit and the markers finishes the commit on restart."""
+    async def crash_after_prepare(broker: Broker) -> int:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
+        produce_txn(broker, pid, epoch, 0, [b"x"])
+        # Persist only the decision, as EndTxn does before writing any marker.
+        prepared = state.end_transaction(coord.describe("tx"), pid, epoch, True, coord.clock())
+        assert prepared is not None
+        await coord._persist(prepared)
+        assert markers(broker) == [] and not stable(broker)
+        return pid
+
+    pid = run(tmp_path, crash_after_prepare)
+
+    async def restart(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        for _ in range(200):
+            if coord.describe("tx").state == TxnState.COMPLETE_COMMIT:
+                break
+            await asyncio.sleep(0.02)
+        assert coord.describe("tx").state == TxnState.COMPLETE_COMMIT
+        assert markers(broker) == [(pid, True)]
+        assert stable(broker)
+
+    run(tmp_path, restart, fresh=False)
+
+
+def test_init_producer_id_aborts_an_ongoing_transaction_and_fences(tmp_path: Path) -> None:
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
+        produce_txn(broker, pid, epoch, 0, [b"zombie"])
+        with pytest.raises(TxnError) as e:   # a new producer instance with the same id
+            await coord.init_producer_id("tx", 60000)
+        assert e.value.code == ErrorCode.concurrent_transactions
+        assert markers(broker) == [(pid, False)] and stable(broker)
+        assert coord.describe("tx").state == TxnState.COMPLETE_ABORT
+        new_pid, new_epoch = await coord.init_producer_id("tx", 60000)   # its retry
+        assert (new_pid, new_epoch) == (pid, epoch + 2)
+        # The zombie is fenced everywhere.
+        for op in (coord.end_transaction("tx", pid, epoch, True),
+                   coord.add_partitions("tx", pid, epoch, [(TOPIC, 1)])):
+            with pytest.raises(TxnError) as e:
+                await op
+            assert e.value.code == ErrorCode.producer_fenced
+        part = broker.replica_manager.get_partition(TOPIC, 0)
+        aborted = part.log.collect_aborted_transactions(0, part.high_watermark)
+        assert [a[0] for a in aborted] == [pid]
+
+    run(tmp_path, body)
+
+
+def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path) -> None:
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 1000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
+        produce_txn(broker, pid, epoch, 0, [b"late"])
+        assert await coord.abort_timed_out_transactions() == []   # not yet
+        real = coord.clock
+        coord.clock = lambda: real() + 5000
+        assert await coord.abort_timed_out_transactions() == ["tx"]
+        md = coord.describe("tx")
+        assert (md.state, md.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
+        assert markers(broker) == [(pid, False)] and stable(broker)
+        with pytest.raises(TxnError) as e:
+            await coord.end_transaction("tx", pid, epoch, True)
+        assert e.value.code == ErrorCode.producer_fenced
+
+    run(tmp_path, body)
+
+
+def test_invalid_requests(tmp_path: Path) -> None:
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        with pytest.raises(TxnError) as e:
+            await coord.init_producer_id("tx", 900001)
+        assert e.value.code == ErrorCode.invalid_transaction_timeout
+        with pytest.raises(TxnError) as e:
+            await coord.init_producer_id("", 1000)
+        assert e.value.code == ErrorCode.invalid_request
+        for op in (coord.end_transaction("nope", 1, 0, True), coord.add_partitions("nope", 1, 0, [(TOPIC, 0)])):
+            with pytest.raises(TxnError) as e:
+                await op
+            assert e.value.code == ErrorCode.invalid_producer_id_mapping
+        with pytest.raises(TxnError) as e:
+            coord.describe("nope")
+        assert e.value.code == ErrorCode.transactional_id_not_found
+        pid, epoch = await coord.init_producer_id("tx", 1000)
+        with pytest.raises(TxnError) as e:
+            await coord.end_transaction("tx", pid, epoch, True)
+        assert e.value.code == ErrorCode.invalid_txn_state
+
+    run(tmp_path, body)
+
+
+def test_expired_transactional_id_is_tombstoned(tmp_path: Path) -> None:
+    async def first(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await coord.init_producer_id("old", 1000)
+        await coord.init_producer_id("young", 1000)
+        real = coord.clock
+        # "young" was used recently (as seen from the shifted clock below).
+        coord.txns["young"] = replace(coord.txns["young"], last_update_ms=real() + coord.expiration_ms)
+        coord.clock = lambda: real() + coord.expiration_ms + 1
+        assert await coord.expire_transactional_ids() == ["old"]
+        assert "old" not in coord.txns
+
+    run(tmp_path, first)
+
+    async def second(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        assert "old" not in coord.txns and "young" in coord.txns
+
+    run(tmp_path, second, fresh=False)
+
+
+def test_unreadable_records_are_skipped_at_load(tmp_path: Path) -> None:
+    async def first(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await coord.init_producer_id("good", 1000)
+        p = coord.partition_of("good")
+        await broker.coordinator_runtime.append(TRANSACTION_STATE_TOPIC, p, [
+            (b"\x00\x09garbage", b"\x00\x01"),                   # unknown key version
+            (records.encode_key("bad"), b"\x00\x01\x00"),        # truncated value
+            (records.encode_key("worse"), b"\x00\x05" + bytes(20)),  # unknown value version
+        ])
+
+    run(tmp_path, first)
+
+    async def second(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        assert coord.loaded
+        assert set(coord.txns) == {"good"}
+        _, epoch = await coord.init_producer_id("good", 1000)
+        assert epoch == 1
+
+    run(tmp_path, second, fresh=False)
+
+
+def test_load_keeps_the_last_record_of_each_id(tmp_path: Path) -> None:
+    async def first(broker: Broker) -> dict[str, tuple[int, int]]:
+        coord = broker.txn_coordinator
+        ids = {f"t-{uuid.uuid4().hex[:6]}": 0 for _ in range(20)}
+        out = {}
+        for tid in ids:
+            for _ in range(3):
+                out[tid] = await coord.init_producer_id(tid, 1000)
+        return out
+
+    expected = run(tmp_path, first)
+
+    async def second(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        got = {tid: (md.producer_id, md.producer_epoch) for tid, md in coord.txns.items()}
+        assert got == expected
+        listed = coord.list_transactions({TxnState.EMPTY}, None)
+        assert {md.transactional_id for md in listed} == set(expected)
+        assert coord.list_transactions({TxnState.ONGOING}, None) == []
+
+    run(tmp_path, second, fresh=False)
+
+
+def test_records_in_the_log_are_kafka_transaction_log_records(tmp_path: Path) -> None:
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 1000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 1)])
+        await coord.end_transaction("tx", pid, epoch, False)
+        seen = []
+        for rec in broker.coordinator_runtime.read(TRANSACTION_STATE_TOPIC, coord.partition_of("tx")):
+            assert rec.key is not None and rec.value is not None
+            assert records.decode_key(rec.key) == "tx"
+            v = records.decode_value(rec.value)
+            seen.append((TxnState(v.transaction_status).display,
+                         [(p.topic, p.partition_ids) for p in v.transaction_partitions or []]))
+        assert seen == [("Empty", []), ("Ongoing", [(TOPIC, [1])]), ("PrepareAbort", [(TOPIC, [1])]),
+                        ("CompleteAbort", [])]
+
+    run(tmp_path, body)
