@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -51,6 +52,9 @@ PROTOCOLS: dict[str, dict[str, str]] = {  # name -> consumer settings that selec
                                    "partition.assignment.strategy": "cooperative-sticky"},
     "consumer-kip848": {"group.protocol": "consumer"},
 }
+# Protocols whose callbacks carry increments (librdkafka's COOPERATIVE rebalance protocol; the
+# Python client does not expose rebalance_protocol(), so it is known per protocol here).
+INCREMENTAL = {"classic-cooperative-sticky", "consumer-kip848"}
 MEMBERS = 3
 GROUP_PARTITIONS = 6
 DEFAULT_QUIET = 6.0  # > both heartbeat intervals (classic client 3 s, KIP-848 broker 5 s): see README
@@ -155,6 +159,8 @@ def rebalance_trial(bootstrap: str, topic: str, protocol: str, quiet: float,
     group = f"bench-group-{uuid.uuid4().hex[:10]}"
     watch = GroupWatch(MEMBERS, GROUP_PARTITIONS)
     errors: list[str] = []
+    crashed: list[BaseException] = []  # exceptions of member threads (callbacks included)
+    incremental = protocol in INCREMENTAL
     consumers = [Consumer(consumer_config(bootstrap, group, protocol, errors)) for _ in range(MEMBERS)]
     start = threading.Barrier(MEMBERS + 1)
     done = threading.Event()
@@ -164,17 +170,20 @@ def rebalance_trial(bootstrap: str, topic: str, protocol: str, quiet: float,
         c = consumers[i]
 
         def cb(kind: str) -> Any:
-            def handler(consumer: Consumer, parts: list[TopicPartition]) -> None:
-                incremental = consumer.rebalance_protocol() == "COOPERATIVE"
+            def handler(_consumer: Consumer, parts: list[TopicPartition]) -> None:
                 watch.record(i, kind, [tp.partition for tp in parts if tp.topic == topic], incremental)
             return handler
 
         start.wait()
-        c.subscribe([topic], on_assign=cb("assign"), on_revoke=cb("revoke"), on_lost=cb("lost"))
-        while not done.is_set():
-            msg = c.poll(0.05)
-            if msg is not None and msg.error() is not None and msg.error().code() != KafkaError._PARTITION_EOF:
-                errors.append(str(msg.error()))
+        try:
+            c.subscribe([topic], on_assign=cb("assign"), on_revoke=cb("revoke"), on_lost=cb("lost"))
+            while not done.is_set():
+                msg = c.poll(0.05)
+                if msg is not None and msg.error() is not None \
+                        and msg.error().code() != KafkaError._PARTITION_EOF:
+                    errors.append(str(msg.error()))
+        except BaseException as exc:  # surfaced by the main loop: a dead member never stabilises
+            crashed.append(exc)
 
     threads = [threading.Thread(target=member, args=(i,), name=f"member-{i}", daemon=True) for i in range(MEMBERS)]
     for t in threads:
@@ -190,6 +199,9 @@ def rebalance_trial(bootstrap: str, topic: str, protocol: str, quiet: float,
                 watch.stop()
                 first = watch.events[0][0]
                 return last - t0, first - t0, watch, errors
+            if crashed:
+                watch.stop()
+                raise RuntimeError(f"a member failed: {type(crashed[0]).__name__}: {crashed[0]}")
             if now - t0 > timeout:
                 watch.stop()
                 owned = [sorted(s) for s in watch.owned]
@@ -568,8 +580,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    # SystemExit unwinds through run_broker's finally, so a killed run still stops its broker
+    # (Kafka runs in its own session and would otherwise outlive us).
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     trials: list[TrialResult] = []
     txns: list[TxnResult] = []
     for name in args.brokers:

@@ -26,14 +26,24 @@ PARTITIONS = 6
 HEARTBEAT_MS = 300  # group.consumer.heartbeat.interval.ms: fast reconciliation for the test
 
 
-SESSION_MS = 3000  # group.consumer.session.timeout.ms: a killed member is fenced quickly
+SESSION_MS = 3000  # group.consumer.session.timeout.ms of the kill test: a dead member is fenced quickly
+
+
+def _broker(data: Path, **extra: str) -> BrokerProcess:
+    return BrokerProcess(data, config={"group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
+                                       "offsets.topic.num.partitions": "5", **extra})
 
 
 @pytest.fixture
 def kip848_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path / "data", config={"group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
-                                                  "group.consumer.session.timeout.ms": str(SESSION_MS),
-                                                  "offsets.topic.num.partitions": "5"}) as proc:
+    """Default session timeout (45 s): clients reconnecting after a restart are never fenced."""
+    with _broker(tmp_path / "data") as proc:
+        yield proc
+
+
+@pytest.fixture
+def short_session_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    with _broker(tmp_path / "data", **{"group.consumer.session.timeout.ms": str(SESSION_MS)}) as proc:
         yield proc
 
 
@@ -242,9 +252,9 @@ while True:
 """
 
 
-def test_killed_member_is_fenced_after_the_session_timeout(kip848_broker: BrokerProcess) -> None:
+def test_killed_member_is_fenced_after_the_session_timeout(short_session_broker: BrokerProcess) -> None:
     """kill -9 of a member: no leave is sent; the coordinator's session timer fences it."""
-    bootstrap = kip848_broker.bootstrap
+    bootstrap = short_session_broker.bootstrap
     topic, group = f"kip848-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
