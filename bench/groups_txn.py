@@ -26,6 +26,7 @@ Run: ``python bench/groups_txn.py [--bench rebalance,txn] [--brokers strom,kafka
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -59,6 +60,7 @@ MEMBERS = 3
 GROUP_PARTITIONS = 6
 DEFAULT_QUIET = 6.0  # > both heartbeat intervals (classic client 3 s, KIP-848 broker 5 s): see README
 STABLE_TIMEOUT = 90.0  # a trial that is not stable by then fails
+VERIFY_STALL = 15.0  # the read_committed check gives up after this long without a record
 TXN_SIZE = 1_000  # records per transaction (issue 3)
 VALUE_BYTES = 100
 # Same batching as broker_throughput's producer; acks=all is what idempotence requires.
@@ -78,6 +80,8 @@ class TrialResult:
     first_assign_s: float | None = None  # start -> first assignment callback of any member
     callbacks: int = 0  # assign/revoke/lost callbacks up to stability
     sizes: list[int] = field(default_factory=list)  # partitions per member when stable
+    # (seconds since start, member, "assign"|"revoke"|"lost", partitions): the JSON's timeline
+    events: list[tuple[float, int, str, tuple[int, ...]]] = field(default_factory=list)
     error: str | None = None
 
 
@@ -179,9 +183,9 @@ def rebalance_trial(bootstrap: str, topic: str, protocol: str, quiet: float,
             c.subscribe([topic], on_assign=cb("assign"), on_revoke=cb("revoke"), on_lost=cb("lost"))
             while not done.is_set():
                 msg = c.poll(0.05)
-                if msg is not None and msg.error() is not None \
-                        and msg.error().code() != KafkaError._PARTITION_EOF:
-                    errors.append(str(msg.error()))
+                err = msg.error() if msg is not None else None
+                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    errors.append(str(err))
         except BaseException as exc:  # surfaced by the main loop: a dead member never stabilises
             crashed.append(exc)
 
@@ -212,10 +216,8 @@ def rebalance_trial(bootstrap: str, topic: str, protocol: str, quiet: float,
         for t in threads:
             t.join(10)
         for c in consumers:
-            try:
+            with contextlib.suppress(KafkaException, RuntimeError):
                 c.close()  # LeaveGroup, so the broker forgets the members now
-            except (KafkaException, RuntimeError):
-                pass
 
 
 def run_rebalance(broker: Broker, delay_ms: int, repeat: int, quiet: float, warmup: bool,
@@ -240,6 +242,8 @@ def run_rebalance(broker: Broker, delay_ms: int, repeat: int, quiet: float, warm
                 res.stable_s, res.first_assign_s = round(stable, 4), round(first, 4)
                 res.callbacks = len(watch.events)
                 res.sizes = [len(s) for s in watch.owned]
+                t0 = watch.events[0][0] - first
+                res.events = [(round(t - t0, 4), m, k, ps) for t, m, k, ps in watch.events]
                 msg = f"stable after {stable:.3f}s (first assignment {first:.3f}s, {res.callbacks} callbacks, " \
                       f"sizes {res.sizes})"
                 if errors:
@@ -271,13 +275,16 @@ def summarize_rebalance(trials: list[TrialResult]) -> list[dict[str, Any]]:
     return out
 
 
+def _secs(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
 def render_rebalance(summary: list[dict[str, Any]], quiet: float) -> str:
     rows = []
     for s in summary:
-        fmt = (lambda v: "-" if v is None else f"{v:.3f}")
         status = "ok" if not s["errors"] else f"{len(s['errors'])} error(s)"
         rows.append([s["broker"], str(s["delay_ms"]), s["protocol"], f"{s['ok']}/{s['trials']}",
-                     fmt(s["median_s"]), fmt(s["min_s"]), fmt(s["max_s"]),
+                     _secs(s["median_s"]), _secs(s["min_s"]), _secs(s["max_s"]),
                      "-" if s["callbacks_median"] is None else f"{s['callbacks_median']:g}", status])
     head = (f"rebalance: {MEMBERS} members, {GROUP_PARTITIONS} partitions; stable = each partition owned once, "
             f"no member empty, no callback for {quiet:g}s; time = start -> last assignment callback")
@@ -404,7 +411,7 @@ def verify_topic(bootstrap: str, topic: str, records: int, partitions: int, tran
             notes.append(f"high watermarks sum to {hw}, expected {want}")
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got, last = 0, time.monotonic()
-        while got < records and time.monotonic() - last < 15:
+        while got < records and time.monotonic() - last < VERIFY_STALL:
             batch = c.consume(min(10_000, records - got), 0.5)
             for m in batch:
                 if m.error() is None:
@@ -588,8 +595,16 @@ def _exit_on_sigterm(signum: int, _frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main else None
+    try:
+        return _run(args, argv)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     trials: list[TrialResult] = []
     txns: list[TxnResult] = []
     for name in args.brokers:
