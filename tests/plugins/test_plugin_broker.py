@@ -166,3 +166,59 @@ def test_raw_produce_gets_throttle_time_and_muted_channel(plugin_broker: BrokerP
     create_topics(plugin_broker.bootstrap, denied)
     error_code, _, _ = _produce_raw(plugin_broker.bootstrap, denied, "someone-else")
     assert error_code == TOPIC_AUTHORIZATION_FAILED
+
+
+# -- KIP-848: a third-party server-side assignor chosen by the client ------------------------------
+
+
+def test_client_selects_third_party_assignor_with_group_remote_assignor(
+        fresh_broker: BrokerProcess, test_plugin_installed: str) -> None:
+    """``group.consumer.assignors`` makes the plugin's assignor available on the broker; a librdkafka
+    consumer asks for it with ``group.remote.assignor`` and gets its unmistakable assignment."""
+    import threading
+
+    from confluent_kafka import Consumer
+
+    fresh_broker.config.update({
+        "group.consumer.assignors": "uniform,range,strom_test_plugin.first-takes-all",
+        "group.consumer.heartbeat.interval.ms": "300",
+    })
+    fresh_broker.start()
+    try:
+        topic = f"asg-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])[topic].result(30)
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        owned: dict[int, set[int]] = {0: set(), 1: set()}
+        lock = threading.Lock()
+        consumers = []
+        for i in range(2):
+            def on_assign(_c: Consumer, parts: list, i: int = i) -> None:
+                with lock:
+                    owned[i] |= {p.partition for p in parts}
+
+            def on_revoke(_c: Consumer, parts: list, i: int = i) -> None:
+                with lock:
+                    owned[i] -= {p.partition for p in parts}
+
+            c = Consumer({"bootstrap.servers": fresh_broker.bootstrap, "group.id": group,
+                          "group.protocol": "consumer",
+                          "group.remote.assignor": "strom_test_plugin.first-takes-all"})
+            c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+            consumers.append(c)
+        deadline = time.monotonic() + 30
+        sizes: list[int] = []
+        while time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.1)
+            with lock:
+                sizes = sorted(len(s) for s in owned.values())
+            if sizes == [0, 6]:
+                break
+        assert sizes == [0, 6], f"expected one member with all 6 partitions, got {owned}"
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert described.partition_assignor == "strom_test_plugin.first-takes-all"
+        for c in consumers:
+            c.close()
+    finally:
+        fresh_broker.stop()

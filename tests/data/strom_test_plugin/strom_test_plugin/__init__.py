@@ -22,6 +22,12 @@ from strom.plugins.hookspecs.authorizers import (
     RequestContext,
     ResourceType,
 )
+from strom.plugins.hookspecs.assignors import (
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+    SubscribedTopicDescriber,
+)
 from strom.plugins.hookspecs.quotas import QuotaType
 from strom.plugins.markers import hookimpl
 
@@ -64,3 +70,28 @@ def strom_authorizers() -> Mapping[str, Any]:
 @hookimpl
 def strom_quota_managers() -> Mapping[str, Any]:
     return {QUOTA_MANAGER_NAME: ThrottleClientQuotaManager}
+
+
+class FirstTakesAllAssignor:
+    """KIP-848 server-side assignor: every partition to the member with the smallest member id.
+
+    Useless in production and unmistakable in a test: a group using it has one busy member.
+    """
+
+    def name(self) -> str:
+        return "strom_test_plugin.first-takes-all"
+
+    def assign(self, group_spec: GroupSpec, topics: SubscribedTopicDescriber) -> GroupAssignment:
+        members = sorted(group_spec.members)
+        assignment = {m: MemberAssignment({}) for m in members}
+        if members:
+            first = members[0]
+            wanted = frozenset().union(*(group_spec.members[m].subscribed_topic_ids for m in members))
+            assignment[first] = MemberAssignment(
+                {t: frozenset(range(topics.num_partitions(t))) for t in wanted if topics.num_partitions(t) > 0})
+        return GroupAssignment(assignment)
+
+
+@hookimpl
+def strom_assignors() -> Sequence[Any]:
+    return [FirstTakesAllAssignor()]
