@@ -15,18 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from strom.plugins.hookspecs.assignors import (
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+    SubscribedTopicDescriber,
+)
 from strom.plugins.hookspecs.authorizers import (
     AclOperation,
     Action,
     AuthorizationResult,
     RequestContext,
     ResourceType,
-)
-from strom.plugins.hookspecs.assignors import (
-    GroupAssignment,
-    GroupSpec,
-    MemberAssignment,
-    SubscribedTopicDescriber,
 )
 from strom.plugins.hookspecs.quotas import QuotaType
 from strom.plugins.markers import hookimpl
