@@ -1,0 +1,439 @@
+"""The processors behind DSL operations.
+
+Each is a small :class:`Processor` whose ``process`` does the operation and forwards through
+its node context. KTable processors forward :class:`Change` values (new and old value of the
+key), which aggregations of tables need to subtract the old contribution. Records with a None
+key are dropped where Kafka drops them (aggregations, table sources, joins).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from strom.streams.exceptions import SerializationError
+from strom.streams.processor.api import Processor, Record
+from strom.streams.processor.stores import deserializer_of, serializer_of
+
+Fn = Callable[..., Any]
+
+
+class Change:
+    """New and old value of one key of a KTable (None = absent)."""
+
+    __slots__ = ("new", "old")
+
+    def __init__(self, new: Any, old: Any) -> None:
+        self.new = new
+        self.old = old
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Change) and self.new == other.new and self.old == other.old
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Change(new={self.new!r}, old={self.old!r})"
+
+
+_LEN = struct.Struct(">i")
+
+
+class ChangeSerde:
+    """Serializes a Change for a table repartition topic: len(new) (-1 = None), new, old."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, change: Any, headers: Any = None) -> bytes | None:
+        if change is None:
+            return None
+        ser = serializer_of(self.inner)
+        new = ser(topic, change.new)
+        old = ser(topic, change.old)
+        parts = [_LEN.pack(-1 if new is None else len(new))]
+        if new is not None:
+            parts.append(new)
+        parts.append(b"\x00" if old is None else b"\x01" + old)
+        return b"".join(parts)
+
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Change | None:
+        if data is None:
+            return None
+        try:
+            (n,) = _LEN.unpack_from(data, 0)
+            pos = 4
+            de = deserializer_of(self.inner)
+            new = None
+            if n >= 0:
+                new = de(topic, data[pos:pos + n])
+                pos += n
+            old = de(topic, data[pos + 1:]) if data[pos] == 1 else None
+        except (struct.error, IndexError) as exc:
+            raise SerializationError(f"corrupt table change record from topic {topic!r}: {exc}") from exc
+        return Change(new, old)
+
+
+# -- stateless KStream --------------------------------------------------------------------
+
+class Filter(Processor[Any, Any]):
+    def __init__(self, predicate: Fn, negate: bool) -> None:
+        self.predicate = predicate
+        self.negate = negate
+
+    def process(self, record: Record[Any, Any]) -> None:
+        if bool(self.predicate(record.key, record.value)) != self.negate:
+            self.context.forward(record)
+
+
+class Map(Processor[Any, Any]):
+    def __init__(self, mapper: Fn) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record[Any, Any]) -> None:
+        k, v = self.mapper(record.key, record.value)
+        self.context.forward(Record(k, v, record.timestamp, record.headers))
+
+
+class MapValues(Processor[Any, Any]):
+    def __init__(self, mapper: Fn, with_key: bool) -> None:
+        self.mapper = mapper
+        self.with_key = with_key
+
+    def process(self, record: Record[Any, Any]) -> None:
+        v = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
+        self.context.forward(Record(record.key, v, record.timestamp, record.headers))
+
+
+class FlatMap(Processor[Any, Any]):
+    def __init__(self, mapper: Fn) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record[Any, Any]) -> None:
+        ts, h, fwd = record.timestamp, record.headers, self.context.forward
+        for k, v in self.mapper(record.key, record.value):
+            fwd(Record(k, v, ts, h))
+
+
+class FlatMapValues(Processor[Any, Any]):
+    def __init__(self, mapper: Fn, with_key: bool) -> None:
+        self.mapper = mapper
+        self.with_key = with_key
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, ts, h, fwd = record.key, record.timestamp, record.headers, self.context.forward
+        values: Iterable[Any] = (self.mapper(key, record.value) if self.with_key
+                                 else self.mapper(record.value))
+        for v in values:
+            fwd(Record(key, v, ts, h))
+
+
+class SelectKey(Processor[Any, Any]):
+    def __init__(self, mapper: Fn) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record[Any, Any]) -> None:
+        self.context.forward(Record(self.mapper(record.key, record.value), record.value, record.timestamp,
+                                    record.headers))
+
+
+class Peek(Processor[Any, Any]):
+    def __init__(self, action: Fn, forward: bool) -> None:
+        self.action = action
+        self.fwd = forward
+
+    def process(self, record: Record[Any, Any]) -> None:
+        self.action(record.key, record.value)
+        if self.fwd:
+            self.context.forward(record)
+
+
+class PassThrough(Processor[Any, Any]):
+    def process(self, record: Record[Any, Any]) -> None:
+        self.context.forward(record)
+
+
+class Branch(Processor[Any, Any]):
+    """Sends each record to the first branch whose predicate holds, else the default branch."""
+
+    def __init__(self, predicates: list[tuple[Fn, str]], default: str | None) -> None:
+        self.predicates = predicates
+        self.default = default
+
+    def process(self, record: Record[Any, Any]) -> None:
+        k, v = record.key, record.value
+        for pred, child in self.predicates:
+            if pred(k, v):
+                self.context.forward(record, child)
+                return
+        if self.default is not None:
+            self.context.forward(record, self.default)
+
+
+class DropNullKey(Processor[Any, Any]):
+    """Before a repartition topic: a None key has no partition, so Kafka drops the record."""
+
+    def process(self, record: Record[Any, Any]) -> None:
+        if record.key is not None:
+            self.context.forward(record)
+
+
+# -- aggregations -------------------------------------------------------------------------
+
+class StreamAggregate(Processor[Any, Any]):
+    """count/reduce/aggregate of a grouped stream: store the new aggregate, forward the Change.
+
+    ``reducer`` given: reduce (first value is the aggregate); else ``initializer``/``aggregator``.
+    """
+
+    def __init__(self, store_name: str, initializer: Fn | None, aggregator: Fn | None,
+                 reducer: Fn | None) -> None:
+        self.store_name = store_name
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.reducer = reducer
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, value = record.key, record.value
+        if key is None or value is None:  # Kafka skips both
+            return
+        store = self.store
+        old = store.get(key)
+        if self.reducer is not None:
+            new = value if old is None else self.reducer(old, value)
+        else:
+            assert self.initializer is not None and self.aggregator is not None
+            new = self.aggregator(key, value, self.initializer() if old is None else old)
+        store.put(key, new)
+        self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))
+
+
+class TableAggregate(Processor[Any, Any]):
+    """Aggregation of a grouped table: subtract the old value, add the new one."""
+
+    def __init__(self, store_name: str, initializer: Fn | None, adder: Fn, subtractor: Fn,
+                 reduce: bool) -> None:
+        self.store_name = store_name
+        self.initializer = initializer
+        self.adder = adder
+        self.subtractor = subtractor
+        self.reduce = reduce
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, change = record.key, record.value
+        if key is None or change is None:
+            return
+        old_agg = self.store.get(key)
+        agg = old_agg
+        if change.old is not None and agg is not None:
+            agg = (self.subtractor(agg, change.old) if self.reduce
+                   else self.subtractor(key, change.old, agg))
+        if change.new is not None:
+            if self.reduce:
+                agg = change.new if agg is None else self.adder(agg, change.new)
+            else:
+                assert self.initializer is not None
+                agg = self.adder(key, change.new, self.initializer() if agg is None else agg)
+        self.store.put(key, agg)
+        self.context.forward(Record(key, Change(agg, old_agg), record.timestamp, record.headers))
+
+
+# -- KTable -------------------------------------------------------------------------------
+
+class TableSource(Processor[Any, Any]):
+    """Upserts a topic into the table's store and forwards Change(new, old)."""
+
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key = record.key
+        if key is None:
+            return
+        old = self.store.get(key)
+        self.store.put(key, record.value)
+        self.context.forward(Record(key, Change(record.value, old), record.timestamp, record.headers))
+
+
+class GlobalTableUpdate(Processor[Any, Any]):
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        if record.key is not None:
+            self.store.put(record.key, record.value)
+
+
+class TableMapValues(Processor[Any, Any]):
+    def __init__(self, mapper: Fn, with_key: bool, store_name: str | None) -> None:
+        self.mapper = mapper
+        self.with_key = with_key
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name) if self.store_name else None
+
+    def _map(self, key: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        return self.mapper(key, value) if self.with_key else self.mapper(value)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, change = record.key, record.value
+        new = self._map(key, change.new)
+        if self.store is not None:
+            old = self.store.get(key)
+            self.store.put(key, new)
+        else:
+            old = self._map(key, change.old)
+        self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))
+
+
+class TableFilter(Processor[Any, Any]):
+    def __init__(self, predicate: Fn, negate: bool, store_name: str | None) -> None:
+        self.predicate = predicate
+        self.negate = negate
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = context.get_state_store(self.store_name) if self.store_name else None
+
+    def _keep(self, key: Any, value: Any) -> Any:
+        if value is None or bool(self.predicate(key, value)) == self.negate:
+            return None
+        return value
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, change = record.key, record.value
+        new = self._keep(key, change.new)
+        if self.store is not None:
+            old = self.store.get(key)
+            self.store.put(key, new)
+        else:
+            old = self._keep(key, change.old)
+        if new is None and old is None:  # not in the filtered table before or after
+            return
+        self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))
+
+
+class TableToStream(Processor[Any, Any]):
+    def __init__(self, mapper: Fn | None) -> None:
+        self.mapper = mapper
+
+    def process(self, record: Record[Any, Any]) -> None:
+        new = record.value.new
+        if self.mapper is not None:
+            self.context.forward(Record(self.mapper(record.key, new), new, record.timestamp, record.headers))
+        else:
+            self.context.forward(Record(record.key, new, record.timestamp, record.headers))
+
+
+class TableRepartitionMap(Processor[Any, Any]):
+    """KTable.group_by: the old value leaves its group, then the new value joins its group."""
+
+    def __init__(self, selector: Fn) -> None:
+        self.selector = selector
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, change = record.key, record.value
+        ts, h, fwd = record.timestamp, record.headers, self.context.forward
+        if change.old is not None:
+            ok, ov = self.selector(key, change.old)
+            fwd(Record(ok, Change(None, ov), ts, h))
+        if change.new is not None:
+            nk, nv = self.selector(key, change.new)
+            fwd(Record(nk, Change(nv, None), ts, h))
+
+
+# -- joins --------------------------------------------------------------------------------
+
+class StreamTableJoin(Processor[Any, Any]):
+    """Looks the stream record's key up in the table (or a key mapped for a global table)."""
+
+    def __init__(self, getter_factory: Callable[[Any], Callable[[Any], Any]], joiner: Fn, left: bool,
+                 key_mapper: Fn | None) -> None:
+        self.getter_factory = getter_factory
+        self.joiner = joiner
+        self.left = left
+        self.key_mapper = key_mapper
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.getter = self.getter_factory(context)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, value = record.key, record.value
+        lookup = self.key_mapper(key, value) if self.key_mapper is not None else key
+        if lookup is None or value is None:  # Kafka drops: nothing to join on
+            return
+        other = self.getter(lookup)
+        if other is None and not self.left:
+            return
+        self.context.forward(Record(key, self.joiner(value, other), record.timestamp, record.headers))
+
+
+class TableTableJoin(Processor[Any, Any]):
+    """One side of a table-table join: on a change here, look the key up on the other side.
+
+    ``this_is_left`` orders the joiner's arguments; ``mode`` is inner, left or outer. The result
+    store (when materialized) keeps the joined value so that Change.old is exact.
+    """
+
+    def __init__(self, this_getter: Callable[[Any], Callable[[Any], Any]],
+                 other_getter: Callable[[Any], Callable[[Any], Any]], joiner: Fn, this_is_left: bool,
+                 mode: str, store_name: str | None) -> None:
+        self.this_getter_factory = this_getter
+        self.other_getter_factory = other_getter
+        self.joiner = joiner
+        self.this_is_left = this_is_left
+        self.mode = mode
+        self.store_name = store_name
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.other = self.other_getter_factory(context)
+        self.store = context.get_state_store(self.store_name) if self.store_name else None
+
+    def _join(self, this: Any, other: Any) -> Any:
+        left, right = (this, other) if self.this_is_left else (other, this)
+        if left is None and right is None:
+            return None
+        if self.mode == "inner" and (left is None or right is None):
+            return None
+        if self.mode == "left" and left is None:
+            return None
+        return self.joiner(left, right)
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, change = record.key, record.value
+        if key is None:
+            return
+        other = self.other(key)
+        new = self._join(change.new, other)
+        if self.store is not None:
+            old = self.store.get(key)
+            self.store.put(key, new)
+        else:
+            old = self._join(change.old, other)
+        if new is None and old is None:
+            return
+        self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))

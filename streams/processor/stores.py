@@ -1,0 +1,164 @@
+"""Typed facades over byte-level state stores, and the serde adapters used by the runtime.
+
+State stores (strom.streams.state) keep bytes; processors see keys and values. A facade
+serializes on the way in and deserializes on the way out with the store's serdes, so the
+byte store stays the single source of truth (and what a changelog would carry).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from strom.streams.exceptions import SerializationError
+
+_DOUBLE = struct.Struct(">d")
+
+Serializer = Callable[[str, Any], bytes | None]
+Deserializer = Callable[[str, bytes | None], Any]
+
+
+def _identity_ser(topic: str, obj: Any) -> bytes | None:
+    if obj is None or isinstance(obj, bytes):
+        return obj
+    if isinstance(obj, bytearray | memoryview):
+        return bytes(obj)
+    raise SerializationError(f"no serde for topic {topic!r}: cannot write a {type(obj).__name__} as bytes")
+
+
+def _identity_de(topic: str, data: bytes | None) -> Any:
+    return data
+
+
+def serializer_of(serde: Any) -> Serializer:
+    """The ``(topic, obj) -> bytes`` function of a serde; None means bytes pass through."""
+    if serde is None:
+        return _identity_ser
+    fn = getattr(serde, "serialize", None)
+    if fn is None:
+        raise SerializationError(f"{serde!r} is not a serde (no serialize method)")
+    return fn
+
+
+def deserializer_of(serde: Any) -> Deserializer:
+    """The ``(topic, bytes) -> obj`` function of a serde; None means bytes pass through."""
+    if serde is None:
+        return _identity_de
+    fn = getattr(serde, "deserialize", None)
+    if fn is None:
+        raise SerializationError(f"{serde!r} is not a serde (no deserialize method)")
+    return fn
+
+
+class KeyValueStoreFacade:
+    """Typed key-value access to a byte store (Kafka's MeteredKeyValueStore, minus metrics)."""
+
+    __slots__ = ("_kde", "_kser", "_topic", "_vde", "_vser", "inner", "name")
+
+    def __init__(self, name: str, inner: Any, key_serde: Any, value_serde: Any,
+                 topic: str | None = None) -> None:
+        self.name = name
+        self.inner = inner
+        # serdes get a topic name; Kafka passes the changelog topic for store serdes
+        self._topic = topic or f"{name}-changelog"
+        self._kser = serializer_of(key_serde)
+        self._kde = deserializer_of(key_serde)
+        self._vser = serializer_of(value_serde)
+        self._vde = deserializer_of(value_serde)
+
+    def get(self, key: Any) -> Any:
+        data = self.inner.get(self._kser(self._topic, key))
+        return None if data is None else self._vde(self._topic, data)
+
+    def put(self, key: Any, value: Any) -> None:
+        kb = self._kser(self._topic, key)
+        if kb is None:
+            raise SerializationError(f"store {self.name!r}: key must not be None")
+        if value is None:
+            self.inner.delete(kb)
+        else:
+            self.inner.put(kb, self._vser(self._topic, value))
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        old = self.get(key)
+        if old is None:
+            self.put(key, value)
+        return old
+
+    def delete(self, key: Any) -> Any:
+        old = self.get(key)
+        self.inner.delete(self._kser(self._topic, key))
+        return old
+
+    def _decode(self, it: Any) -> Iterator[tuple[Any, Any]]:
+        kde, vde, topic = self._kde, self._vde, self._topic
+        for kb, vb in it:
+            yield kde(topic, kb), vde(topic, vb)
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        """Every entry in key-byte order."""
+        return self._decode(self.inner.all())
+
+    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        """Entries with serialized keys in [from, to], in key-byte order."""
+        return self._decode(self.inner.range(self._kser(self._topic, from_key), self._kser(self._topic, to_key)))
+
+    def approximate_num_entries(self) -> int:
+        return int(self.inner.approximate_num_entries())
+
+
+class AutoSerde:
+    """The serde of internal topics and stores when neither the topology nor the config names one.
+
+    Kafka would fail for want of ``default.key.serde``; a Python DSL often cannot know the type
+    after ``map``/``flat_map_values``, so internal data (never read by other applications) is
+    written with a one-byte type tag: bytes, str, int (order-preserving: sign bit flipped), float,
+    else JSON.
+    """
+
+    name = "auto"
+
+    def serialize(self, topic: str, value: Any, headers: Any = None) -> bytes | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return b"\x01" + value.encode("utf-8")
+        if isinstance(value, bool):
+            return b"\x04" + (b"true" if value else b"false")
+        if isinstance(value, int) and -(1 << 63) <= value < (1 << 63):
+            return b"\x02" + ((value + (1 << 63)).to_bytes(8, "big"))
+        if isinstance(value, float):
+            return b"\x03" + _DOUBLE.pack(value)
+        if isinstance(value, bytes | bytearray | memoryview):
+            return b"\x00" + bytes(value)
+        try:
+            return b"\x04" + json.dumps(value, separators=(",", ":")).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise SerializationError(
+                f"no serde configured for internal topic/store {topic!r} and a "
+                f"{type(value).__name__} is not JSON-serializable; set a serde (Grouped/Materialized) "
+                f"or default.key.serde/default.value.serde") from exc
+
+    def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
+        if data is None:
+            return None
+        if not data:
+            raise SerializationError(f"auto serde: empty data from {topic!r}")
+        tag = data[0]
+        body = data[1:]
+        if tag == 1:
+            return bytes(body).decode("utf-8")
+        if tag == 2:
+            return int.from_bytes(body, "big") - (1 << 63)
+        if tag == 3:
+            return _DOUBLE.unpack(body)[0]
+        if tag == 0:
+            return bytes(body)
+        if tag == 4:
+            return json.loads(bytes(body))
+        raise SerializationError(f"auto serde: unknown type tag {tag} in data from {topic!r}")
+
+
+AUTO_SERDE = AutoSerde()

@@ -1,0 +1,53 @@
+"""State stores of strom.streams: byte-level key-value, window and session stores, in memory
+and in RocksDB, with atomic commits, checkpoint files and change-logging wrappers."""
+
+from strom.streams.state.api import (
+    ChangelogOffsets,
+    KeyValueStore,
+    SessionStore,
+    StateStore,
+    TopicPartition,
+    Windowed,
+    WindowStore,
+)
+from strom.streams.state.changelogging import (
+    ChangeLoggingKeyValueStore,
+    ChangeLoggingSessionStore,
+    ChangeLoggingWindowStore,
+    changelog_topic,
+)
+from strom.streams.state.checkpoint import (
+    delete_checkpoint,
+    read_checkpoint,
+    store_path,
+    task_dir,
+    write_checkpoint,
+)
+from strom.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
+from strom.streams.state.session import InMemorySessionStore, RocksDBSessionStore
+from strom.streams.state.window import InMemoryWindowStore, RocksDBWindowStore
+
+__all__ = [
+    "ChangeLoggingKeyValueStore",
+    "ChangeLoggingSessionStore",
+    "ChangeLoggingWindowStore",
+    "ChangelogOffsets",
+    "InMemoryKeyValueStore",
+    "InMemorySessionStore",
+    "InMemoryWindowStore",
+    "KeyValueStore",
+    "RocksDBKeyValueStore",
+    "RocksDBSessionStore",
+    "RocksDBWindowStore",
+    "SessionStore",
+    "StateStore",
+    "TopicPartition",
+    "WindowStore",
+    "Windowed",
+    "changelog_topic",
+    "delete_checkpoint",
+    "read_checkpoint",
+    "store_path",
+    "task_dir",
+    "write_checkpoint",
+]

@@ -1,0 +1,292 @@
+"""Runs a :class:`Topology` in-process: instantiates processors and stores, drives records.
+
+:class:`TopologyRuntime` is the task-level engine: ``process_input`` deserializes one input
+record at its source node and pushes it depth-first through the node chain by direct method
+calls (a node's context holds its children's bound ``process`` methods, so ``forward`` costs a
+loop over a list, nothing more). Sinks serialize and hand bytes to the ``emit`` callback given
+by the owner (the TopologyTestDriver, later the Kafka task). Punctuations on stream time fire
+after each input record; wall-clock punctuations fire from ``punctuate_wall_clock``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from strom.streams.exceptions import StreamsError, TopologyError
+from strom.streams.processor.api import Processor, PunctuationType, Record, RecordMetadata
+from strom.streams.processor.stores import AUTO_SERDE, KeyValueStoreFacade, deserializer_of, serializer_of
+from strom.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
+from strom.streams.topology.topology import ProcessorNodeDef, SinkNodeDef, SourceNodeDef, StoreSpec, Topology
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+Emit = Callable[[str, bytes | None, bytes | None, int, Headers], None]
+
+
+class _Schedule:
+    """One scheduled punctuation; ordered by next due time in a heap."""
+
+    __slots__ = ("callback", "cancelled", "interval", "next_time", "node_ctx")
+
+    def __init__(self, next_time: int, interval: int, callback: Callable[[int], None],
+                 node_ctx: NodeContext) -> None:
+        self.next_time = next_time
+        self.interval = interval
+        self.callback = callback
+        self.node_ctx = node_ctx
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __lt__(self, other: _Schedule) -> bool:
+        return self.next_time < other.next_time
+
+
+class NodeContext:
+    """The ProcessorContext of one node: forwards to that node's children only."""
+
+    __slots__ = ("_children", "_named", "_stores", "node_name", "runtime")
+
+    def __init__(self, runtime: TopologyRuntime, node_name: str, store_names: Sequence[str]) -> None:
+        self.runtime = runtime
+        self.node_name = node_name
+        self._children: list[Callable[[Record[Any, Any]], None]] = []
+        self._named: dict[str, Callable[[Record[Any, Any]], None]] = {}
+        self._stores = frozenset(store_names)
+
+    @property
+    def application_id(self) -> str:
+        return self.runtime.application_id
+
+    @property
+    def task_id(self) -> str:
+        return self.runtime.task_id
+
+    def forward(self, record: Record[Any, Any], child_name: str | None = None) -> None:
+        if child_name is None:
+            for child in self._children:
+                child(record)
+        else:
+            target = self._named.get(child_name)
+            if target is None:
+                raise StreamsError(f"node {self.node_name!r} has no child named {child_name!r}")
+            target(record)
+
+    def get_state_store(self, name: str) -> Any:
+        if name in self._stores:
+            local = self.runtime.stores.get(name)
+            if local is not None:
+                return local
+        glob = self.runtime.global_stores.get(name)
+        if glob is not None:
+            return glob
+        raise TopologyError(f"processor {self.node_name!r} has no access to state store {name!r}; "
+                            f"connect it when adding the processor")
+
+    def record_metadata(self) -> RecordMetadata | None:
+        return self.runtime.metadata
+
+    def current_stream_time_ms(self) -> int:
+        return self.runtime.stream_time
+
+    def current_system_time_ms(self) -> int:
+        return self.runtime.wall_clock_ms
+
+    def schedule(self, interval_ms: int, punctuation_type: PunctuationType,
+                 callback: Callable[[int], None]) -> _Schedule:
+        if interval_ms < 1:
+            raise StreamsError(f"punctuation interval must be >= 1 ms, got {interval_ms}")
+        return self.runtime.schedule(self, interval_ms, punctuation_type, callback)
+
+
+class _SourceProcessor(Processor[Any, Any]):
+    def process(self, record: Record[Any, Any]) -> None:
+        self.context.forward(record)
+
+
+class _SinkProcessor(Processor[Any, Any]):
+    __slots__ = ("emit", "kser", "topic", "vser")
+
+    def __init__(self, topic: str, kser: Any, vser: Any, emit: Emit) -> None:
+        self.topic = topic
+        self.kser = kser
+        self.vser = vser
+        self.emit = emit
+
+    def process(self, record: Record[Any, Any]) -> None:
+        topic = self.topic
+        self.emit(topic, self.kser(topic, record.key), self.vser(topic, record.value), record.timestamp,
+                  record.headers)
+
+
+class TopologyRuntime:
+    """Processor instances, stores and clocks of one task over a whole topology."""
+
+    def __init__(self, topology: Topology, application_id: str, emit: Emit, *,
+                 task_id: str = "0_0", default_key_serde: Any = None, default_value_serde: Any = None,
+                 wall_clock_ms: int | None = None,
+                 store_factory: Callable[[StoreSpec], Any] | None = None,
+                 state_dir: str | None = None) -> None:
+        topology.validate()
+        self._dk = default_key_serde
+        self._dv = default_value_serde
+        self.topology = topology
+        self.application_id = application_id
+        self.task_id = task_id
+        self.stream_time = -1
+        self.wall_clock_ms = int(time.time() * 1000) if wall_clock_ms is None else wall_clock_ms
+        self.metadata: RecordMetadata | None = None
+        self._stream_heap: list[tuple[int, int, _Schedule]] = []
+        self._wall_heap: list[tuple[int, int, _Schedule]] = []
+        self._seq = itertools.count()
+        make = store_factory or self._default_store
+        self.state_dir = state_dir
+        self.raw_stores: dict[str, Any] = {}
+        self.stores: dict[str, KeyValueStoreFacade] = {}
+        for spec in topology.stores.values():
+            raw = make(spec)
+            self.raw_stores[spec.name] = raw
+            self.stores[spec.name] = KeyValueStoreFacade(spec.name, raw, self._pick(spec.key_serde, self._dk, True),
+                                                         self._pick(spec.value_serde, self._dv, True),
+                                                         self.resolve_topic(f"{spec.name}-changelog"))
+        self.global_stores: dict[str, KeyValueStoreFacade] = {}
+        for g in topology.global_stores.values():
+            raw = make(g.store)
+            self.raw_stores[g.store.name] = raw
+            self.global_stores[g.store.name] = KeyValueStoreFacade(
+                g.store.name, raw, self._pick(g.store.key_serde, self._dk, True),
+                self._pick(g.store.value_serde, self._dv, True), g.topic)
+        # resolved topic -> (key deserializer, value deserializer, process method of the source)
+        self.sources: dict[str, tuple[Any, Any, Callable[[Record[Any, Any]], None]]] = {}
+        self.processors: dict[str, Processor[Any, Any]] = {}
+        contexts: dict[str, NodeContext] = {}
+        for node in topology.nodes.values():
+            proc: Processor[Any, Any]
+            if isinstance(node, SourceNodeDef):
+                proc = _SourceProcessor()
+                ctx = NodeContext(self, node.name, ())
+                kd = deserializer_of(self._pick(node.key_serde, self._dk, node.internal))
+                vd = deserializer_of(self._pick(node.value_serde, self._dv, node.internal))
+                for t in node.topics:
+                    self.sources[self.resolve_topic(t) if node.internal else t] = (kd, vd, proc.process)
+            elif isinstance(node, ProcessorNodeDef):
+                proc = node.supplier()
+                if not isinstance(proc, Processor) and not hasattr(proc, "process"):
+                    raise TopologyError(f"supplier of {node.name!r} returned {proc!r}, not a Processor")
+                ctx = NodeContext(self, node.name, node.stores)
+            else:
+                assert isinstance(node, SinkNodeDef)
+                topic = self.resolve_topic(node.topic) if node.internal else node.topic
+                proc = _SinkProcessor(topic,
+                                      serializer_of(self._pick(node.key_serde, self._dk, node.internal)),
+                                      serializer_of(self._pick(node.value_serde, self._dv, node.internal)),
+                                      emit)
+                ctx = NodeContext(self, node.name, ())
+            self.processors[node.name] = proc
+            contexts[node.name] = ctx
+        for node in topology.nodes.values():
+            if isinstance(node, SinkNodeDef):
+                continue
+            ctx = contexts[node.name]
+            for child in node.children:
+                method = self.processors[child].process
+                ctx._children.append(method)
+                ctx._named[child] = method
+        for g in topology.global_stores.values():
+            gproc = g.supplier()
+            gctx = NodeContext(self, g.processor_name, (g.store.name,))
+            self.processors[g.processor_name] = gproc
+            contexts[g.processor_name] = gctx
+            self.sources[g.topic] = (deserializer_of(self._pick(g.key_serde, self._dk, False)),
+                                     deserializer_of(self._pick(g.value_serde, self._dv, False)),
+                                     gproc.process)
+        self._contexts = contexts
+        # Kafka initialises processors after all stores exist, in topological order
+        for name, proc in self.processors.items():
+            proc.init(contexts[name])
+
+    @staticmethod
+    def _pick(serde: Any, default: Any, internal: bool) -> Any:
+        """Node serde, else the configured default, else AUTO for internal data, else bytes."""
+        if serde is not None:
+            return serde
+        if default is not None:
+            return default
+        return AUTO_SERDE if internal else None
+
+    def _default_store(self, spec: StoreSpec) -> Any:
+        """The byte store of a spec: its own supplier, else RocksDB under state_dir, else memory."""
+        if spec.supplier is not None:
+            return spec.supplier()
+        if spec.store_type == "rocksdb" and self.state_dir is not None:
+            path = os.path.join(self.state_dir, self.application_id, self.task_id, "rocksdb", spec.name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return RocksDBKeyValueStore(spec.name, path)
+        return InMemoryKeyValueStore(spec.name)
+
+    def resolve_topic(self, name: str) -> str:
+        """The real name of a topic of the topology (internal ones get the application.id prefix)."""
+        if name in self.topology.internal_topics or name.endswith("-changelog"):
+            return f"{self.application_id}-{name}"
+        return name
+
+    # -- records ----------------------------------------------------------------------------
+
+    def process_input(self, topic: str, partition: int, offset: int, key: bytes | None,
+                      value: bytes | None, timestamp: int, headers: Headers = None) -> None:
+        """One input record from ``topic`` (a real, resolved name) through its sub-topology."""
+        src = self.sources.get(topic)
+        if src is None:
+            raise TopologyError(f"topic {topic!r} is not a source topic of this topology")
+        kd, vd, process = src
+        self.metadata = RecordMetadata(topic, partition, offset)
+        record = Record(kd(topic, key), vd(topic, value), timestamp, headers)
+        if timestamp > self.stream_time:
+            self.stream_time = timestamp
+        process(record)
+        self.metadata = None
+        if self._stream_heap and self._stream_heap[0][0] <= self.stream_time:
+            self._punctuate(self._stream_heap, self.stream_time)
+
+    # -- punctuation ------------------------------------------------------------------------
+
+    def schedule(self, ctx: NodeContext, interval: int, kind: PunctuationType,
+                 callback: Callable[[int], None]) -> _Schedule:
+        if kind is PunctuationType.STREAM_TIME:
+            # Kafka starts stream-time schedules at 0: the first record punctuates
+            sched = _Schedule(0, interval, callback, ctx)
+            heapq.heappush(self._stream_heap, (0, next(self._seq), sched))
+        else:
+            sched = _Schedule(self.wall_clock_ms + interval, interval, callback, ctx)
+            heapq.heappush(self._wall_heap, (sched.next_time, next(self._seq), sched))
+        return sched
+
+    def _punctuate(self, heap: list[tuple[int, int, _Schedule]], now: int) -> None:
+        while heap and heap[0][0] <= now:
+            _, _, sched = heapq.heappop(heap)
+            if sched.cancelled:
+                continue
+            sched.callback(now)
+            nxt = sched.next_time + sched.interval
+            if now >= nxt:  # missed punctuations are not replayed one by one (as Kafka)
+                nxt = sched.next_time + ((now - sched.next_time) // sched.interval + 1) * sched.interval
+            sched.next_time = nxt
+            if not sched.cancelled:
+                heapq.heappush(heap, (nxt, next(self._seq), sched))
+
+    def punctuate_wall_clock(self, now_ms: int) -> None:
+        self.wall_clock_ms = now_ms
+        self._punctuate(self._wall_heap, now_ms)
+
+    def close(self) -> None:
+        for proc in self.processors.values():
+            proc.close()
+        for raw in self.raw_stores.values():
+            close = getattr(raw, "close", None)
+            if close is not None:
+                close()
