@@ -2,7 +2,8 @@
 
 Public API: :class:`StreamsBuilder` (stream/table/global_table) and the KStream/KTable family,
 parameter objects (Consumed, Produced, Grouped, Materialized, Named, Branched, Repartitioned,
-Joined), the Processor API (Processor, Record, PunctuationType), :class:`Topology`,
+Joined), windows (TimeWindows, SlidingWindows, SessionWindows, JoinWindows, Suppressed), the
+:class:`KafkaStreams` runtime, the Processor API (Processor, Record, PunctuationType), :class:`Topology`,
 :class:`Serdes`, and :class:`~strom.streams.testing.TopologyTestDriver` for broker-less tests.
 """
 
@@ -23,6 +24,18 @@ from strom.streams.dsl import (
     Repartitioned,
     StreamsBuilder,
 )
+from strom.streams.dsl.stream_joins import StreamJoined
+from strom.streams.dsl.suppress import BufferConfig, Suppressed
+from strom.streams.dsl.windowed import SessionWindowedKStream, SlidingWindowedKStream, TimeWindowedKStream
+from strom.streams.dsl.windows import (
+    JoinWindows,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindows,
+    Window,
+    Windowed,
+    WindowedSerdes,
+)
 from strom.streams.exceptions import (
     InvalidStateStoreError,
     SerializationError,
@@ -31,14 +44,56 @@ from strom.streams.exceptions import (
     TopologyError,
 )
 from strom.streams.processor import Processor, ProcessorContext, PunctuationType, Record, RecordMetadata
+from strom.streams.runtime import KafkaStreams as KafkaStreams
 from strom.streams.serdes import Serde, Serdes
 from strom.streams.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from strom.streams.topology import StoreSpec, Topology
 
 __all__ = [
-    "Branched", "BranchedKStream", "Consumed", "GlobalKTable", "Grouped", "InvalidStateStoreError", "Joined",
-    "KGroupedStream", "KGroupedTable", "KStream", "KTable", "Materialized", "Named", "Processor",
-    "ProcessorContext", "Produced", "PunctuationType", "Record", "RecordMetadata", "Repartitioned", "Serde",
-    "Serdes", "SerializationError", "StateStoreError", "StoreSpec", "StreamsBuilder", "StreamsError",
-    "TestInputTopic", "TestOutputTopic", "Topology", "TopologyError", "TopologyTestDriver",
+    "Branched",
+    "BranchedKStream",
+    "BufferConfig",
+    "Consumed",
+    "GlobalKTable",
+    "Grouped",
+    "InvalidStateStoreError",
+    "JoinWindows",
+    "Joined",
+    "KGroupedStream",
+    "KGroupedTable",
+    "KStream",
+    "KTable",
+    "KafkaStreams",
+    "Materialized",
+    "Named",
+    "Processor",
+    "ProcessorContext",
+    "Produced",
+    "PunctuationType",
+    "Record",
+    "RecordMetadata",
+    "Repartitioned",
+    "Serde",
+    "Serdes",
+    "SerializationError",
+    "SessionWindowedKStream",
+    "SessionWindows",
+    "SlidingWindowedKStream",
+    "SlidingWindows",
+    "StateStoreError",
+    "StoreSpec",
+    "StreamJoined",
+    "StreamsBuilder",
+    "StreamsError",
+    "Suppressed",
+    "TestInputTopic",
+    "TestOutputTopic",
+    "TimeWindowedKStream",
+    "TimeWindows",
+    "Topology",
+    "TopologyError",
+    "TopologyTestDriver",
+    "Window",
+    "Windowed",
+    "WindowedSerdes",
 ]

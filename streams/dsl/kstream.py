@@ -182,21 +182,35 @@ class KStream:
         self.builder.topology.copartition_groups.append(set(stream.source_topics | table.source_topics))
         return KStream(self.builder, name, stream.key_serde, None, stream.source_topics, False)
 
-    def join(self, other: KTable | GlobalKTable, joiner: Fn, key_mapper: Fn | None = None,
-             joined: Joined | None = None) -> KStream:
-        """Inner join with a table (same key) or a global table (``key_mapper(key, value)``)."""
+    def join(self, other: KTable | GlobalKTable | KStream, joiner: Fn, key_mapper: Any = None,
+             joined: Any = None) -> KStream:
+        """Inner join with a table (same key), a global table (``key_mapper(key, value)``) or a
+        stream: ``join(other_stream, joiner, JoinWindows, StreamJoined)``."""
         from strom.streams.dsl.ktable import GlobalKTable
+        if isinstance(other, KStream):
+            return self._join_stream(other, joiner, key_mapper, joined, "inner")
         if isinstance(other, GlobalKTable):
             return self._join_global(other, joiner, key_mapper, False)
         return self._join_table(other, joiner, joined, False)
 
-    def left_join(self, other: KTable | GlobalKTable, joiner: Fn, key_mapper: Fn | None = None,
-                  joined: Joined | None = None) -> KStream:
-        """Like :meth:`join`, but a record without a match joins with None."""
+    def left_join(self, other: KTable | GlobalKTable | KStream, joiner: Fn, key_mapper: Any = None,
+                  joined: Any = None) -> KStream:
+        """Like :meth:`join`, but a record without a match joins with None (with a stream: once
+        its join window has closed)."""
         from strom.streams.dsl.ktable import GlobalKTable
+        if isinstance(other, KStream):
+            return self._join_stream(other, joiner, key_mapper, joined, "left")
         if isinstance(other, GlobalKTable):
             return self._join_global(other, joiner, key_mapper, True)
         return self._join_table(other, joiner, joined, True)
+
+    def outer_join(self, other: KStream, joiner: Fn, windows: Any, stream_joined: Any = None) -> KStream:
+        """Windowed outer join of two streams; unmatched records of either side join with None."""
+        return self._join_stream(other, joiner, windows, stream_joined, "outer")
+
+    def _join_stream(self, other: KStream, joiner: Fn, windows: Any, stream_joined: Any, mode: str) -> KStream:
+        from strom.streams.dsl.stream_joins import stream_stream_join
+        return stream_stream_join(self, other, joiner, windows, stream_joined, mode)
 
     def _join_global(self, table: GlobalKTable, joiner: Fn, key_mapper: Fn | None, left: bool) -> KStream:
         if key_mapper is None:
@@ -295,6 +309,23 @@ class KGroupedStream:
         spec = b.store_spec(m, store, self.key_serde, value_serde)
         b.topology.add_state_store(spec, name)
         return KTable(b, name, spec.key_serde, spec.value_serde, topics, store, _store_getter(store), [store])
+
+    def windowed_by(self, windows: Any) -> Any:
+        """Window the aggregation: TimeWindows/SlidingWindows -> a time-windowed stream,
+        SessionWindows -> SessionWindowedKStream."""
+        from strom.streams.dsl.windowed import (
+            SessionWindowedKStream,
+            SlidingWindowedKStream,
+            TimeWindowedKStream,
+        )
+        from strom.streams.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+        if isinstance(windows, TimeWindows):
+            return TimeWindowedKStream(self, windows)
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedKStream(self, windows)
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(self, windows)
+        raise TopologyError(f"cannot window a grouped stream by {windows!r}")
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
         m = Materialized.of(materialized)

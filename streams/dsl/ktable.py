@@ -103,6 +103,22 @@ class KTable:
         return KStream(self.builder, name, None if mapper else self.key_serde, self.value_serde,
                        self.source_topics, mapper is not None)
 
+    def suppress(self, suppressed: Any) -> KTable:
+        """Emit only final results of a windowed table (see :mod:`strom.streams.dsl.suppress`)."""
+        from strom.streams.dsl.kstream import _name
+        from strom.streams.dsl.suppress import SuppressUntilWindowCloses
+
+        delay = getattr(self, "window_close_delay", None)
+        if delay is None:
+            raise TopologyError("suppress(until_window_closes) needs a windowed KTable "
+                                "(the result of a windowed_by(...) aggregation)")
+        name = _name(self.builder, suppressed.name, "KTABLE-SUPPRESS")
+        wall, interval = suppressed.wall_clock, suppressed.wall_clock_interval_ms
+        self.builder.topology.add_processor(name, lambda: SuppressUntilWindowCloses(delay, wall, interval),
+                                            self.node)
+        return KTable(self.builder, name, self.key_serde, self.value_serde, self.source_topics, None,
+                      self.getter, list(self.getter_stores))
+
     def group_by(self, selector: Fn, grouped: Grouped | None = None) -> KGroupedTable:
         """``selector(key, value) -> (new_key, new_value)``; re-aggregate with adder/subtractor."""
         from strom.streams.dsl.kstream import _name

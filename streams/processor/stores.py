@@ -162,3 +162,89 @@ class AutoSerde:
 
 
 AUTO_SERDE = AutoSerde()
+
+
+_TS = struct.Struct(">q")
+
+
+class WindowStoreFacade:
+    """Typed access to a byte window store whose values carry their record timestamp.
+
+    Values are stored as 8-byte timestamp + serialized value (Kafka's timestamped window store
+    format). Built over the key-value facade the runtime hands out, reusing its serdes.
+    """
+
+    __slots__ = ("_kde", "_kser", "_topic", "_vde", "_vser", "inner", "name")
+
+    def __init__(self, facade: KeyValueStoreFacade) -> None:
+        self.name = facade.name
+        self.inner = facade.inner
+        self._topic = facade._topic
+        self._kser, self._kde = facade._kser, facade._kde
+        self._vser, self._vde = facade._vser, facade._vde
+
+    def key_bytes(self, key: Any) -> bytes:
+        kb = self._kser(self._topic, key)
+        if kb is None:
+            raise SerializationError(f"store {self.name!r}: key must not be None")
+        return kb
+
+    def _value(self, data: bytes) -> tuple[Any, int]:
+        return self._vde(self._topic, data[8:]), _TS.unpack_from(data, 0)[0]
+
+    def put(self, key: Any, value: Any, timestamp: int, window_start: int) -> None:
+        kb = self.key_bytes(key)
+        if value is None:
+            self.inner.put(kb, None, window_start)
+        else:
+            self.inner.put(kb, _TS.pack(timestamp) + (self._vser(self._topic, value) or b""), window_start)
+
+    def fetch_one(self, key: Any, window_start: int) -> tuple[Any, int] | None:
+        data = self.inner.fetch_one(self.key_bytes(key), window_start)
+        return None if data is None else self._value(data)
+
+    def fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[tuple[int, Any, int]]:
+        """(window start, value, timestamp) of ``key`` with start in [from, to], oldest first."""
+        for start, data in self.inner.fetch(self.key_bytes(key), time_from, time_to):
+            value, ts = self._value(data)
+            yield start, value, ts
+
+    def all(self) -> Iterator[tuple[Any, int, int, Any]]:
+        """(key, window start, window end, value) of every live window."""
+        for w, data in self.inner.all():
+            yield self._kde(self._topic, w.key), w.start, w.end, self._value(data)[0]
+
+
+class SessionStoreFacade:
+    """Typed access to a byte session store (values serialized with the store's value serde)."""
+
+    __slots__ = ("_kde", "_kser", "_topic", "_vde", "_vser", "inner", "name")
+
+    def __init__(self, facade: KeyValueStoreFacade) -> None:
+        self.name = facade.name
+        self.inner = facade.inner
+        self._topic = facade._topic
+        self._kser, self._kde = facade._kser, facade._kde
+        self._vser, self._vde = facade._vser, facade._vde
+
+    def key_bytes(self, key: Any) -> bytes:
+        kb = self._kser(self._topic, key)
+        if kb is None:
+            raise SerializationError(f"store {self.name!r}: key must not be None")
+        return kb
+
+    def find_sessions(self, key: Any, earliest_end: int, latest_start: int) -> list[tuple[int, int, Any]]:
+        """(start, end, aggregate) of sessions of ``key`` with end >= earliest and start <= latest."""
+        return [(w.start, w.end, self._vde(self._topic, v))
+                for w, v in self.inner.find_sessions(self.key_bytes(key), earliest_end, latest_start)]
+
+    def put(self, key: Any, start: int, end: int, value: Any) -> None:
+        self.inner.put(self.key_bytes(key), start, end, None if value is None else self._vser(self._topic, value))
+
+    def remove(self, key: Any, start: int, end: int) -> None:
+        self.inner.remove(self.key_bytes(key), start, end)
+
+    def all(self) -> Iterator[tuple[Any, int, int, Any]]:
+        """(key, start, end, aggregate) of every live session."""
+        for w, v in self.inner.all():
+            yield self._kde(self._topic, w.key), w.start, w.end, self._vde(self._topic, v)

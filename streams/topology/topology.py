@@ -30,6 +30,11 @@ class StoreSpec:
     kind: str = "key_value"
     store_type: str = "rocksdb"  # "rocksdb" (Kafka's default) or "in_memory"
     logging_enabled: bool = True
+    # window/session stores (kind "window" / "session"): retention, and window size and whether
+    # duplicates are kept (stream-stream joins) for window stores; None for key-value stores
+    retention_ms: int | None = None
+    window_size: int | None = None
+    retain_duplicates: bool = False
 
 
 @dataclass(eq=False)

@@ -1,0 +1,362 @@
+"""Windowed aggregations: ``KGroupedStream.windowed_by(...)`` and their processors.
+
+A :class:`TimeWindowedKStream` aggregates each record into every time window containing it; a
+:class:`SessionWindowedKStream` merges a record with the sessions of its key that lie within
+the inactivity gap. Results form a ``KTable[Windowed[K], V]`` backed by a window or session
+store. Stream time is the largest timestamp the aggregation has seen (per task); a record whose
+windows all closed (``end + grace <= stream time``; for sessions ``end < stream time - grace``)
+is dropped, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from strom.streams.dsl.options import Materialized, Named
+from strom.streams.dsl.processors import Change
+from strom.streams.dsl.windows import (
+    SessionWindows,
+    SlidingWindows,
+    TimeWindows,
+    Window,
+    Windowed,
+    WindowedSerdes,
+)
+from strom.streams.processor.api import Processor, Record
+from strom.streams.processor.stores import SessionStoreFacade, WindowStoreFacade
+from strom.streams.state.session import InMemorySessionStore
+from strom.streams.state.window import InMemoryWindowStore
+from strom.streams.topology.topology import StoreSpec
+
+if TYPE_CHECKING:
+    from strom.streams.dsl.kstream import KGroupedStream
+    from strom.streams.dsl.ktable import KTable
+
+Fn = Callable[..., Any]
+_NO_TIME = -(1 << 63)
+
+
+def _no_getter(ctx: Any) -> Callable[[Any], Any]:
+    raise NotImplementedError("windowed tables cannot be joined by key lookup")
+
+
+class TimeWindowAggregate(Processor[Any, Any]):
+    """count/reduce/aggregate into time windows; forwards ``Change`` per updated window."""
+
+    def __init__(self, store_name: str, windows: TimeWindows, initializer: Fn | None, aggregator: Fn | None,
+                 reducer: Fn | None) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.reducer = reducer
+        self.observed = _NO_TIME
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = WindowStoreFacade(context.get_state_store(self.store_name))
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, value, ts = record.key, record.value, record.timestamp
+        if key is None or value is None:
+            return
+        if ts > self.observed:
+            self.observed = ts
+        close = self.observed - self.windows.grace
+        for w in self.windows.windows_for(ts):
+            if w.end <= close:  # window closed: the record is late for it
+                continue
+            old = self.store.fetch_one(key, w.start)
+            old_agg, new_ts = (None, ts) if old is None else (old[0], max(ts, old[1]))
+            if self.reducer is not None:
+                new = value if old_agg is None else self.reducer(old_agg, value)
+            else:
+                assert self.initializer is not None and self.aggregator is not None
+                new = self.aggregator(key, value, self.initializer() if old_agg is None else old_agg)
+            self.store.put(key, new, new_ts, w.start)
+            self.context.forward(Record(Windowed(key, w), Change(new, old_agg), new_ts, record.headers))
+
+
+class SlidingWindowAggregate(Processor[Any, Any]):
+    """count/reduce/aggregate into sliding windows.
+
+    Windows that contain the new record are updated incrementally (the record is aggregated
+    into the stored result, as Kafka does); windows the record brings into existence (its left
+    window, the right window of the previous record, its own right window) are folded from the
+    key's records, kept in a second window store ``<store>-records``, in timestamp order with
+    the new record last. A window ``[s, s + d]`` is closed once ``s + d < stream time - grace``;
+    a record is dropped when even its right window would be closed.
+    """
+
+    def __init__(self, store_name: str, windows: SlidingWindows, initializer: Fn | None, aggregator: Fn | None,
+                 reducer: Fn | None) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.reducer = reducer
+        self.observed = _NO_TIME
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = WindowStoreFacade(context.get_state_store(self.store_name))
+        self.records = WindowStoreFacade(context.get_state_store(f"{self.store_name}-records"))
+
+    def _add(self, key: Any, value: Any, agg: Any) -> Any:
+        if self.reducer is not None:
+            return value if agg is None else self.reducer(agg, value)
+        assert self.initializer is not None and self.aggregator is not None
+        return self.aggregator(key, value, self.initializer() if agg is None else agg)
+
+    def _fold(self, key: Any, start: int, end: int) -> tuple[Any, int, bool]:
+        agg: Any = None
+        max_ts, found = _NO_TIME, False
+        for t, v, _ in self.records.fetch(key, start, end):
+            agg = self._add(key, v, agg)
+            max_ts, found = t, True
+        return agg, max_ts, found
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, value, ts = record.key, record.value, record.timestamp
+        if key is None or value is None:
+            return
+        if ts > self.observed:
+            self.observed = ts
+        diff = self.windows.time_difference
+        close = self.observed - self.windows.grace
+        if ts + 1 + diff < close:
+            return  # even the record's right window is closed: late
+        left_start = max(0, ts - diff)
+        existing = {s: (a, t) for s, a, t in self.store.fetch(key, left_start, ts + 1)}
+        updates: dict[int, tuple[Any, Any, int]] = {}  # start -> (new, old, timestamp)
+        for s, (agg, t) in existing.items():
+            if s <= ts:  # contains the record
+                updates[s] = (self._add(key, value, agg), agg, max(t, ts))
+        created = [left_start]
+        prev = None
+        for t, _, _ in self.records.fetch(key, ts - diff - 1, ts - 1):
+            prev = t  # the latest earlier record whose right window reaches this one
+        if prev is not None:
+            created.append(prev + 1)
+        for s in created:
+            if s not in existing and s not in updates:
+                agg, t, _ = self._fold(key, s, s + diff)
+                updates[s] = (self._add(key, value, agg), None, max(t, ts))
+        if ts + 1 not in existing:
+            agg, t, found = self._fold(key, ts + 1, ts + 1 + diff)
+            if found:  # records after this one within the difference: its right window exists
+                updates[ts + 1] = (agg, None, t)
+        self.records.put(key, value, ts, ts)
+        fwd = self.context.forward
+        for s in sorted(updates):
+            if s + diff < close:
+                continue  # closed window (its end is inclusive): not updated
+            new, old, t = updates[s]
+            self.store.put(key, new, t, s)
+            fwd(Record(Windowed(key, Window(s, s + diff)), Change(new, old), t, record.headers))
+
+
+class SessionWindowAggregate(Processor[Any, Any]):
+    """Session aggregation: merge overlapping sessions, forward tombstones for merged-away ones."""
+
+    def __init__(self, store_name: str, windows: SessionWindows, initializer: Fn | None, aggregator: Fn | None,
+                 merger: Fn | None, reducer: Fn | None) -> None:
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+        self.merger = merger
+        self.reducer = reducer
+        self.observed = _NO_TIME
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.store = SessionStoreFacade(context.get_state_store(self.store_name))
+
+    def process(self, record: Record[Any, Any]) -> None:
+        key, value, ts = record.key, record.value, record.timestamp
+        if key is None or value is None:
+            return
+        if ts > self.observed:
+            self.observed = ts
+        close = self.observed - self.windows.grace
+        gap = self.windows.gap
+        merged = self.store.find_sessions(key, ts - gap, ts + gap)
+        start, end = ts, ts
+        agg: Any = None
+        for s, e, _ in merged:
+            start, end = min(start, s), max(end, e)
+        if end < close:
+            return  # the merged session is already closed: late record
+        fwd = self.context.forward
+        for s, e, a in merged:
+            if self.reducer is not None:
+                agg = a if agg is None else self.reducer(agg, a)
+            else:
+                assert self.merger is not None
+                agg = self.merger(key, self.initializer() if agg is None else agg, a)  # type: ignore[misc]
+            self.store.remove(key, s, e)
+            fwd(Record(Windowed(key, Window(s, e)), Change(None, a), e, record.headers))
+        if self.reducer is not None:
+            agg = value if agg is None else self.reducer(agg, value)
+        else:
+            assert self.initializer is not None and self.aggregator is not None
+            agg = self.aggregator(key, value, self.initializer() if agg is None else agg)
+        self.store.put(key, start, end, agg)
+        fwd(Record(Windowed(key, Window(start, end)), Change(agg, None), end, record.headers))
+
+
+class _WindowedBase:
+    def __init__(self, grouped: KGroupedStream) -> None:
+        self.grouped = grouped
+
+    def _build(self, prefix: str, m: Materialized, value_serde: Any, kind: str, retention: int,
+               window_size: int | None, processor: Callable[[str], Processor[Any, Any]],
+               key_serde: Any, close_delay: int) -> KTable:
+        from strom.streams.dsl.kstream import repartition_through
+        from strom.streams.dsl.ktable import KTable
+
+        g = self.grouped
+        b = g.stream.builder
+        name = b.new_name(prefix)
+        store = m.store_name or b.new_name(f"{prefix}-STATE-STORE")
+        parent = g.stream.node
+        topics = g.stream.source_topics
+        if g.repartition:
+            parent, topic = repartition_through(b, parent, g.grouped.name or store, g.key_serde, g.value_serde,
+                                                g.grouped.name is not None)
+            topics = frozenset([topic])
+        b.topology.add_processor(name, lambda: processor(store), parent)
+        supplier = m.store_supplier
+        if supplier is None:
+            # the in-process runtime builds stores only from suppliers (it knows key-value stores);
+            # the spec's kind/retention/window_size let a runtime build a persistent one instead
+            if kind == "window":
+                assert window_size is not None
+                supplier = lambda: InMemoryWindowStore(store, retention, window_size)  # noqa: E731
+            else:
+                supplier = lambda: InMemorySessionStore(store, retention)  # noqa: E731
+        spec = StoreSpec(store, supplier, m.key_serde if m.key_serde is not None else g.key_serde,
+                         m.value_serde if m.value_serde is not None else value_serde, kind=kind,
+                         store_type=m.store_type, logging_enabled=m.logging_enabled, retention_ms=retention,
+                         window_size=window_size)
+        b.topology.add_state_store(spec, name)
+        table = KTable(b, name, key_serde, spec.value_serde, topics, store, _no_getter, [store])
+        table.window_close_delay = close_delay  # read by suppress()
+        return table
+
+
+class TimeWindowedKStream(_WindowedBase):
+    """A grouped stream windowed by :class:`TimeWindows` (Kafka's ``TimeWindowedKStream``)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
+        super().__init__(grouped)
+        self.windows = windows
+
+    def _agg(self, m: Materialized, value_serde: Any, init: Fn | None, agg: Fn | None, red: Fn | None) -> KTable:
+        w = self.windows
+        inner = m.key_serde if m.key_serde is not None else self.grouped.key_serde
+        return self._build("KSTREAM-AGGREGATE" if red is None else "KSTREAM-REDUCE", m, value_serde, "window",
+                           w.size + w.grace, w.size,
+                           lambda s: TimeWindowAggregate(s, w, init, agg, red),
+                           WindowedSerdes.time_windowed(inner, w.size) if inner is not None else None,
+                           w.grace)
+
+    def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
+        from strom.streams.serdes import Serdes
+        return self._agg(Materialized.of(materialized), Serdes.long(), _zero, _count, None)
+
+    def reduce(self, reducer: Fn, named: Named | str | None = None,
+               materialized: Materialized | str | None = None) -> KTable:
+        """``reducer(aggregate, value)``; the first value of a window is its aggregate."""
+        return self._agg(Materialized.of(materialized), self.grouped.value_serde, None, None, reducer)
+
+    def aggregate(self, initializer: Callable[[], Any], aggregator: Fn, named: Named | str | None = None,
+                  materialized: Materialized | str | None = None) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per window."""
+        return self._agg(Materialized.of(materialized), None, initializer, aggregator, None)
+
+
+class SlidingWindowedKStream(_WindowedBase):
+    """A grouped stream windowed by :class:`SlidingWindows` (Kafka's sliding ``TimeWindowedKStream``)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SlidingWindows) -> None:
+        super().__init__(grouped)
+        self.windows = windows
+
+    def _agg(self, m: Materialized, value_serde: Any, init: Fn | None, agg: Fn | None, red: Fn | None) -> KTable:
+        w = self.windows
+        d = w.time_difference
+        retention = 2 * d + w.grace + 2  # left windows of late records reach back d before them
+        inner = m.key_serde if m.key_serde is not None else self.grouped.key_serde
+        table = self._build("KSTREAM-AGGREGATE" if red is None else "KSTREAM-REDUCE", m, value_serde, "window",
+                            retention, d, lambda s: SlidingWindowAggregate(s, w, init, agg, red),
+                            WindowedSerdes.time_windowed(inner, d) if inner is not None else None,
+                            w.grace + 1)  # inclusive end: closed once stream time passes end + grace
+        store = table.store_name
+        assert store is not None
+        records = f"{store}-records"
+        gvs = self.grouped.value_serde
+
+        def make() -> Any:
+            return InMemoryWindowStore(records, retention, d, retain_duplicates=True)
+        self.grouped.stream.builder.topology.add_state_store(
+            StoreSpec(records, make, self.grouped.key_serde, gvs, kind="window", retention_ms=retention,
+                      window_size=d, retain_duplicates=True), table.node)
+        return table
+
+    def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
+        from strom.streams.serdes import Serdes
+        return self._agg(Materialized.of(materialized), Serdes.long(), _zero, _count, None)
+
+    def reduce(self, reducer: Fn, named: Named | str | None = None,
+               materialized: Materialized | str | None = None) -> KTable:
+        return self._agg(Materialized.of(materialized), self.grouped.value_serde, None, None, reducer)
+
+    def aggregate(self, initializer: Callable[[], Any], aggregator: Fn, named: Named | str | None = None,
+                  materialized: Materialized | str | None = None) -> KTable:
+        return self._agg(Materialized.of(materialized), None, initializer, aggregator, None)
+
+
+class SessionWindowedKStream(_WindowedBase):
+    """A grouped stream windowed by :class:`SessionWindows` (Kafka's ``SessionWindowedKStream``)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+        super().__init__(grouped)
+        self.windows = windows
+
+    def _agg(self, m: Materialized, value_serde: Any, init: Fn | None, agg: Fn | None, merger: Fn | None,
+             red: Fn | None) -> KTable:
+        w = self.windows
+        inner = m.key_serde if m.key_serde is not None else self.grouped.key_serde
+        return self._build("KSTREAM-AGGREGATE" if red is None else "KSTREAM-REDUCE", m, value_serde, "session",
+                           w.gap + w.grace, None,
+                           lambda s: SessionWindowAggregate(s, w, init, agg, merger, red),
+                           WindowedSerdes.session_windowed(inner) if inner is not None else None,
+                           w.gap + w.grace)
+
+    def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
+        from strom.streams.serdes import Serdes
+        return self._agg(Materialized.of(materialized), Serdes.long(), _zero, _count, _sum, None)
+
+    def reduce(self, reducer: Fn, named: Named | str | None = None,
+               materialized: Materialized | str | None = None) -> KTable:
+        return self._agg(Materialized.of(materialized), self.grouped.value_serde, None, None, None, reducer)
+
+    def aggregate(self, initializer: Callable[[], Any], aggregator: Fn, merger: Fn,
+                  named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
+        """``aggregator(key, value, agg)``; ``merger(key, agg1, agg2)`` combines merged sessions."""
+        return self._agg(Materialized.of(materialized), None, initializer, aggregator, merger, None)
+
+
+def _zero() -> int:
+    return 0
+
+
+def _count(key: Any, value: Any, agg: int) -> int:
+    return agg + 1
+
+
+def _sum(key: Any, a: int, b: int) -> int:
+    return a + b
