@@ -1,0 +1,97 @@
+"""StreamsConfig: the settings of a :class:`KafkaStreams` application, by Kafka's property names.
+
+Field aliases are Kafka Streams' names (``application.id``, ``processing.guarantee``...).
+Keys prefixed ``consumer.``, ``producer.`` and ``admin.`` are passed, without the prefix, to
+the corresponding confluent-kafka client (librdkafka property names), as Kafka Streams does
+for its Java clients. Any other unknown key is an error naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from strom.streams.exceptions import StreamsError
+
+AT_LEAST_ONCE: Final = "at_least_once"
+EXACTLY_ONCE_V2: Final = "exactly_once_v2"
+_PREFIXES = ("consumer.", "producer.", "admin.")
+
+
+class StreamsConfigError(StreamsError):
+    """A StreamsConfig value is missing or out of range; the message names the key."""
+
+
+class StreamsConfig(BaseModel):
+    """Kafka Streams configuration (the subset strom.streams implements)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", arbitrary_types_allowed=True)
+
+    application_id: str = Field(alias="application.id", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    bootstrap_servers: str = Field(alias="bootstrap.servers", min_length=1)
+    processing_guarantee: Literal["at_least_once", "exactly_once_v2"] = Field(
+        AT_LEAST_ONCE, alias="processing.guarantee")
+    # None = Kafka's default: 30000 ms, or 100 ms under exactly_once_v2
+    commit_interval_ms: int | None = Field(None, alias="commit.interval.ms", ge=0)
+    state_dir: str = Field("/tmp/kafka-streams", alias="state.dir")
+    num_stream_threads: int = Field(1, alias="num.stream.threads", ge=1)
+    default_key_serde: Any = Field(None, alias="default.key.serde")
+    default_value_serde: Any = Field(None, alias="default.value.serde")
+    replication_factor: int = Field(-1, alias="replication.factor", ge=-1)
+    # standby tasks are not implemented yet: only 0 is accepted (see model_post_init)
+    num_standby_replicas: int = Field(0, alias="num.standby.replicas", ge=0, le=0)
+    poll_ms: int = Field(100, alias="poll.ms", ge=0)
+    max_poll_records: int = Field(1000, alias="max.poll.records", ge=1)
+    consumer: dict[str, Any] = Field(default_factory=dict)
+    producer: dict[str, Any] = Field(default_factory=dict)
+    admin: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_client_props(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        out: dict[str, Any] = {}
+        clients: dict[str, dict[str, Any]] = {"consumer": {}, "producer": {}, "admin": {}}
+        for key, value in data.items():
+            for prefix in _PREFIXES:
+                if isinstance(key, str) and key.startswith(prefix):
+                    clients[prefix[:-1]][key[len(prefix):]] = value
+                    break
+            else:
+                out[key] = value
+        for name, props in clients.items():
+            if props:
+                out[name] = {**dict(out.get(name) or {}), **props}
+        return out
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == EXACTLY_ONCE_V2
+
+    @property
+    def commit_interval(self) -> int:
+        """commit.interval.ms in effect (Kafka: 30000, or 100 under exactly_once_v2)."""
+        if self.commit_interval_ms is not None:
+            return self.commit_interval_ms
+        return 100 if self.exactly_once else 30000
+
+    @classmethod
+    def load(cls, props: Mapping[str, Any] | StreamsConfig) -> StreamsConfig:
+        """Validate ``props``; a bad or unknown key is a :class:`StreamsConfigError` naming it."""
+        if isinstance(props, StreamsConfig):
+            return props
+        try:
+            return cls.model_validate(dict(props))
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                loc = err["loc"][0] if err["loc"] else "?"
+                field = cls.model_fields.get(str(loc))
+                key = field.alias if field is not None and field.alias else loc
+                problems.append(f"{key}: {err['msg']}")
+            if any(p.startswith("num.standby.replicas:") for p in problems):
+                problems.append("(standby replicas are not implemented yet; num.standby.replicas must be 0)")
+            raise StreamsConfigError("invalid streams config: " + "; ".join(problems)) from None

@@ -1,0 +1,313 @@
+"""StreamThread: one consumer of the application's group, its tasks, producer and commit loop.
+
+The thread subscribes to every sub-topology's source topics (repartition topics included);
+partitions assigned to it become tasks ``(sub-topology id, partition)`` (created, restored,
+then processed), revoked ones are committed and closed. Each polled batch is routed record by
+record to its task's :class:`TopologyRuntime`; sink output goes straight to the producer.
+Every ``commit.interval.ms`` the thread commits:
+
+* at_least_once: changelog writes produced, producer flushed, stores committed with their
+  changelog offsets (one WriteBatch each), consumer offsets committed;
+* exactly_once_v2: one transactional producer per thread; the open transaction gets the
+  changelog writes and the consumer positions (``send_offsets_to_transaction``), is committed,
+  and only then are the stores committed locally; a new transaction begins at once.
+
+If a commit fails, the tasks are closed without committing their stores (under EOS without a
+checkpoint, so their state is wiped and restored from the changelog when they reopen).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from strom.streams.exceptions import StreamsError
+from strom.streams.runtime.config import StreamsConfig
+from strom.streams.runtime.task import StreamTask
+from strom.streams.topology.runtime import Headers
+from strom.streams.topology.topology import SubTopology, Topology
+
+
+class ThreadState(enum.Enum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    PARTITIONS_ASSIGNED = "PARTITIONS_ASSIGNED"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    DEAD = "DEAD"
+    ERROR = "ERROR"
+
+
+class StreamThread(threading.Thread):
+    """Polls, processes and commits for the tasks assigned to its consumer."""
+
+    def __init__(self, topology: Topology, config: StreamsConfig, subs: list[SubTopology],
+                 resolve: Callable[[str], str], transactional_id: str, index: int,
+                 log: Callable[[str], None]) -> None:
+        super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
+        self.topology = topology
+        self.config = config
+        self.app = config.application_id
+        self.log = log
+        self.lock = threading.RLock()  # held while tasks/stores change; store queries take it too
+        self.state = ThreadState.CREATED
+        self.error: BaseException | None = None
+        self._stop_event = threading.Event()
+        self.tasks: dict[tuple[int, int], StreamTask] = {}
+        self._route: dict[tuple[str, int], Callable[..., None]] = {}
+        self._positions: dict[tuple[str, int], int] = {}
+        self._topic_sub: dict[str, SubTopology] = {}
+        for sub in subs:
+            for t in sub.source_topics:
+                self._topic_sub[resolve(t)] = sub
+        self._changelog_end: dict[tuple[str, int], int] = {}
+        self._delivery_errors: list[KafkaError] = []
+        self._in_txn = False
+        self._dirty = False
+        eos = config.exactly_once
+        self.consumer_conf: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "group.id": self.app,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            # range: equal partition numbers of co-partitioned topics land on one member
+            "partition.assignment.strategy": "range",
+            "isolation.level": "read_committed" if eos else "read_uncommitted",
+            **config.consumer,
+        }
+        producer_conf: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "partitioner": "murmur2_random",  # Kafka's default partitioner (Java clients)
+            "linger.ms": 5,
+            "on_delivery": self._on_delivery,
+            **config.producer,
+        }
+        if eos:
+            producer_conf["transactional.id"] = transactional_id
+        self.producer = Producer(producer_conf)
+        self.consumer = Consumer(self.consumer_conf)
+        self._restore_conf = {k: v for k, v in self.consumer_conf.items()
+                              if k not in ("partition.assignment.strategy",)}
+        self._restore_conf["group.id"] = f"{self.app}-restore"
+
+    # -- producer ---------------------------------------------------------------------------
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._delivery_errors.append(err)
+            return
+        topic = msg.topic()
+        if topic.endswith("-changelog"):
+            key = (topic, msg.partition())
+            off = msg.offset() + 1
+            if off > self._changelog_end.get(key, -1):
+                self._changelog_end[key] = off
+
+    def _emit(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+              headers: Headers) -> None:
+        self._dirty = True
+        try:
+            self.producer.produce(topic, value, key, timestamp=timestamp,
+                                  headers=list(headers) if headers else None)
+        except BufferError:
+            self.producer.poll(0.1)  # queue full: serve delivery reports, then retry once
+            self.producer.produce(topic, value, key, timestamp=timestamp,
+                                  headers=list(headers) if headers else None)
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            self.state = ThreadState.PARTITIONS_ASSIGNED
+            wanted: dict[tuple[int, int], SubTopology] = {}
+            for tp in partitions:
+                sub = self._topic_sub.get(tp.topic)
+                if sub is not None:
+                    wanted[(sub.id, tp.partition)] = sub
+            for key, sub in sorted(wanted.items(), key=lambda kv: kv[0]):
+                if key in self.tasks:
+                    continue
+                task = StreamTask(self.topology, sub, key[1], application_id=self.app,
+                                  state_dir=self.config.state_dir, emit=self._emit,
+                                  exactly_once=self.config.exactly_once,
+                                  default_key_serde=self.config.default_key_serde,
+                                  default_value_serde=self.config.default_value_serde)
+                try:
+                    task.restore(self._restore_conf, self.log)
+                except BaseException:
+                    task.close(clean=False)
+                    raise
+                task.start_processing()
+                self.tasks[key] = task
+            for tp in partitions:
+                sub = self._topic_sub.get(tp.topic)
+                if sub is not None:
+                    self._route[(tp.topic, tp.partition)] = self.tasks[(sub.id, tp.partition)].process_input
+            self.log(f"[{self.app}] {self.name}: assigned tasks {sorted(t.id for t in self.tasks.values())}")
+            self.state = ThreadState.RUNNING
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            clean = True
+            try:
+                self.commit()
+            except (KafkaException, StreamsError) as exc:
+                clean = False
+                self.log(f"[{self.app}] {self.name}: commit on revocation failed ({exc}); "
+                         f"closing tasks without committing")
+                self._abort()
+            self._close_tasks(clean)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            self._abort()
+            self._close_tasks(clean=False)
+
+    def _close_tasks(self, clean: bool) -> None:
+        for task in self.tasks.values():
+            task.close(clean)
+        self.tasks.clear()
+        self._route.clear()
+        self._positions.clear()
+
+    def _abort(self) -> None:
+        if self.config.exactly_once and self._in_txn:
+            try:
+                self.producer.abort_transaction()
+            except KafkaException as exc:
+                self.log(f"[{self.app}] {self.name}: abort_transaction failed: {exc}")
+            self._in_txn = False
+        self._dirty = False
+        self._delivery_errors.clear()
+
+    # -- commit -----------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        if self.config.exactly_once and not self._in_txn:
+            self.producer.begin_transaction()
+            self._in_txn = True
+
+    def commit(self) -> None:
+        """Commits the tasks' output, changelogs, stores and input offsets (see module doc)."""
+        with self.lock:
+            if not self._dirty and not self._positions:
+                return
+            self._begin()
+            produce = self.producer.produce
+            for task in self.tasks.values():
+                for (topic, part), records in task.drain_changelogs():
+                    for k, v in records:
+                        try:
+                            produce(topic, v, k, partition=part)
+                        except BufferError:
+                            self.producer.poll(0.1)
+                            produce(topic, v, k, partition=part)
+            offsets = [TopicPartition(t, p, o) for (t, p), o in self._positions.items()]
+            remaining = self.producer.flush(30)
+            if remaining:
+                raise StreamsError(f"{remaining} records not delivered within 30 s")
+            if self._delivery_errors:
+                raise StreamsError(f"producing failed: {self._delivery_errors[0]}")
+            if self.config.exactly_once:
+                if offsets:
+                    self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata())
+                self.producer.commit_transaction()
+                self._in_txn = False
+                for task in self.tasks.values():
+                    task.commit_stores(self._changelog_end)
+            else:
+                for task in self.tasks.values():
+                    task.commit_stores(self._changelog_end)
+                if offsets:
+                    self.consumer.commit(offsets=offsets, asynchronous=False)
+            self._positions.clear()
+            self._dirty = False
+
+    # -- loop -------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        self.state = ThreadState.STARTING
+        try:
+            if self.config.exactly_once:
+                self.producer.init_transactions(60)  # fences a previous incarnation's producer
+            self.consumer.subscribe(sorted(self._topic_sub), on_assign=self._on_assign,
+                                    on_revoke=self._on_revoke, on_lost=self._on_lost)
+            self._loop()
+            self.state = ThreadState.PENDING_SHUTDOWN
+            with self.lock:
+                self.commit()
+                self._close_tasks(clean=True)
+            self.consumer.close()
+            self.producer.flush(10)
+            self._close_producer()
+            self.state = ThreadState.DEAD
+        except BaseException as exc:  # the thread dies; KafkaStreams reports ERROR
+            self.error = exc
+            self.state = ThreadState.ERROR
+            self.log(f"[{self.app}] {self.name} failed: {exc!r}")
+            with self.lock:
+                self._abort()
+                try:
+                    self._close_tasks(clean=False)
+                finally:
+                    self.consumer.close()
+                    self._close_producer()
+
+    def _close_producer(self) -> None:
+        close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.x has Producer.close
+        if close is not None:
+            close()
+
+    def _loop(self) -> None:
+        consume = self.consumer.consume
+        batch = self.config.max_poll_records
+        poll_s = self.config.poll_ms / 1000
+        interval = self.config.commit_interval / 1000
+        eos = self.config.exactly_once
+        positions = self._positions
+        route = self._route
+        next_commit = time.monotonic() + interval
+        while not self._stop_event.is_set():
+            msgs: list[Any] = consume(batch, poll_s)
+            if msgs:
+                with self.lock:
+                    if eos and not self._in_txn:
+                        self._begin()
+                    now_ms = int(time.time() * 1000)
+                    for m in msgs:
+                        err = m.error()
+                        if err is not None:
+                            if err.code() == KafkaError._PARTITION_EOF:
+                                continue
+                            if err.fatal():
+                                raise KafkaException(err)
+                            self.log(f"[{self.app}] consumer error: {err}")
+                            continue
+                        topic = m.topic()
+                        part = m.partition()
+                        proc = route.get((topic, part))
+                        if proc is None:
+                            continue  # revoked meanwhile
+                        offset = m.offset()
+                        ts = m.timestamp()[1]
+                        proc(topic, part, offset, m.key(), m.value(), ts if ts >= 0 else now_ms, m.headers())
+                        positions[(topic, part)] = offset + 1
+            if self.tasks:
+                with self.lock:
+                    if eos and not self._in_txn:
+                        self._begin()
+                    now_ms = int(time.time() * 1000)
+                    for task in self.tasks.values():
+                        task.runtime.punctuate_wall_clock(now_ms)
+            self.producer.poll(0)
+            if time.monotonic() >= next_commit:
+                self.commit()
+                next_commit = time.monotonic() + interval

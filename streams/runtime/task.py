@@ -1,0 +1,197 @@
+"""StreamTask: one (sub-topology, partition) of an application, with its stores and state dir.
+
+A task owns a :class:`TopologyRuntime` fed only with its sub-topology's source topics, and the
+stores of that sub-topology in ``<state.dir>/<application.id>/<task id>/``, each wrapped in a
+change-logging store whose writes the stream thread drains to
+``<application.id>-<store>-changelog`` (partition = the task's partition). On creation the
+stores are restored from their changelog, from the offset committed with the store's last
+WriteBatch to the end of the log. Under exactly_once_v2 Kafka's rule applies: the ``.checkpoint``
+file exists only while the task is cleanly closed; a task opened without one (a crash) wipes its
+local state and restores it entirely from the changelog.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from strom.streams.exceptions import StreamsError
+from strom.streams.state.changelogging import (
+    ChangeLoggingKeyValueStore,
+    ChangeLoggingSessionStore,
+    ChangeLoggingWindowStore,
+    changelog_topic,
+)
+from strom.streams.state.checkpoint import delete_checkpoint, read_checkpoint, task_dir, write_checkpoint
+from strom.streams.state.keyvalue import BytesKeyValueStore, InMemoryKeyValueStore, RocksDBKeyValueStore
+from strom.streams.state.session import BytesSessionStore
+from strom.streams.state.window import BytesWindowStore
+from strom.streams.topology.runtime import Emit, TopologyRuntime
+from strom.streams.topology.topology import StoreSpec, SubTopology, Topology
+
+ChangelogTP = tuple[str, int]
+
+
+def _wrap(raw: Any) -> Any:
+    """The change-logging wrapper matching a byte store's kind."""
+    if isinstance(raw, BytesKeyValueStore):
+        return ChangeLoggingKeyValueStore(raw)
+    if isinstance(raw, BytesWindowStore):
+        return ChangeLoggingWindowStore(raw)
+    if isinstance(raw, BytesSessionStore):
+        return ChangeLoggingSessionStore(raw)
+    raise StreamsError(f"cannot change-log a store of type {type(raw).__name__}")
+
+
+class StreamTask:
+    """The processors and stores of one task; driven by its :class:`StreamThread`."""
+
+    def __init__(self, topology: Topology, sub: SubTopology, partition: int, *, application_id: str,
+                 state_dir: str, emit: Emit, exactly_once: bool, default_key_serde: Any,
+                 default_value_serde: Any) -> None:
+        self.sub = sub
+        self.partition = partition
+        self.id = f"{sub.id}_{partition}"
+        self.application_id = application_id
+        self.exactly_once = exactly_once
+        self.dir: Path = task_dir(state_dir, application_id, self.id)
+        if exactly_once and self.dir.exists() and not (self.dir / ".checkpoint").exists():
+            # unclean shutdown under EOS: local state may be ahead of the committed changelog
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        own = set(sub.stores)
+        #: store name -> change-logging wrapper (only logged stores of this sub-topology)
+        self.logged: dict[str, Any] = {}
+
+        def factory(spec: StoreSpec) -> Any:
+            if spec.name not in own:
+                # the runtime instantiates every store of the topology; others are never touched
+                return InMemoryKeyValueStore(spec.name)
+            if spec.supplier is not None:
+                raw = spec.supplier()
+            elif spec.store_type == "rocksdb":
+                path = self.dir / "rocksdb" / spec.name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                raw = RocksDBKeyValueStore(spec.name, path)
+            else:
+                raw = InMemoryKeyValueStore(spec.name)
+            if not spec.logging_enabled:
+                return raw
+            wrapped = _wrap(raw)
+            self.logged[spec.name] = wrapped
+            return wrapped
+
+        self.runtime = TopologyRuntime(topology, application_id, emit, task_id=self.id,
+                                       default_key_serde=default_key_serde,
+                                       default_value_serde=default_value_serde,
+                                       store_factory=factory, state_dir=state_dir)
+        self.changelog_tps: dict[str, ChangelogTP] = {
+            name: (changelog_topic(application_id, name), partition) for name in self.logged}
+        self.process_input = self.runtime.process_input
+
+    # -- restore ----------------------------------------------------------------------------
+
+    def restore(self, consumer_conf: dict[str, Any], log: Callable[[str], None] = print,
+                timeout_s: float = 120.0) -> int:
+        """Replays each logged store's changelog from its committed offset to the end."""
+        if not self.logged:
+            return 0
+        total = 0
+        consumer = Consumer({**consumer_conf, "enable.partition.eof": True, "enable.auto.commit": False})
+        try:
+            for name, store in self.logged.items():
+                topic, part = self.changelog_tps[name]
+                start = store.committed_offsets().get((topic, part), 0)
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
+                if high <= max(start, low):
+                    continue
+                log(f"[{self.application_id}] task {self.id}: restoring store {name!r} from "
+                    f"{topic}-{part} offsets {max(start, low)}..{high}")
+                records = self._read(consumer, topic, part, start if start > low else OFFSET_BEGINNING,
+                                     timeout_s)
+                n = store.restore(records, (topic, part),
+                                  on_progress=lambda k, nm=name: log(
+                                      f"[{self.application_id}] task {self.id}: store {nm!r} "
+                                      f"restored {k} records"))
+                total += n
+        finally:
+            consumer.close()
+        return total
+
+    @staticmethod
+    def _read(consumer: Consumer, topic: str, part: int, start: int,
+              timeout_s: float) -> Iterator[tuple[int, bytes, bytes | None]]:
+        consumer.assign([TopicPartition(topic, part, start)])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if time.monotonic() > deadline:
+                raise StreamsError(f"restoring {topic}-{part} did not reach the end in {timeout_s}s")
+            msgs: list[Any] = consumer.consume(1000, 0.5)
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        consumer.unassign()
+                        return
+                    raise StreamsError(f"restoring {topic}-{part}: {err}")
+                key = m.key()
+                if key is None:
+                    continue
+                yield m.offset(), key, m.value()
+
+    # -- commit and close -------------------------------------------------------------------
+
+    def drain_changelogs(self) -> list[tuple[ChangelogTP, list[tuple[bytes, bytes | None]]]]:
+        """Pending changelog writes per changelog partition, last write per key only."""
+        out = []
+        for name, store in self.logged.items():
+            pending = store.drain_changelog()
+            if pending:
+                # a compacted topic keeps the last value per key: earlier ones need not be sent
+                out.append((self.changelog_tps[name], list(dict(pending).items())))
+        return out
+
+    def commit_stores(self, changelog_offsets: dict[ChangelogTP, int]) -> None:
+        """Writes every store's buffered state with its changelog offset in one WriteBatch."""
+        for name, raw in self.runtime.raw_stores.items():
+            if name not in self.sub.stores:
+                continue
+            tp = self.changelog_tps.get(name)
+            offsets = {tp: changelog_offsets[tp]} if tp is not None and tp in changelog_offsets else {}
+            raw.commit(offsets)
+        if not self.exactly_once:
+            self._write_checkpoint()
+
+    def start_processing(self) -> None:
+        if self.exactly_once:
+            # while processing under EOS no checkpoint exists: a crash forces wipe + restore
+            delete_checkpoint(self.dir)
+
+    def _committed(self) -> dict[ChangelogTP, int]:
+        offsets: dict[ChangelogTP, int] = {}
+        for store in self.logged.values():
+            offsets.update(store.committed_offsets())
+        return offsets
+
+    def _write_checkpoint(self) -> None:
+        write_checkpoint(self.dir, self._committed())
+
+    def close(self, clean: bool) -> None:
+        """Closes processors and stores; a clean close (after a commit) writes the checkpoint."""
+        offsets = self._committed() if clean else None
+        self.runtime.close()
+        if offsets is not None:
+            write_checkpoint(self.dir, offsets)
+
+    def checkpoint(self) -> dict[ChangelogTP, int]:
+        return read_checkpoint(self.dir)
+
+
+def log_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

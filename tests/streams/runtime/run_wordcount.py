@@ -1,0 +1,31 @@
+"""Runs the word count as its own process (for kill -9 tests): args bootstrap text counts app state_dir."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from wordcount_app import build
+
+from strom.streams import KafkaStreams
+
+
+def main() -> None:
+    bootstrap, text, counts, app_id, state_dir = sys.argv[1:6]
+    app = KafkaStreams(build(text, counts), {
+        "application.id": app_id, "bootstrap.servers": bootstrap, "processing.guarantee": "exactly_once_v2",
+        "commit.interval.ms": 100, "state.dir": state_dir, "consumer.session.timeout.ms": 6000,
+        "max.poll.records": 200})
+    app.start()
+    print("started", flush=True)
+    while True:
+        time.sleep(0.5)
+        if app.state().value == "ERROR":
+            print("ERROR", app.errors(), flush=True)
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
