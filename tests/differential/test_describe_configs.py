@@ -7,10 +7,12 @@ topic without overrides and for one created with overrides.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 from kafka_ref import KafkaRef
 from ref_fixtures import HasBootstrap
@@ -23,7 +25,18 @@ def describe_new_topic(bootstrap: str, name: str, overrides: dict[str, str]) -> 
     fut = admin.create_topics([NewTopic(name, 1, 1, config=overrides)], operation_timeout=30)[name]
     fut.result(timeout=60)
     res = ConfigResource(ResourceType.TOPIC, name)
-    entries = admin.describe_configs([res], request_timeout=30)[res].result(timeout=60)
+    # CreateTopics answers once the controller committed the topic; Apache Kafka's broker may
+    # learn of it a moment later (metadata propagation), so an immediate describe can get
+    # UNKNOWN_TOPIC_OR_PARTITION. Retry that one error for a few seconds, on both brokers.
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            entries = admin.describe_configs([res], request_timeout=30)[res].result(timeout=60)
+            break
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     return {key: (e.value, ConfigSource(e.source).name, e.is_read_only, e.is_sensitive, e.is_default)
             for key, e in entries.items()}
 
