@@ -23,6 +23,7 @@ from strom.streams.dsl.windows import (
     Windowed,
     WindowedSerdes,
 )
+from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor, Record
 from strom.streams.processor.stores import SessionStoreFacade, WindowStoreFacade
 from strom.streams.state.session import InMemorySessionStore
@@ -38,7 +39,8 @@ _NO_TIME = -(1 << 63)
 
 
 def _no_getter(ctx: Any) -> Callable[[Any], Any]:
-    raise NotImplementedError("windowed tables cannot be joined by key lookup")
+    raise TopologyError("a windowed KTable cannot be used in a table join or lookup; "
+                        "join its to_stream() result or aggregate without windows")
 
 
 class TimeWindowAggregate(Processor[Any, Any]):
