@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub)
     produce.register(sub)
     consume.register(sub)
+    # `strom connect ...` is parsed by strom.connect.cli (imported only when used, so the broker's
+    # commands never import Connect); this entry only lists it in `strom --help`.
+    sub.add_parser("connect", help="run Kafka Connect workers: `strom connect standalone|distributed ...`",
+                   add_help=False)
     _remember_parsers(parser)
     return parser
 
@@ -47,8 +51,13 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["connect"]:
+        from strom.connect.cli import main as connect_main
+
+        return connect_main(args_list[1:])
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(args_list)
     command_parser: argparse.ArgumentParser = getattr(args, "_parser", parser)
     if extra:
         # Reported by the command's own parser, so the usage line shows the flags it does take.

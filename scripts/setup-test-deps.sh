@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what strom's tests need beyond pip: kcat, a JDK 17+ and Maven (the reference Apache
+# Install what strom's tests need beyond pip: kcat, PostgreSQL, a JDK 17+ and Maven (the reference Apache
 # Kafka broker and the Java client test program), then resolve Kafka's jars from Maven Central
 # (scripts/kafka_ref/fetch.sh). Idempotent and quick when everything is already there.
 set -euo pipefail
@@ -23,6 +23,10 @@ if [[ "$(java_major)" -lt 17 ]] || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# A real PostgreSQL server for the Connect JDBC sink tests (the suite starts it with initdb/pg_ctl).
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    missing+=(postgresql)
+fi
 
 if [[ ${#missing[@]} -gt 0 ]]; then
     if ! command -v apt-get >/dev/null 2>&1; then
