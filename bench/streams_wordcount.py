@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import ROOT, StromBroker  # noqa: E402
+from peers import ROOT, StromBroker
 
 APPS = ROOT / "bench" / "streams_apps"
 KSTREAMS_SRC = ROOT / "bench" / "kstreams"
