@@ -389,12 +389,30 @@ class BrokerConfig(BaseModel):
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
 
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
+    group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=1,
+                                              description="Smallest session timeout a classic member may ask for.")
+    group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1,
+                                              description="Largest session timeout a classic member may ask for.")
+    group_consumer_session_timeout_ms: int = Field(45000, alias="group.consumer.session.timeout.ms", ge=1)
+    group_consumer_heartbeat_interval_ms: int = Field(5000, alias="group.consumer.heartbeat.interval.ms", ge=1)
+    group_consumer_max_size: int = Field(2**31 - 1, alias="group.consumer.max.size", ge=1)
+    group_consumer_assignors: str = Field("uniform,range", alias="group.consumer.assignors",
+                                          description="Enabled server-side assignors; the first is the default.")
+    client_quota_callback_class: str = Field("", alias="client.quota.callback.class",
+                                             description="Name of the quota plugin to use ('' = no quotas).")
     offsets_topic_replication_factor: int = Field(1, alias="offsets.topic.replication.factor", ge=1)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
     transaction_state_log_replication_factor: int = Field(
         1, alias="transaction.state.log.replication.factor", ge=1)
     transaction_state_log_min_isr: int = Field(1, alias="transaction.state.log.min.isr", ge=1)
     transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
+    transaction_state_log_segment_bytes: int = Field(104857600, alias="transaction.state.log.segment.bytes", ge=14)
+    transaction_max_timeout_ms: int = Field(900000, alias="transaction.max.timeout.ms", ge=1)
+    transactional_id_expiration_ms: int = Field(604800000, alias="transactional.id.expiration.ms", ge=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10000, alias="transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3600000, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1)
 
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
     fetch_max_bytes: int = Field(57671680, alias="fetch.max.bytes", ge=0)

@@ -28,15 +28,10 @@ from strom.core.coordinator.group.consumer_group import (
     HeartbeatResult,
     Record,
 )
-from strom.plugins.manager import config_properties, load_assignors
+from strom.plugins.manager import load_assignors
 
 log = logging.getLogger(__name__)
 
-SESSION_TIMEOUT_KEY = "group.consumer.session.timeout.ms"
-HEARTBEAT_INTERVAL_KEY = "group.consumer.heartbeat.interval.ms"
-MAX_SIZE_KEY = "group.consumer.max.size"
-DEFAULT_SESSION_TIMEOUT_MS = 45000
-DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
 # Upper bound of one timer sleep, so a deadline set while the timer sleeps is seen in time.
 TIMER_TICK_MS = 1000
 
@@ -82,11 +77,11 @@ def env_for(broker: Any) -> GroupEnv:
         # Plugins are asked once per broker; the request path then uses the objects directly.
         assignors = load_assignors(broker.plugin_manager, broker.config)
         _ASSIGNORS[broker] = assignors
-    props = config_properties(broker.config)
+    config = broker.config
     return GroupEnv(topics=ImageTopics(broker.image), assignors=assignors,
-                    session_timeout_ms=int(props.get(SESSION_TIMEOUT_KEY) or DEFAULT_SESSION_TIMEOUT_MS),
-                    heartbeat_interval_ms=int(props.get(HEARTBEAT_INTERVAL_KEY) or DEFAULT_HEARTBEAT_INTERVAL_MS),
-                    max_size=int(props.get(MAX_SIZE_KEY) or 2**31 - 1))
+                    session_timeout_ms=config.group_consumer_session_timeout_ms,
+                    heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                    max_size=config.group_consumer_max_size)
 
 
 async def heartbeat(host: ConsumerGroupHost, env: Callable[[], GroupEnv], group_id: str,

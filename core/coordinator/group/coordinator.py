@@ -40,8 +40,6 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "10485760
 TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600",
                              "compression.type": "producer", "min.insync.replicas": "1"}
 OFFSET_METADATA_MAX_BYTES = 4096          # offset.metadata.max.bytes
-GROUP_MIN_SESSION_TIMEOUT_MS = 6000       # group.min.session.timeout.ms
-GROUP_MAX_SESSION_TIMEOUT_MS = 1800000    # group.max.session.timeout.ms
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 CONTROL_COMMIT = 1
 
@@ -317,7 +315,8 @@ class GroupCoordinator:
                          require_known_member_id: bool) -> JoinResult:
         try:
             self.check_available(group_id)
-            if not GROUP_MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= GROUP_MAX_SESSION_TIMEOUT_MS:
+            config = self.broker.config
+            if not config.group_min_session_timeout_ms <= session_timeout_ms <= config.group_max_session_timeout_ms:
                 return JoinResult(int(E.invalid_session_timeout), member_id=member_id)
             group = self._classic_group(group_id, create=not member_id)
             if group is None:

@@ -36,28 +36,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Kafka's defaults for the transaction settings BrokerConfig does not declare (read from extras).
-DEFAULTS = {
-    "transaction.max.timeout.ms": 900000,
-    "transactional.id.expiration.ms": 604800000,
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
-    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
-    "transaction.state.log.segment.bytes": 104857600,
-}
 MARKER_RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 PARTITION_WAIT_S = 30.0
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def broker_setting(config: Any, key: str) -> int:
-    """A broker setting by its Kafka name: a declared field, else an extra key, else Kafka's default."""
-    for name, f in type(config).model_fields.items():
-        if f.alias == key:
-            return int(getattr(config, name))
-    return int((config.model_extra or {}).get(key, DEFAULTS[key]))
 
 
 class TransactionCoordinator:
@@ -74,12 +58,12 @@ class TransactionCoordinator:
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
-        self.max_timeout_ms = broker_setting(broker.config, "transaction.max.timeout.ms")
-        self.expiration_ms = broker_setting(broker.config, "transactional.id.expiration.ms")
-        self.abort_interval_ms = broker_setting(
-            broker.config, "transaction.abort.timed.out.transaction.cleanup.interval.ms")
-        self.expire_interval_ms = broker_setting(
-            broker.config, "transaction.remove.expired.transaction.cleanup.interval.ms")
+        self.max_timeout_ms = broker.config.transaction_max_timeout_ms
+        self.expiration_ms = broker.config.transactional_id_expiration_ms
+        self.abort_interval_ms = (
+            broker.config.transaction_abort_timed_out_transaction_cleanup_interval_ms)
+        self.expire_interval_ms = (
+            broker.config.transaction_remove_expired_transaction_cleanup_interval_ms)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -90,7 +74,7 @@ class TransactionCoordinator:
         await runtime.ensure_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, {
             "cleanup.policy": "compact",
             "min.insync.replicas": str(config.transaction_state_log_min_isr),
-            "segment.bytes": str(broker_setting(config, "transaction.state.log.segment.bytes")),
+            "segment.bytes": str(config.transaction_state_log_segment_bytes),
             "compression.type": "uncompressed",
             "unclean.leader.election.enable": "false",
         })
