@@ -13,4 +13,5 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "uniform_assignor": "strom.plugins.builtin.uniform_assignor",
     "range_assignor": "strom.plugins.builtin.range_assignor",
     "local_tier": "strom.plugins.builtin.local_tier",
+    "connect_builtins": "strom.connect.builtin",
 }

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from strom.plugins.hookspecs import assignors, authorizers, quotas, storage
+from strom.plugins.hookspecs import assignors, authorizers, connect, quotas, storage
 
-HOOKSPEC_MODULES: tuple[ModuleType, ...] = (authorizers, quotas, assignors, storage)
+HOOKSPEC_MODULES: tuple[ModuleType, ...] = (authorizers, quotas, assignors, storage, connect)
 
-__all__ = ["HOOKSPEC_MODULES", "assignors", "authorizers", "quotas", "storage"]
+__all__ = ["HOOKSPEC_MODULES", "assignors", "authorizers", "connect", "quotas", "storage"]
