@@ -1,0 +1,184 @@
+"""The REST server: an aiohttp application on its own thread and event loop.
+
+The worker's own threads (herder, tasks) stay independent of HTTP: ``RestServer.start()``
+returns once every listener is bound (port 0 binds a free port, read back through ``urls``),
+and ``stop()`` closes the listeners and joins the thread. Listeners follow Kafka Connect's
+``listeners`` worker config: a comma-separated list of ``http://host:port`` URLs, default
+``http://127.0.0.1:8083`` (HTTPS is not served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from strom.connect.rest.app import build_app
+
+DEFAULT_LISTENER = "http://127.0.0.1:8083"
+
+
+def parse_listeners(listeners: str | list[str] | tuple[str, ...] | None) -> list[tuple[str, int]]:
+    """``"http://h:p, http://h2:p2"`` -> ``[(h, p), (h2, p2)]``; a clear error for anything else."""
+    if listeners is None or listeners == "" or listeners == []:
+        listeners = DEFAULT_LISTENER
+    items = [s.strip() for s in listeners.split(",")] if isinstance(listeners, str) else [
+        s.strip() for s in listeners]
+    out: list[tuple[str, int]] = []
+    for item in items:
+        if not item:
+            continue
+        parts = urlsplit(item)
+        if parts.scheme.lower() != "http":
+            raise ValueError(f"invalid value {item!r} for config 'listeners': expected http://host:port "
+                             "(https listeners are not supported)")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"invalid value {item!r} for config 'listeners': bad port") from exc
+        if port is None:
+            raise ValueError(f"invalid value {item!r} for config 'listeners': a port is required")
+        # Kafka: an empty host binds all interfaces.
+        out.append((parts.hostname or "0.0.0.0", port))
+    if not out:
+        raise ValueError("invalid value for config 'listeners': no listener given")
+    return out
+
+
+class RestServer:
+    """Serves Kafka Connect's REST API over ``herder`` until ``stop()``."""
+
+    def __init__(self, herder: Any, listeners: str | list[str] | None = None, *,
+                 advertised_host: str | None = None, advertised_port: int | None = None,
+                 threads: int = 8, registry: Any = None) -> None:
+        self.herder = herder
+        self.registry = registry
+        self.listeners = parse_listeners(listeners)
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+        self._threads = threads
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._bound: list[tuple[str, int]] = []
+
+    @classmethod
+    def from_worker_config(cls, herder: Any, config: Any) -> RestServer:
+        """Build from a ``WorkerConfig`` (``listeners``, ``rest.advertised.host.name/port``)."""
+        def get(attr: str, key: str) -> Any:
+            if isinstance(config, dict):
+                return config.get(key)
+            return getattr(config, attr, None)
+        port = get("rest_advertised_port", "rest.advertised.port")
+        return cls(herder, get("listeners", "listeners"),
+                   advertised_host=get("rest_advertised_host_name", "rest.advertised.host.name"),
+                   advertised_port=int(port) if port not in (None, "") else None)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> RestServer:
+        if self._thread is not None:
+            raise RuntimeError("REST server already started")
+        self._executor = concurrent.futures.ThreadPoolExecutor(self._threads, thread_name_prefix="connect-rest")
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True, name="connect-rest")
+        self._thread.start()
+        try:
+            ready.result(timeout)
+        except BaseException:
+            self._thread.join(5)
+            self._thread = None
+            self._executor.shutdown(wait=False)
+            raise
+        return self
+
+    def _run(self, ready: concurrent.futures.Future[None]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            loop.close()
+            return
+        if not ready.done():
+            ready.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+
+    async def _serve(self) -> None:
+        assert self._executor is not None
+        app = build_app(self.herder, self._executor, self.registry)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        self._runner = runner
+        try:
+            for host, port in self.listeners:
+                site = web.TCPSite(runner, host, port, reuse_address=True)
+                await site.start()
+                server = site._server  # aiohttp exposes the bound port only here
+                sockets = getattr(server, "sockets", None) or []
+                bound = sockets[0].getsockname()[1] if sockets else port
+                self._bound.append((host, int(bound)))
+        except BaseException:
+            await runner.cleanup()
+            raise
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        self._thread = None
+        self._loop = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self) -> RestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def urls(self) -> list[str]:
+        """The bound listener URLs (port 0 resolved)."""
+        return [f"http://{_url_host(h)}:{p}" for h, p in self._bound]
+
+    @property
+    def url(self) -> str:
+        """The first bound listener's URL."""
+        if not self._bound:
+            raise RuntimeError("REST server is not started")
+        return self.urls[0]
+
+    def advertised_url(self) -> str:
+        """The URL other workers use to reach this one (forwarding to the leader)."""
+        host, port = self._bound[0] if self._bound else self.listeners[0]
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        host = self.advertised_host or host
+        port = self.advertised_port or port
+        return f"http://{_url_host(host)}:{port}/"
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
