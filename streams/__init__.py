@@ -44,7 +44,20 @@ from strom.streams.exceptions import (
     TopologyError,
 )
 from strom.streams.processor import Processor, ProcessorContext, PunctuationType, Record, RecordMetadata
-from strom.streams.runtime import KafkaStreams as KafkaStreams
+from strom.streams.runtime import (
+    ErrorContext,
+    ErrorHandlerFailure,
+    ErrorKind,
+    HandlerResponse,
+    HostInfo,
+    KafkaStreams,
+    KeyQueryMetadata,
+    ReadOnlyKeyValueStore,
+    ReadOnlySessionStore,
+    ReadOnlyWindowStore,
+    StreamsConfig,
+    StreamsMetadata,
+)
 from strom.streams.serdes import Serde, Serdes
 from strom.streams.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
 from strom.streams.topology import StoreSpec, Topology
@@ -54,8 +67,13 @@ __all__ = [
     "BranchedKStream",
     "BufferConfig",
     "Consumed",
+    "ErrorContext",
+    "ErrorHandlerFailure",
+    "ErrorKind",
     "GlobalKTable",
     "Grouped",
+    "HandlerResponse",
+    "HostInfo",
     "InvalidStateStoreError",
     "JoinWindows",
     "Joined",
@@ -64,12 +82,16 @@ __all__ = [
     "KStream",
     "KTable",
     "KafkaStreams",
+    "KeyQueryMetadata",
     "Materialized",
     "Named",
     "Processor",
     "ProcessorContext",
     "Produced",
     "PunctuationType",
+    "ReadOnlyKeyValueStore",
+    "ReadOnlySessionStore",
+    "ReadOnlyWindowStore",
     "Record",
     "RecordMetadata",
     "Repartitioned",
@@ -84,7 +106,9 @@ __all__ = [
     "StoreSpec",
     "StreamJoined",
     "StreamsBuilder",
+    "StreamsConfig",
     "StreamsError",
+    "StreamsMetadata",
     "Suppressed",
     "TestInputTopic",
     "TestOutputTopic",

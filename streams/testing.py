@@ -9,18 +9,22 @@ driver does, so the whole topology runs end to end in one thread. Everything is 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from strom.streams.exceptions import StreamsError, TopologyError
 from strom.streams.processor.api import Record
+from strom.streams.processor.readonly import ReadOnlySessionStore, ReadOnlyWindowStore
 from strom.streams.processor.stores import KeyValueStoreFacade, deserializer_of, serializer_of
+from strom.streams.state.factory import build_store
 from strom.streams.topology.runtime import Headers, TopologyRuntime
-from strom.streams.topology.topology import Topology
+from strom.streams.topology.topology import StoreSpec, Topology
 
 
 class TestRecord:
@@ -154,10 +158,17 @@ class TopologyTestDriver:
         self._pending: deque[tuple[str, bytes | None, bytes | None, int, Headers]] = deque()
         self._processing = False
         self._closed = False
+        rocksdb_dir = Path(state_dir) / self.application_id / "0_0" / "rocksdb"
+
+        def make_store(spec: StoreSpec) -> Any:
+            # the stores a KafkaStreams task would have: RocksDB unless Materialized says in_memory
+            return build_store(spec, rocksdb_dir)
+
         self.runtime = TopologyRuntime(topology, self.application_id, self._emit,
                                        default_key_serde=config.get("default.key.serde"),
                                        default_value_serde=config.get("default.value.serde"),
-                                       wall_clock_ms=self.wall_clock_ms, state_dir=str(state_dir))
+                                       wall_clock_ms=self.wall_clock_ms, state_dir=str(state_dir),
+                                       store_factory=make_store)
         self.topology = topology
 
     # -- topics -----------------------------------------------------------------------------
@@ -219,6 +230,23 @@ class TopologyTestDriver:
             raise TopologyError(f"no key-value store named {name!r}; stores: "
                                 f"{sorted(self.runtime.stores) + sorted(self.runtime.global_stores)}")
         return store
+
+    def _store_of_kind(self, name: str, kind: str) -> KeyValueStoreFacade:
+        spec = self.topology.stores.get(name)
+        if spec is None or spec.kind != kind:
+            known = sorted(n for n, sp in self.topology.stores.items() if sp.kind == kind)
+            raise TopologyError(f"no {kind.replace('_', '-')} store named {name!r}; {kind} stores: {known}")
+        return self.runtime.stores[name]
+
+    def get_window_store(self, name: str) -> ReadOnlyWindowStore:
+        """Read-only view of window store ``name`` (Kafka's ``getWindowStore``)."""
+        facade = self._store_of_kind(name, "window")
+        return ReadOnlyWindowStore(name, lambda: [(contextlib.nullcontext(), facade)])
+
+    def get_session_store(self, name: str) -> ReadOnlySessionStore:
+        """Read-only view of session store ``name`` (Kafka's ``getSessionStore``)."""
+        facade = self._store_of_kind(name, "session")
+        return ReadOnlySessionStore(name, lambda: [(contextlib.nullcontext(), facade)])
 
     def get_all_state_stores(self) -> dict[str, KeyValueStoreFacade]:
         return {**self.runtime.stores, **self.runtime.global_stores}

@@ -112,10 +112,19 @@ class KTable:
         if delay is None:
             raise TopologyError("suppress(until_window_closes) needs a windowed KTable "
                                 "(the result of a windowed_by(...) aggregation)")
-        name = _name(self.builder, suppressed.name, "KTABLE-SUPPRESS")
+        from strom.streams.serdes import Serdes
+        from strom.streams.topology.topology import StoreSpec
+
+        b = self.builder
+        name = _name(b, suppressed.name, "KTABLE-SUPPRESS")
+        # the buffer is a change-logged store, so final results survive a crash (Kafka's naming)
+        store = f"{suppressed.name}-store" if suppressed.name else b.new_name("KTABLE-SUPPRESS-STATE-STORE")
         wall, interval = suppressed.wall_clock, suppressed.wall_clock_interval_ms
-        self.builder.topology.add_processor(name, lambda: SuppressUntilWindowCloses(delay, wall, interval),
-                                            self.node)
+        kser = getattr(self, "window_inner_key_serde", None)
+        vser = getattr(self, "window_value_serde", None)
+        b.topology.add_processor(name, lambda: SuppressUntilWindowCloses(store, delay, wall, interval, kser, vser),
+                                 self.node)
+        b.topology.add_state_store(StoreSpec(store, None, Serdes.bytes(), Serdes.bytes()), name)
         return KTable(self.builder, name, self.key_serde, self.value_serde, self.source_topics, None,
                       self.getter, list(self.getter_stores))
 

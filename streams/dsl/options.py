@@ -165,6 +165,8 @@ class Materialized:
         self.store_type = store_type
         self.logging_enabled = logging_enabled
         self.store_supplier = store_supplier
+        #: window/session stores: how long windows stay queryable (None: window size + grace)
+        self.retention_ms: int | None = None
 
     @classmethod
     def as_(cls, store: str | Callable[[], Any]) -> Materialized:
@@ -197,6 +199,13 @@ class Materialized:
         if store_type not in ("rocksdb", "in_memory"):
             raise TopologyError(f"store_type must be 'rocksdb' or 'in_memory', got {store_type!r}")
         return _replace(self, store_type=store_type)
+
+    def with_retention(self, retention_ms: int) -> Materialized:
+        """Keep windows of a windowed aggregation this long (ms) after their start, for
+        interactive queries; at least window size + grace (checked when the store is built)."""
+        if not isinstance(retention_ms, int) or retention_ms < 0:
+            raise TopologyError(f"retention must be a non-negative int of milliseconds, got {retention_ms!r}")
+        return _replace(self, retention_ms=retention_ms)
 
     def with_logging_disabled(self) -> Materialized:
         return _replace(self, logging_enabled=False)

@@ -13,6 +13,10 @@ but parked in a shared "outer" key-value store, and emitted (``joiner(v, None)``
 time passes ``t + after + grace`` (left records) or ``t + before + grace`` (right records) —
 unless a match arrived in the meantime. A record whose window is already closed when it
 arrives and has no match is emitted at once.
+
+All three stores are state stores like any other: RocksDB in a task directory (window stores
+with retained duplicates, and a key-value store for the unmatched records), change-logged to
+``<application.id>-<store>-changelog`` and restored after a restart or a crash.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from strom.streams.dsl.windows import JoinWindows
 from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor, Record
 from strom.streams.processor.stores import WindowStoreFacade
-from strom.streams.state.window import InMemoryWindowStore
+from strom.streams.state.factory import DslStoreSupplier
 from strom.streams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
@@ -193,8 +197,7 @@ def stream_stream_join(left: KStream, right: KStream, joiner: Fn, windows: JoinW
                                                                 False, joiner, mode == "outer"), rnode)
     topo.add_processor(merge_name, _PassThrough, this_name, other_name)
     for store, vs in ((this_store, lvs), (other_store, rvs)):
-        def make(n: str = store) -> Any:
-            return InMemoryWindowStore(n, retention, size, retain_duplicates=True)
+        make = DslStoreSupplier(store, "window", retention, size, retain_duplicates=True)
         topo.add_state_store(StoreSpec(store, make, ks, vs, kind="window", retention_ms=retention,
                                        window_size=size, retain_duplicates=True), this_name, other_name)
     if outer_store is not None:

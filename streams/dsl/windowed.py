@@ -26,8 +26,7 @@ from strom.streams.dsl.windows import (
 from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor, Record
 from strom.streams.processor.stores import SessionStoreFacade, WindowStoreFacade
-from strom.streams.state.session import InMemorySessionStore
-from strom.streams.state.window import InMemoryWindowStore
+from strom.streams.state.factory import DslStoreSupplier
 from strom.streams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
@@ -63,6 +62,9 @@ class TimeWindowAggregate(Processor[Any, Any]):
         key, value, ts = record.key, record.value, record.timestamp
         if key is None or value is None:
             return
+        if self.observed == _NO_TIME:
+            # after a restart: the restored store's latest window start is a lower bound
+            self.observed = self.store.inner.observed_stream_time
         if ts > self.observed:
             self.observed = ts
         close = self.observed - self.windows.grace
@@ -123,6 +125,9 @@ class SlidingWindowAggregate(Processor[Any, Any]):
         key, value, ts = record.key, record.value, record.timestamp
         if key is None or value is None:
             return
+        if self.observed == _NO_TIME:
+            # after a restart: the restored record store knows the latest record time
+            self.observed = self.records.inner.observed_stream_time
         if ts > self.observed:
             self.observed = ts
         diff = self.windows.time_difference
@@ -180,6 +185,9 @@ class SessionWindowAggregate(Processor[Any, Any]):
         key, value, ts = record.key, record.value, record.timestamp
         if key is None or value is None:
             return
+        if self.observed == _NO_TIME:
+            # after a restart: the restored store's latest session end is the latest record time
+            self.observed = self.store.inner.observed_stream_time
         if ts > self.observed:
             self.observed = ts
         close = self.observed - self.windows.grace
@@ -223,6 +231,12 @@ class _WindowedBase:
         b = g.stream.builder
         name = b.new_name(prefix)
         store = m.store_name or b.new_name(f"{prefix}-STATE-STORE")
+        if m.retention_ms is not None:
+            if m.retention_ms < retention:
+                raise TopologyError(f"the retention period of window store {store!r} ({m.retention_ms} ms) "
+                                    f"must be no smaller than its window size plus the grace period "
+                                    f"({retention} ms)")
+            retention = m.retention_ms
         parent = g.stream.node
         topics = g.stream.source_topics
         if g.repartition:
@@ -232,13 +246,9 @@ class _WindowedBase:
         b.topology.add_processor(name, lambda: processor(store), parent)
         supplier = m.store_supplier
         if supplier is None:
-            # the in-process runtime builds stores only from suppliers (it knows key-value stores);
-            # the spec's kind/retention/window_size let a runtime build a persistent one instead
-            if kind == "window":
-                assert window_size is not None
-                supplier = lambda: InMemoryWindowStore(store, retention, window_size)  # noqa: E731
-            else:
-                supplier = lambda: InMemorySessionStore(store, retention)  # noqa: E731
+            # in memory when called with no argument; persistent when the runtime gives it a
+            # directory (strom.streams.state.factory.build_store)
+            supplier = DslStoreSupplier(store, kind, retention, window_size)
         spec = StoreSpec(store, supplier, m.key_serde if m.key_serde is not None else g.key_serde,
                          m.value_serde if m.value_serde is not None else value_serde, kind=kind,
                          store_type=m.store_type, logging_enabled=m.logging_enabled, retention_ms=retention,
@@ -246,6 +256,9 @@ class _WindowedBase:
         b.topology.add_state_store(spec, name)
         table = KTable(b, name, key_serde, spec.value_serde, topics, store, _no_getter, [store])
         table.window_close_delay = close_delay  # read by suppress()
+        # suppress() keeps its buffer in a store: it serializes the window's key and the value
+        table.window_inner_key_serde = spec.key_serde
+        table.window_value_serde = spec.value_serde
         return table
 
 
@@ -301,11 +314,11 @@ class SlidingWindowedKStream(_WindowedBase):
         records = f"{store}-records"
         gvs = self.grouped.value_serde
 
-        def make() -> Any:
-            return InMemoryWindowStore(records, retention, d, retain_duplicates=True)
+        make = DslStoreSupplier(records, "window", retention, d, retain_duplicates=True)
         self.grouped.stream.builder.topology.add_state_store(
             StoreSpec(records, make, self.grouped.key_serde, gvs, kind="window", retention_ms=retention,
-                      window_size=d, retain_duplicates=True), table.node)
+                      window_size=d, retain_duplicates=True, store_type=m.store_type,
+                      logging_enabled=m.logging_enabled), table.node)
         return table
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:

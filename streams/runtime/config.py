@@ -18,6 +18,9 @@ from strom.streams.exceptions import StreamsError
 AT_LEAST_ONCE: Final = "at_least_once"
 EXACTLY_ONCE_V2: Final = "exactly_once_v2"
 _PREFIXES = ("consumer.", "producer.", "admin.")
+# Kafka's other names for the same settings (renamed across Kafka versions)
+_RENAMED = {"deserialization.exception.handler": "default.deserialization.exception.handler",
+            "default.production.exception.handler": "production.exception.handler"}
 
 
 class StreamsConfigError(StreamsError):
@@ -40,8 +43,19 @@ class StreamsConfig(BaseModel):
     default_key_serde: Any = Field(None, alias="default.key.serde")
     default_value_serde: Any = Field(None, alias="default.value.serde")
     replication_factor: int = Field(-1, alias="replication.factor", ge=-1)
-    # standby tasks are not implemented yet: only 0 is accepted (see model_post_init)
-    num_standby_replicas: int = Field(0, alias="num.standby.replicas", ge=0, le=0)
+    # warm copies of other instances' task stores (see strom.streams.runtime.standby)
+    num_standby_replicas: int = Field(0, alias="num.standby.replicas", ge=0)
+    # host:port this instance serves interactive queries on (Kafka's application.server)
+    application_server: str | None = Field(None, alias="application.server", pattern=r"^[^:\s]+:\d+$")
+    # strom: serve GET /stores/<store>/keys/<key> over HTTP on application.server's port
+    iq_http_enable: bool = Field(False, alias="strom.iq.http.enable")
+    # exception handlers (strom.streams.runtime.errors): built-in names, Kafka class names,
+    # dotted paths or Python callables; Kafka's default is to fail
+    deserialization_exception_handler: Any = Field(
+        "log-and-fail", alias="default.deserialization.exception.handler")
+    processing_exception_handler: Any = Field("log-and-fail", alias="processing.exception.handler")
+    production_exception_handler: Any = Field("log-and-fail", alias="production.exception.handler")
+    dead_letter_queue_topic: str | None = Field(None, alias="errors.dead.letter.queue.topic.name", min_length=1)
     poll_ms: int = Field(100, alias="poll.ms", ge=0)
     max_poll_records: int = Field(1000, alias="max.poll.records", ge=1)
     consumer: dict[str, Any] = Field(default_factory=dict)
@@ -61,7 +75,7 @@ class StreamsConfig(BaseModel):
                     clients[prefix[:-1]][key[len(prefix):]] = value
                     break
             else:
-                out[key] = value
+                out[_RENAMED.get(key, key) if isinstance(key, str) else key] = value
         for name, props in clients.items():
             if props:
                 out[name] = {**dict(out.get(name) or {}), **props}
@@ -92,6 +106,4 @@ class StreamsConfig(BaseModel):
                 field = cls.model_fields.get(str(loc))
                 key = field.alias if field is not None and field.alias else loc
                 problems.append(f"{key}: {err['msg']}")
-            if any(p.startswith("num.standby.replicas:") for p in problems):
-                problems.append("(standby replicas are not implemented yet; num.standby.replicas must be 0)")
             raise StreamsConfigError("invalid streams config: " + "; ".join(problems)) from None

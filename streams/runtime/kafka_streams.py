@@ -19,7 +19,7 @@ import enum
 import json
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,25 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.streams.exceptions import StreamsError, TopologyError
-from strom.streams.processor.stores import KeyValueStoreFacade
+from strom.streams.processor.stores import AUTO_SERDE, KeyValueStoreFacade
 from strom.streams.runtime.config import StreamsConfig
+from strom.streams.runtime.global_thread import GlobalStreamThread
+from strom.streams.runtime.iq_http import IQServer
+from strom.streams.runtime.membership import GroupView, consumer_client_id, murmur2_partition
+from strom.streams.runtime.queries import (
+    HostInfo,
+    KeyQueryMetadata,
+    ReadOnlyKeyValueStore,
+    ReadOnlySessionStore,
+    ReadOnlyWindowStore,
+    StreamsMetadata,
+    view_for,
+)
+from strom.streams.runtime.standby import StandbyManager, place_standbys
 from strom.streams.runtime.stream_thread import StreamThread, ThreadState
 from strom.streams.state.changelogging import changelog_topic
+from strom.streams.state.factory import changelog_topic_config
+from strom.streams.topology.errors import ErrorHandling
 from strom.streams.topology.topology import SinkNodeDef, SubTopology, Topology
 
 PROCESS_FILE = "kafka-streams-process-metadata"
@@ -49,45 +64,6 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-class ReadOnlyKeyValueStore:
-    """Typed read access to one store over every local task holding a partition of it."""
-
-    def __init__(self, name: str, parts: Callable[[], list[tuple[Any, KeyValueStoreFacade]]]) -> None:
-        self.name = name
-        self._parts = parts  # -> [(lock, facade)] of the tasks currently assigned here
-
-    def get(self, key: Any) -> Any:
-        for lock, facade in self._parts():
-            with lock:
-                value = facade.get(key)
-            if value is not None:
-                return value
-        return None
-
-    def _merged(self, fetch: Callable[[KeyValueStoreFacade], Iterator[tuple[Any, Any]]]) -> Iterator[tuple[Any, Any]]:
-        rows: list[tuple[bytes, Any, Any]] = []
-        for lock, facade in self._parts():
-            with lock:
-                # order across tasks by serialized key, as each task's store is ordered
-                rows.extend((facade._kser(facade._topic, k) or b"", k, v) for k, v in fetch(facade))
-        rows.sort(key=lambda r: r[0])
-        return iter([(k, v) for _, k, v in rows])
-
-    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
-        """Entries with serialized keys in [from_key, to_key] from all local partitions."""
-        return self._merged(lambda f: f.range(from_key, to_key))
-
-    def all(self) -> Iterator[tuple[Any, Any]]:
-        return self._merged(lambda f: f.all())
-
-    def approximate_num_entries(self) -> int:
-        total = 0
-        for lock, facade in self._parts():
-            with lock:
-                total += facade.approximate_num_entries()
-        return total
-
-
 class KafkaStreams:
     """A running instance of a streams application; see the module docstring."""
 
@@ -95,15 +71,30 @@ class KafkaStreams:
                  log: Callable[[str], None] | None = None) -> None:
         self.config = StreamsConfig.load(config)
         topology.validate()
-        if topology.global_stores:
-            raise StreamsError("KafkaStreams does not run global stores/GlobalKTables yet; "
-                               "use the TopologyTestDriver for them")
         self.topology = topology
         self.app = self.config.application_id
         self.log = log or _stderr
         self.subtopologies: list[SubTopology] = topology.subtopologies()
         self._threads: list[StreamThread] = []
         self._state = State.CREATED
+        c = self.config
+        self.error_handling = ErrorHandling(c.deserialization_exception_handler, c.processing_exception_handler,
+                                    c.production_exception_handler, c.dead_letter_queue_topic, self._log_error)
+        self.global_thread: GlobalStreamThread | None = None
+        self.standbys: StandbyManager | None = None
+        self.iq_server: IQServer | None = None
+        self.group: GroupView | None = None
+        self.process_id = ""
+        if c.iq_http_enable and not c.application_server:
+            raise StreamsError("strom.iq.http.enable needs application.server=<host>:<port> to listen on")
+
+    def _log_error(self, line: str) -> None:
+        self.log(f"[{self.app}] {line}")
+
+    @property
+    def process_key(self) -> str:
+        """How this instance appears in the group (client ids ``<process key>-StreamThread-n...``)."""
+        return f"{self.app}-{self.process_id}"
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -135,8 +126,9 @@ class KafkaStreams:
         for sub in self.subtopologies:
             n = max(counts[self.resolve_topic(t)] for t in sub.source_topics)
             for store in sub.stores:
-                if self.topology.stores[store].logging_enabled:
-                    specs[changelog_topic(self.app, store)] = (n, {"cleanup.policy": "compact"})
+                spec = self.topology.stores[store]
+                if spec.logging_enabled:
+                    specs[changelog_topic(self.app, store)] = (n, changelog_topic_config(spec))
         return specs
 
     def _create_internal_topics(self) -> None:
@@ -144,7 +136,9 @@ class KafkaStreams:
         md = admin.list_topics(timeout=30)
         external = {t for sub in self.subtopologies for t in sub.source_topics
                     if t not in self.topology.internal_topics}
-        missing = sorted(t for t in external if t not in md.topics or md.topics[t].error is not None)
+        global_topics = {g.topic for g in self.topology.global_stores.values()}
+        missing = sorted(t for t in external | global_topics
+                         if t not in md.topics or md.topics[t].error is not None)
         if missing:
             raise StreamsError(f"source topics missing: {missing}; create them before starting the application")
         specs = self.internal_topic_specs({t: len(md.topics[t].partitions) for t in external})
@@ -179,17 +173,53 @@ class KafkaStreams:
         if self._state is not State.CREATED:
             raise StreamsError(f"KafkaStreams can only be started once (state {self._state.value})")
         self._state = State.REBALANCING
+        c = self.config
         try:
             self._create_internal_topics()
-            pid = self._process_id()
-            for i in range(1, self.config.num_stream_threads + 1):
-                self._threads.append(StreamThread(self.topology, self.config, self.subtopologies,
-                                                  self.resolve_topic, f"{self.app}-{pid}-{i}", i, self.log))
+            pid = self.process_id = self._process_id()
+            if c.num_standby_replicas or c.application_server:
+                self.group = GroupView(c.bootstrap_servers, self.app, c.admin)
+            global_stores = None
+            if self.topology.global_stores:
+                # Kafka: global stores are complete before any stream thread processes a record
+                # the same handlers, but no dead-letter queue: the global thread has no producer
+                # (Kafka adds one only with KIP-1295)
+                global_errors = ErrorHandling(c.deserialization_exception_handler, c.processing_exception_handler,
+                                              c.production_exception_handler, None, self._log_error)
+                self.global_thread = GlobalStreamThread(self.topology, c, global_errors, self.log)
+                try:
+                    self.global_thread.bootstrap()
+                except BaseException:
+                    self.global_thread.close_unstarted()
+                    self.global_thread = None
+                    raise
+                global_stores = self.global_thread.stores
+            if c.num_standby_replicas and self.group is not None:
+                self.standbys = StandbyManager(self.topology, c, self.subtopologies, self.resolve_topic,
+                                               self.group, self.process_key, self.log)
+            for i in range(1, c.num_stream_threads + 1):
+                self._threads.append(StreamThread(
+                    self.topology, c, self.subtopologies, self.resolve_topic, f"{self.app}-{pid}-{i}", i,
+                    self.log, errors=self.error_handling, global_stores=global_stores, standbys=self.standbys,
+                    client_id=consumer_client_id(self.app, pid, i, c.application_server)))
+            if c.iq_http_enable:
+                host_info = HostInfo.parse(c.application_server)
+                assert host_info is not None
+                self.iq_server = IQServer(self, host_info.host, host_info.port)
         except BaseException:
             self._state = State.ERROR
+            if self.global_thread is not None:  # bootstrapped, never started
+                self.global_thread.close_unstarted()
+                self.global_thread = None
             raise
+        if self.global_thread is not None:
+            self.global_thread.start()
         for t in self._threads:
             t.start()
+        if self.standbys is not None:
+            self.standbys.start()
+        if self.iq_server is not None:
+            self.iq_server.start()
 
     def close(self, timeout: float | None = None) -> bool:
         """Stops the threads (commit, close tasks, leave the group); True if all stopped in time."""
@@ -197,12 +227,22 @@ class KafkaStreams:
             self._state = State.NOT_RUNNING
             return True
         self._state = State.PENDING_SHUTDOWN
+        if self.iq_server is not None:
+            self.iq_server.close()
         for t in self._threads:
             t.shutdown()
         for t in self._threads:
-            t.join(timeout)
-        done = not any(t.is_alive() for t in self._threads)
-        failed = any(t.state is ThreadState.ERROR for t in self._threads)
+            if t.ident is not None:
+                t.join(timeout)
+        # after the stream threads: they may still hand tasks to/from standbys and read globals
+        others: list[Any] = [x for x in (self.standbys, self.global_thread) if x is not None and x.ident is not None]
+        for x in others:
+            x.shutdown()
+        for x in others:
+            x.join(timeout)
+        done = not any(t.is_alive() for t in [*self._threads, *others])
+        failed = any(t.state is ThreadState.ERROR for t in self._threads) or any(
+            x.error is not None for x in others)
         self._state = State.ERROR if failed else State.NOT_RUNNING if done else State.PENDING_SHUTDOWN
         return done
 
@@ -210,19 +250,38 @@ class KafkaStreams:
         if self._state in (State.CREATED, State.NOT_RUNNING, State.PENDING_SHUTDOWN, State.ERROR):
             return self._state
         states = [t.state for t in self._threads]
-        if any(s is ThreadState.ERROR for s in states):
+        if any(s is ThreadState.ERROR for s in states) or (
+                self.global_thread is not None and self.global_thread.error is not None):
             return State.ERROR
         if states and all(s is ThreadState.RUNNING for s in states):
             return State.RUNNING
         return State.REBALANCING
 
     def errors(self) -> list[BaseException]:
-        return [t.error for t in self._threads if t.error is not None]
+        threads: list[Any] = [*self._threads, self.global_thread, self.standbys]
+        return [t.error for t in threads if t is not None and t.error is not None]
 
-    def store(self, name: str) -> ReadOnlyKeyValueStore:
-        """Read-only view of store ``name`` over this instance's tasks (interactive queries)."""
-        if name not in self.topology.stores:
-            raise StreamsError(f"no state store named {name!r}; stores: {sorted(self.topology.stores)}")
+    def restored_records(self) -> dict[str, int]:
+        """task id -> changelog records its active task restored when it last opened here."""
+        out: dict[str, int] = {}
+        for t in self._threads:
+            out.update(t.restored)
+        return out
+
+    def store(self, name: str) -> ReadOnlyKeyValueStore | ReadOnlyWindowStore | ReadOnlySessionStore:
+        """Read-only view of store ``name`` over this instance's tasks (interactive queries):
+        key-value, window or session by the store's kind; a global store is read from the
+        instance's single copy."""
+        if name in self.topology.global_stores:
+            if self.global_thread is None:
+                raise StreamsError(f"global store {name!r} is not available before start()")
+            facade = self.global_thread.stores[name]
+            lock = self.global_thread.lock
+            return view_for(self.topology.global_stores[name].store.kind, name, lambda: [(lock, facade)])
+        spec = self.topology.stores.get(name)
+        if spec is None:
+            raise StreamsError(f"no state store named {name!r}; stores: "
+                               f"{sorted(self.topology.stores) + sorted(self.topology.global_stores)}")
 
         def parts() -> list[tuple[Any, KeyValueStoreFacade]]:
             out = []
@@ -233,7 +292,76 @@ class KafkaStreams:
                             out.append((t.lock, task.runtime.stores[name]))
             return out
 
-        return ReadOnlyKeyValueStore(name, parts)
+        return view_for(spec.kind, name, parts)
+
+    def store_key_serde(self, name: str) -> Any:
+        """The serde keys of store ``name`` are written with (spec, else default, else internal)."""
+        g = self.topology.global_stores.get(name)
+        spec = g.store if g is not None else self.topology.stores.get(name)
+        if spec is None:
+            raise StreamsError(f"no state store named {name!r}")
+        return spec.key_serde or self.config.default_key_serde or AUTO_SERDE
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def _group(self) -> GroupView:
+        if self.group is None:
+            raise StreamsError("key metadata needs application.server (or num.standby.replicas) and start()")
+        return self.group
+
+    def _store_sub(self, name: str) -> SubTopology:
+        for sub in self.subtopologies:
+            if name in sub.stores:
+                return sub
+        raise StreamsError(f"no state store named {name!r} in a sub-topology; "
+                           f"stores: {sorted(self.topology.stores)}")
+
+    def query_metadata_for_key(self, store: str, key: Any, serializer: Any = None,
+                               partitioner: Callable[[bytes, int], int] | None = None) -> KeyQueryMetadata:
+        """Which instance holds ``key`` of ``store``: the key is serialized with ``serializer`` (a
+        serde or ``fn(topic, key)``; default: the store's key serde) and partitioned as Kafka's
+        default partitioner does (murmur2), or with ``partitioner(key bytes, partitions)``."""
+        group = self._group()
+        sub = self._store_sub(store)
+        topics = [self.resolve_topic(t) for t in sub.source_topics]
+        n = group.partition_count(topics[0])
+        ser = serializer if serializer is not None else self.store_key_serde(store)
+        fn = getattr(ser, "serialize", ser)
+        kb = fn(topics[0], key)
+        if not isinstance(kb, bytes | bytearray):
+            raise StreamsError(f"the serializer of {key!r} returned {type(kb).__name__}, not bytes")
+        partition = (partitioner or murmur2_partition)(bytes(kb), n)
+        instances = group.instances()
+        owner = next((p for p, inst in instances.items()
+                      if any((t, partition) in inst.partitions for t in topics)), None)
+        standby_hosts: frozenset[HostInfo] = frozenset()
+        if owner is not None and self.config.num_standby_replicas:
+            placed = place_standbys({(sub.id, partition): owner}, instances, self.config.num_standby_replicas)
+            standby_hosts = frozenset(h for p in placed.get((sub.id, partition), [])
+                                      if (h := HostInfo.parse(instances[p].server)) is not None)
+        host = HostInfo.parse(instances[owner].server) if owner is not None else None
+        return KeyQueryMetadata(host, standby_hosts, partition, owner)
+
+    def metadata_for_key(self, store: str, key: Any, serializer: Any = None) -> StreamsMetadata | None:
+        """The instance whose active task holds ``key`` of ``store`` (None while unassigned)."""
+        meta = self.query_metadata_for_key(store, key, serializer)
+        if meta.active_process is None:
+            return None
+        return next((m for m in self.streams_metadata() if m.process_id == meta.active_process), None)
+
+    def streams_metadata(self) -> list[StreamsMetadata]:
+        """Every instance of the application with its host, stores and partitions."""
+        group = self._group()
+        topic_sub = {self.resolve_topic(t): sub for sub in self.subtopologies for t in sub.source_topics}
+        out = []
+        for process, inst in sorted(group.instances().items()):
+            stores = set(self.topology.global_stores)
+            for topic, _ in inst.partitions:
+                sub = topic_sub.get(topic)
+                if sub is not None:
+                    stores.update(sub.stores)
+            out.append(StreamsMetadata(HostInfo.parse(inst.server), process, stores, set(inst.partitions)))
+        return out
 
     def __enter__(self) -> KafkaStreams:
         return self

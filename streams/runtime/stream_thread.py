@@ -21,16 +21,20 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from strom.streams.exceptions import StreamsError
 from strom.streams.runtime.config import StreamsConfig
 from strom.streams.runtime.task import StreamTask
+from strom.streams.topology.errors import ErrorContext, ErrorHandling, ErrorKind, HandlerResponse
 from strom.streams.topology.runtime import Headers
 from strom.streams.topology.topology import SubTopology, Topology
+
+if TYPE_CHECKING:
+    from strom.streams.runtime.standby import StandbyManager
 
 
 class ThreadState(enum.Enum):
@@ -48,7 +52,9 @@ class StreamThread(threading.Thread):
 
     def __init__(self, topology: Topology, config: StreamsConfig, subs: list[SubTopology],
                  resolve: Callable[[str], str], transactional_id: str, index: int,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], *, errors: ErrorHandling | None = None,
+                 global_stores: Mapping[str, Any] | None = None, standbys: StandbyManager | None = None,
+                 client_id: str | None = None) -> None:
         super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
         self.topology = topology
         self.config = config
@@ -56,6 +62,11 @@ class StreamThread(threading.Thread):
         self.log = log
         self.lock = threading.RLock()  # held while tasks/stores change; store queries take it too
         self.state = ThreadState.CREATED
+        self.errors = errors
+        self.global_stores = global_stores
+        self.standbys = standbys
+        #: task id -> records restored from changelogs when it last became active here
+        self.restored: dict[str, int] = {}
         self.error: BaseException | None = None
         self._stop_event = threading.Event()
         self.tasks: dict[tuple[int, int], StreamTask] = {}
@@ -78,6 +89,7 @@ class StreamThread(threading.Thread):
             # range: equal partition numbers of co-partitioned topics land on one member
             "partition.assignment.strategy": "range",
             "isolation.level": "read_committed" if eos else "read_uncommitted",
+            **({"client.id": client_id} if client_id else {}),
             **config.consumer,
         }
         producer_conf: dict[str, Any] = {
@@ -99,6 +111,16 @@ class StreamThread(threading.Thread):
 
     def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
+            if (self.errors is not None and not self.config.exactly_once
+                    and not msg.topic().endswith("-changelog")):
+                # at_least_once: the production handler may let the output go (under EOS the
+                # failed send dooms the transaction whatever a handler says)
+                ctx = ErrorContext(ErrorKind.PRODUCTION, KafkaException(err), "?", None, -1, -1, msg.key(),
+                                   msg.value(), -1, msg.headers(), sink_topic=msg.topic())
+                if self.errors.handlers[ErrorKind.PRODUCTION](ctx) is HandlerResponse.CONTINUE:
+                    self.errors.skipped[ErrorKind.PRODUCTION] += 1
+                    self.log(f"[{self.app}] WARN {ctx.describe()}; skipped (handler answered CONTINUE)")
+                    return
             self._delivery_errors.append(err)
             return
         topic = msg.topic()
@@ -132,13 +154,16 @@ class StreamThread(threading.Thread):
             for key, sub in sorted(wanted.items(), key=lambda kv: kv[0]):
                 if key in self.tasks:
                     continue
+                if self.standbys is not None:
+                    self.standbys.release(key)  # its warm stores become the active task's
                 task = StreamTask(self.topology, sub, key[1], application_id=self.app,
                                   state_dir=self.config.state_dir, emit=self._emit,
                                   exactly_once=self.config.exactly_once,
                                   default_key_serde=self.config.default_key_serde,
-                                  default_value_serde=self.config.default_value_serde)
+                                  default_value_serde=self.config.default_value_serde,
+                                  errors=self.errors, global_stores=self.global_stores)
                 try:
-                    task.restore(self._restore_conf, self.log)
+                    self.restored[task.id] = task.restore(self._restore_conf, self.log)
                 except BaseException:
                     task.close(clean=False)
                     raise
@@ -171,6 +196,8 @@ class StreamThread(threading.Thread):
     def _close_tasks(self, clean: bool) -> None:
         for task in self.tasks.values():
             task.close(clean)
+        if self.standbys is not None:
+            self.standbys.deactivated(list(self.tasks))
         self.tasks.clear()
         self._route.clear()
         self._positions.clear()
@@ -254,6 +281,11 @@ class StreamThread(threading.Thread):
             self.state = ThreadState.ERROR
             self.log(f"[{self.app}] {self.name} failed: {exc!r}")
             with self.lock:
+                if not self.config.exactly_once:
+                    try:  # at_least_once: deliver what was sent (dead letters too)
+                        self.producer.flush(10)
+                    except Exception as flush_exc:
+                        self.log(f"[{self.app}] {self.name}: flush after failure failed: {flush_exc!r}")
                 self._abort()
                 try:
                     self._close_tasks(clean=False)

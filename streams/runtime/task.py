@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,25 @@ from strom.streams.state.changelogging import (
     changelog_topic,
 )
 from strom.streams.state.checkpoint import delete_checkpoint, read_checkpoint, task_dir, write_checkpoint
-from strom.streams.state.keyvalue import BytesKeyValueStore, InMemoryKeyValueStore, RocksDBKeyValueStore
+from strom.streams.state.factory import build_store
+from strom.streams.state.keyvalue import BytesKeyValueStore, InMemoryKeyValueStore
 from strom.streams.state.session import BytesSessionStore
 from strom.streams.state.window import BytesWindowStore
+from strom.streams.topology.errors import ErrorHandling
 from strom.streams.topology.runtime import Emit, TopologyRuntime
 from strom.streams.topology.topology import StoreSpec, SubTopology, Topology
 
 ChangelogTP = tuple[str, int]
+
+
+def make_store(spec: StoreSpec, directory: Path) -> Any:
+    """The byte store of ``spec`` for the task (or global) directory ``directory``: RocksDB
+    under ``directory/rocksdb`` or in memory, of the spec's kind (see state.factory)."""
+    return build_store(spec, directory / "rocksdb")
+
+
+def wrap_logging(raw: Any) -> Any:
+    return _wrap(raw)
 
 
 def _wrap(raw: Any) -> Any:
@@ -54,7 +66,8 @@ class StreamTask:
 
     def __init__(self, topology: Topology, sub: SubTopology, partition: int, *, application_id: str,
                  state_dir: str, emit: Emit, exactly_once: bool, default_key_serde: Any,
-                 default_value_serde: Any) -> None:
+                 default_value_serde: Any, errors: ErrorHandling | None = None,
+                 global_stores: Mapping[str, Any] | None = None) -> None:
         self.sub = sub
         self.partition = partition
         self.id = f"{sub.id}_{partition}"
@@ -73,14 +86,7 @@ class StreamTask:
             if spec.name not in own:
                 # the runtime instantiates every store of the topology; others are never touched
                 return InMemoryKeyValueStore(spec.name)
-            if spec.supplier is not None:
-                raw = spec.supplier()
-            elif spec.store_type == "rocksdb":
-                path = self.dir / "rocksdb" / spec.name
-                path.parent.mkdir(parents=True, exist_ok=True)
-                raw = RocksDBKeyValueStore(spec.name, path)
-            else:
-                raw = InMemoryKeyValueStore(spec.name)
+            raw = make_store(spec, self.dir)
             if not spec.logging_enabled:
                 return raw
             wrapped = _wrap(raw)
@@ -90,7 +96,10 @@ class StreamTask:
         self.runtime = TopologyRuntime(topology, application_id, emit, task_id=self.id,
                                        default_key_serde=default_key_serde,
                                        default_value_serde=default_value_serde,
-                                       store_factory=factory, state_dir=state_dir)
+                                       store_factory=factory, state_dir=state_dir, errors=errors,
+                                       global_stores=global_stores)
+        #: records replayed from changelogs when this task was created (restore progress)
+        self.restored = 0
         self.changelog_tps: dict[str, ChangelogTP] = {
             name: (changelog_topic(application_id, name), partition) for name in self.logged}
         self.process_input = self.runtime.process_input
@@ -122,6 +131,7 @@ class StreamTask:
                 total += n
         finally:
             consumer.close()
+        self.restored += total
         return total
 
     @staticmethod

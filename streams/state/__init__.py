@@ -23,6 +23,7 @@ from strom.streams.state.checkpoint import (
     task_dir,
     write_checkpoint,
 )
+from strom.streams.state.factory import DslStoreSupplier, build_store, changelog_topic_config, make_store
 from strom.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
 from strom.streams.state.session import InMemorySessionStore, RocksDBSessionStore
 from strom.streams.state.window import InMemoryWindowStore, RocksDBWindowStore
@@ -32,6 +33,7 @@ __all__ = [
     "ChangeLoggingSessionStore",
     "ChangeLoggingWindowStore",
     "ChangelogOffsets",
+    "DslStoreSupplier",
     "InMemoryKeyValueStore",
     "InMemorySessionStore",
     "InMemoryWindowStore",
@@ -44,8 +46,11 @@ __all__ = [
     "TopicPartition",
     "WindowStore",
     "Windowed",
+    "build_store",
     "changelog_topic",
+    "changelog_topic_config",
     "delete_checkpoint",
+    "make_store",
     "read_checkpoint",
     "store_path",
     "task_dir",

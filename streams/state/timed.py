@@ -74,7 +74,12 @@ class TimedStoreBase:
         if self._stream_time != _NO_TIME and self._stream_time - self._swept_at >= self._segment_interval:
             self._sweep()
         meta = {} if self._stream_time == _NO_TIME else {_STREAM_TIME_META: K.encode_time(self._stream_time)}
+        meta.update(self._extra_meta())
         self._b.commit(changelog_offsets, meta)
+
+    def _extra_meta(self) -> dict[bytes, bytes]:
+        """More metadata a store kind commits with its data (read back by its constructor)."""
+        return {}
 
     def committed_offsets(self) -> ChangelogOffsets:
         return self._b.committed_offsets()

@@ -20,6 +20,8 @@ from strom.streams.state.backend import MemoryBytes, OrderedBytes, RocksBytes, c
 from strom.streams.state.timed import NO_TIME as _NO_TIME
 from strom.streams.state.timed import TimedStoreBase
 
+_SEQ_META = b"duplicate_seq"
+
 
 class BytesWindowStore(TimedStoreBase):
     """A :class:`~strom.streams.state.api.WindowStore` over any :class:`OrderedBytes`."""
@@ -43,7 +45,9 @@ class BytesWindowStore(TimedStoreBase):
         self._window_size = window_size
         self.retain_duplicates = retain_duplicates
         self._suffix = 12 if retain_duplicates else 8
-        self._seq = 0
+        saved = backend.meta(_SEQ_META) if retain_duplicates else None
+        # a reopened store continues the sequence of the duplicates it holds
+        self._seq = 0 if saved is None else int.from_bytes(saved, "big")
         #: sequence number of the last put (0 unless duplicates are retained); the
         #: change-logging wrapper puts it into the changelog key as Kafka does
         self.last_seq = 0
@@ -51,6 +55,9 @@ class BytesWindowStore(TimedStoreBase):
     @property
     def window_size(self) -> int:
         return self._window_size
+
+    def _extra_meta(self) -> dict[bytes, bytes]:
+        return {_SEQ_META: self._seq.to_bytes(4, "big")} if self.retain_duplicates else {}
 
     def _entry_time(self, composite: bytes) -> int:
         s = self._suffix
@@ -77,6 +84,10 @@ class BytesWindowStore(TimedStoreBase):
             if seq is None:
                 self._seq = (self._seq + 1) & 0x7FFFFFFF
                 seq = self._seq
+            elif seq > self._seq:
+                # restored entries: new puts must not reuse their numbers (same key and time
+                # would overwrite a retained duplicate)
+                self._seq = seq
             composite += seq.to_bytes(4, "big")
             self.last_seq = seq
         else:

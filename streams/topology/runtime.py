@@ -14,13 +14,14 @@ import heapq
 import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from strom.streams.exceptions import StreamsError, TopologyError
 from strom.streams.processor.api import Processor, PunctuationType, Record, RecordMetadata
 from strom.streams.processor.stores import AUTO_SERDE, KeyValueStoreFacade, deserializer_of, serializer_of
 from strom.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
+from strom.streams.topology.errors import ErrorContext, ErrorHandlerFailure, ErrorHandling, ErrorKind
 from strom.streams.topology.topology import ProcessorNodeDef, SinkNodeDef, SourceNodeDef, StoreSpec, Topology
 
 Headers = Sequence[tuple[str, bytes | None]] | None
@@ -110,18 +111,26 @@ class _SourceProcessor(Processor[Any, Any]):
 
 
 class _SinkProcessor(Processor[Any, Any]):
-    __slots__ = ("emit", "kser", "topic", "vser")
+    __slots__ = ("emit", "kser", "runtime", "topic", "vser")
 
-    def __init__(self, topic: str, kser: Any, vser: Any, emit: Emit) -> None:
+    def __init__(self, topic: str, kser: Any, vser: Any, emit: Emit, runtime: TopologyRuntime) -> None:
         self.topic = topic
         self.kser = kser
         self.vser = vser
         self.emit = emit
+        self.runtime = runtime
 
     def process(self, record: Record[Any, Any]) -> None:
         topic = self.topic
-        self.emit(topic, self.kser(topic, record.key), self.vser(topic, record.value), record.timestamp,
-                  record.headers)
+        try:
+            self.emit(topic, self.kser(topic, record.key), self.vser(topic, record.value), record.timestamp,
+                      record.headers)
+        except ErrorHandlerFailure:
+            raise
+        except Exception as exc:
+            if self.runtime.errors is None:
+                raise
+            self.runtime.handle_error(ErrorKind.PRODUCTION, exc, sink_topic=topic)
 
 
 class TopologyRuntime:
@@ -131,8 +140,16 @@ class TopologyRuntime:
                  task_id: str = "0_0", default_key_serde: Any = None, default_value_serde: Any = None,
                  wall_clock_ms: int | None = None,
                  store_factory: Callable[[StoreSpec], Any] | None = None,
-                 state_dir: str | None = None) -> None:
+                 state_dir: str | None = None, errors: ErrorHandling | None = None,
+                 global_stores: Mapping[str, KeyValueStoreFacade] | None = None) -> None:
+        """``errors``: exception handlers (None: every error propagates, as in the test driver).
+        ``global_stores``: facades of global stores owned elsewhere (the KafkaStreams global
+        thread); given, this runtime neither creates nor updates nor closes global stores."""
         topology.validate()
+        self.errors = errors
+        self._emit = emit
+        # raw bytes of the input record being processed: what a dead-letter record carries
+        self._raw: tuple[bytes | None, bytes | None, int, Headers] = (None, None, -1, None)
         self._dk = default_key_serde
         self._dv = default_value_serde
         self.topology = topology
@@ -154,8 +171,9 @@ class TopologyRuntime:
             self.stores[spec.name] = KeyValueStoreFacade(spec.name, raw, self._pick(spec.key_serde, self._dk, True),
                                                          self._pick(spec.value_serde, self._dv, True),
                                                          self.resolve_topic(f"{spec.name}-changelog"))
-        self.global_stores: dict[str, KeyValueStoreFacade] = {}
-        for g in topology.global_stores.values():
+        self.global_stores: dict[str, KeyValueStoreFacade] = dict(global_stores or {})
+        self._owns_globals = global_stores is None
+        for g in topology.global_stores.values() if self._owns_globals else ():
             raw = make(g.store)
             self.raw_stores[g.store.name] = raw
             self.global_stores[g.store.name] = KeyValueStoreFacade(
@@ -185,7 +203,7 @@ class TopologyRuntime:
                 proc = _SinkProcessor(topic,
                                       serializer_of(self._pick(node.key_serde, self._dk, node.internal)),
                                       serializer_of(self._pick(node.value_serde, self._dv, node.internal)),
-                                      emit)
+                                      emit, self)
                 ctx = NodeContext(self, node.name, ())
             self.processors[node.name] = proc
             contexts[node.name] = ctx
@@ -197,7 +215,7 @@ class TopologyRuntime:
                 method = self.processors[child].process
                 ctx._children.append(method)
                 ctx._named[child] = method
-        for g in topology.global_stores.values():
+        for g in topology.global_stores.values() if self._owns_globals else ():
             gproc = g.supplier()
             gctx = NodeContext(self, g.processor_name, (g.store.name,))
             self.processors[g.processor_name] = gproc
@@ -245,13 +263,42 @@ class TopologyRuntime:
             raise TopologyError(f"topic {topic!r} is not a source topic of this topology")
         kd, vd, process = src
         self.metadata = RecordMetadata(topic, partition, offset)
-        record = Record(kd(topic, key), vd(topic, value), timestamp, headers)
-        if timestamp > self.stream_time:
-            self.stream_time = timestamp
-        process(record)
+        if self.errors is None:
+            record = Record(kd(topic, key), vd(topic, value), timestamp, headers)
+            if timestamp > self.stream_time:
+                self.stream_time = timestamp
+            process(record)
+        else:
+            self._raw = (key, value, timestamp, headers)
+            try:
+                record = Record(kd(topic, key), vd(topic, value), timestamp, headers)
+            except Exception as exc:
+                self.handle_error(ErrorKind.DESERIALIZATION, exc)
+                self.metadata = None
+                return
+            if timestamp > self.stream_time:
+                self.stream_time = timestamp
+            try:
+                process(record)
+            except ErrorHandlerFailure:
+                raise
+            except Exception as exc:
+                # Kafka applies KIP-1033 per processor node; here the whole record's path is
+                # one unit: output already forwarded before the failure stays sent
+                self.handle_error(ErrorKind.PROCESSING, exc)
         self.metadata = None
         if self._stream_heap and self._stream_heap[0][0] <= self.stream_time:
             self._punctuate(self._stream_heap, self.stream_time)
+
+    def handle_error(self, kind: ErrorKind, exc: BaseException, sink_topic: str | None = None) -> None:
+        """Asks the handler of ``kind`` about the current record; raises if it answers FAIL."""
+        assert self.errors is not None
+        md = self.metadata
+        # outside process_input (a punctuation) there is no source record to point at
+        key, value, ts, headers = self._raw if md is not None else (None, None, -1, None)
+        ctx = ErrorContext(kind, exc, self.task_id, md.topic if md else None, md.partition if md else -1,
+                           md.offset if md else -1, key, value, ts, headers, sink_topic)
+        self.errors.handle(ctx, self._emit)
 
     # -- punctuation ------------------------------------------------------------------------
 
@@ -286,7 +333,9 @@ class TopologyRuntime:
     def close(self) -> None:
         for proc in self.processors.values():
             proc.close()
-        for raw in self.raw_stores.values():
+        for name, raw in self.raw_stores.items():
+            if name in self.global_stores and not self._owns_globals:
+                continue
             close = getattr(raw, "close", None)
             if close is not None:
                 close()

@@ -1,4 +1,7 @@
-"""Runs the word count as its own process (for kill -9 tests): args bootstrap text counts app state_dir."""
+"""Runs the word count as its own process (for kill -9 tests).
+
+Args: bootstrap text counts app state_dir [num.standby.replicas].
+"""
 
 from __future__ import annotations
 
@@ -14,10 +17,11 @@ from strom.streams import KafkaStreams
 
 def main() -> None:
     bootstrap, text, counts, app_id, state_dir = sys.argv[1:6]
+    standbys = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     app = KafkaStreams(build(text, counts), {
         "application.id": app_id, "bootstrap.servers": bootstrap, "processing.guarantee": "exactly_once_v2",
         "commit.interval.ms": 100, "state.dir": state_dir, "consumer.session.timeout.ms": 6000,
-        "max.poll.records": 200})
+        "max.poll.records": 200, "num.standby.replicas": standbys})
     app.start()
     print("started", flush=True)
     while True:

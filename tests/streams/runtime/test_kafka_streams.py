@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from wordcount_app import build, create_topics, expected_counts, make_lines, produce_lines, read_counts
 
 from strom.core.testing import BrokerProcess
-from strom.streams import KafkaStreams
+from strom.streams import KafkaStreams, StreamsError
 from strom.streams.runtime import State, StreamsConfig, StreamsConfigError
 
 
@@ -103,7 +103,19 @@ def test_config_errors_name_the_key() -> None:
     with pytest.raises(StreamsConfigError, match=r"processing\.guarantee"):
         StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x", "processing.guarantee": "twice"})
     with pytest.raises(StreamsConfigError, match=r"num\.standby\.replicas"):
-        StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x", "num.standby.replicas": 1})
+        StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x", "num.standby.replicas": -1})
+    assert StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x",
+                               "num.standby.replicas": 2}).num_standby_replicas == 2
+    with pytest.raises(StreamsConfigError, match=r"application\.server"):
+        StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x", "application.server": "no-port"})
+    # Kafka's older and newer names of the handler settings are both accepted
+    c = StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x",
+                            "deserialization.exception.handler": "log-and-continue",
+                            "default.production.exception.handler": "log-and-continue"})
+    assert c.deserialization_exception_handler == c.production_exception_handler == "log-and-continue"
+    with pytest.raises(StreamsError, match=r"strom\.iq\.http\.enable needs application\.server"):
+        KafkaStreams(build("a", "b"), {"application.id": "a", "bootstrap.servers": "x",
+                                       "strom.iq.http.enable": True})
     assert StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x"}).commit_interval == 30000
     assert StreamsConfig.load({"application.id": "a", "bootstrap.servers": "x",
                                "processing.guarantee": "exactly_once_v2"}).commit_interval == 100
