@@ -1,0 +1,152 @@
+"""``strom connect``: run a Connect worker.
+
+* ``strom connect standalone worker.properties connector1.properties [connector2.json ...]`` —
+  one process, source offsets in ``offset.storage.file.filename``, the connectors given on the
+  command line (``.properties``, or JSON either in Kafka's ``{"name": ..., "config": {...}}``
+  shape or flat), plus the REST API on ``listeners``.
+* ``strom connect distributed worker.properties`` — a member of the Connect cluster
+  ``group.id`` (:class:`strom.connect.runtime.distributed.DistributedHerder`).
+
+Both run until SIGTERM or SIGINT, then stop tasks cleanly (committing offsets) and exit 0.
+``python -m strom.connect.cli ...`` works too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from strom.connect.exceptions import ConnectError
+from strom.core.config import parse_properties
+
+log = logging.getLogger("strom.connect.cli")
+
+READY_LINE = "strom connect worker started"
+
+
+def load_connector_config(path: str | Path) -> tuple[str, dict[str, str]]:
+    """(name, config) from a ``.properties`` or JSON connector file; a clear error if it is unusable."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConnectError(f"cannot read connector config {p}: {exc.strerror}") from None
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConnectError(f"connector config {p} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConnectError(f"connector config {p} must be a JSON object")
+        if isinstance(data.get("config"), dict):  # Kafka's {"name": ..., "config": {...}}
+            config = {str(k): _str(v) for k, v in data["config"].items()}
+            name = str(data.get("name") or config.get("name") or "")
+        else:
+            config = {str(k): _str(v) for k, v in data.items()}
+            name = config.get("name", "")
+    else:
+        config = parse_properties(text)
+        name = config.get("name", "")
+    if not name:
+        raise ConnectError(f"connector config {p} has no 'name'")
+    config.setdefault("name", name)
+    return name, config
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strom connect", description="Run a Kafka Connect worker.")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("standalone", help="one worker; connectors from files; offsets in a file")
+    s.add_argument("worker_config", help="worker .properties (or .json/.yaml)")
+    s.add_argument("connector_configs", nargs="*", help="connector .properties or .json files")
+    s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a worker config key")
+    d = sub.add_parser("distributed", help="a member of a Connect cluster (group.id)")
+    d.add_argument("worker_config", help="worker .properties (or .json/.yaml)")
+    d.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a worker config key")
+    return parser
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    while not stop.wait(0.5):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    from strom.connect.plugins import PluginRegistry
+    from strom.connect.rest.server import RestServer
+    from strom.connect.runtime.config import WorkerConfig
+    from strom.plugins.manager import get_plugin_manager
+
+    overrides = dict(o.split("=", 1) for o in args.override if "=" in o)
+    try:
+        config = WorkerConfig.load(args.worker_config, overrides)
+        registry = PluginRegistry(get_plugin_manager())
+        connectors = [load_connector_config(p) for p in getattr(args, "connector_configs", [])]
+    except (ConnectError, ValueError) as exc:
+        print(f"strom connect: {exc}", file=sys.stderr)
+        return 2
+
+    herder: Any
+    if args.mode == "standalone":
+        from strom.connect.runtime.standalone import StandaloneHerder
+
+        herder = StandaloneHerder(config, registry)
+    else:
+        try:
+            from strom.connect.runtime.distributed import DistributedHerder
+        except ImportError as exc:
+            print(f"strom connect: distributed mode is not available: {exc}", file=sys.stderr)
+            return 2
+        herder = DistributedHerder(config, registry)
+    rest = RestServer.from_worker_config(herder, config)
+    try:
+        herder.start()
+        rest.start()
+        if args.mode == "standalone":
+            herder.worker_id = rest.url.split("://", 1)[-1].rstrip("/")
+            for name, conf in connectors:
+                herder.put_connector_config(name, conf, False)
+                log.info("created connector %s", name)
+        print(f"{READY_LINE}: {rest.url}", flush=True)
+        _wait_for_signal()
+        return 0
+    except ConnectError as exc:
+        log.error("strom connect: %s", exc)
+        print(f"strom connect: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        try:
+            rest.stop()
+        finally:
+            herder.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

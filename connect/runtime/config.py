@@ -1,0 +1,409 @@
+"""Worker and connector configuration, with Kafka Connect's property names.
+
+* :class:`WorkerConfig` — ``worker.properties`` of a standalone or distributed worker
+  (pydantic; aliases are Kafka's keys). Unknown keys are kept: ``producer.*``, ``consumer.*``,
+  ``admin.*`` override the clients' settings and ``key.converter.*`` / ``value.converter.*`` /
+  ``header.converter.*`` configure the worker's default converters.
+* :class:`ConnectorConfig` — one connector's configuration: Kafka's common keys, the sink keys
+  (``topics``, ``topics.regex``, DLQ), the source keys (``exactly.once.support``,
+  ``transaction.boundary``) and strom's opt-in automatic restart of failed tasks:
+
+  ``errors.restart.enable`` (false), ``errors.restart.max.retries`` (5; -1 = forever),
+  ``errors.restart.backoff.ms`` (1000, doubled per attempt), ``errors.restart.backoff.max.ms``
+  (60000).
+
+  Transformations and predicates use Kafka's enriched keys: ``transforms=a,b``,
+  ``transforms.a.type=...``, ``transforms.a.predicate=p``, ``transforms.a.negate=true``,
+  ``predicates=p``, ``predicates.p.type=...``; their own keys follow the same prefix.
+
+Parsing of connector keys is table-driven here (so the runtime does not depend on how a
+``ConfigDef`` is built); :func:`connector_config_def` turns the table into the SPI's
+``ConfigDef`` for REST validation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from strom.connect.exceptions import ConfigException
+from strom.core.config import load_config_file
+
+# -------------------------------------------------------------------------------------------
+# Worker
+# -------------------------------------------------------------------------------------------
+
+DEFAULT_KEY_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+DEFAULT_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
+
+
+class WorkerConfig(BaseModel):
+    """A Connect worker's configuration (standalone and distributed keys)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="allow")
+
+    bootstrap_servers: str = Field("localhost:9092", alias="bootstrap.servers")
+    client_id: str | None = Field(None, alias="client.id")
+    key_converter: str = Field(DEFAULT_KEY_CONVERTER, alias="key.converter")
+    value_converter: str = Field(DEFAULT_KEY_CONVERTER, alias="value.converter")
+    header_converter: str = Field(DEFAULT_HEADER_CONVERTER, alias="header.converter")
+    offset_storage_file_filename: str | None = Field(None, alias="offset.storage.file.filename")
+    offset_flush_interval_ms: int = Field(60000, alias="offset.flush.interval.ms", ge=1)
+    offset_flush_timeout_ms: int = Field(5000, alias="offset.flush.timeout.ms", ge=1)
+    task_shutdown_graceful_timeout_ms: int = Field(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
+    group_id: str | None = Field(None, alias="group.id")
+    config_storage_topic: str | None = Field(None, alias="config.storage.topic")
+    offset_storage_topic: str | None = Field(None, alias="offset.storage.topic")
+    status_storage_topic: str | None = Field(None, alias="status.storage.topic")
+    config_storage_replication_factor: int = Field(3, alias="config.storage.replication.factor")
+    offset_storage_replication_factor: int = Field(3, alias="offset.storage.replication.factor")
+    status_storage_replication_factor: int = Field(3, alias="status.storage.replication.factor")
+    offset_storage_partitions: int = Field(25, alias="offset.storage.partitions")
+    status_storage_partitions: int = Field(5, alias="status.storage.partitions")
+    session_timeout_ms: int = Field(10000, alias="session.timeout.ms", ge=1)
+    heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=1)
+    rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1)
+    scheduled_rebalance_max_delay_ms: int = Field(300000, alias="scheduled.rebalance.max.delay.ms", ge=0)
+    connect_protocol: str = Field("sessioned", alias="connect.protocol")
+    listeners: str = Field("http://127.0.0.1:8083", alias="listeners")
+    rest_advertised_host_name: str | None = Field(None, alias="rest.advertised.host.name")
+    rest_advertised_port: int | None = Field(None, alias="rest.advertised.port")
+    rest_advertised_listener: str | None = Field(None, alias="rest.advertised.listener")
+    exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = Field(
+        "disabled", alias="exactly.once.source.support")
+    plugin_path: str | None = Field(None, alias="plugin.path")  # accepted for compatibility; plugins are entry points
+    connector_client_config_override_policy: str = Field(
+        "All", alias="connector.client.config.override.policy")
+
+    # -- loading --------------------------------------------------------------------------
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> WorkerConfig:
+        try:
+            return cls.model_validate({str(k): v for k, v in values.items()})
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            field = cls.model_fields.get(loc)
+            key = (field.alias if field is not None else None) or loc
+            raise ConfigException(key, err.get("input"), err["msg"]) from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> WorkerConfig:
+        values = load_config_file(path)
+        values.update(overrides or {})
+        return cls.from_mapping(values)
+
+    # -- derived --------------------------------------------------------------------------
+
+    def originals(self) -> dict[str, Any]:
+        """Every key as given (aliases), defaults included, extras included."""
+        out = {k: v for k, v in self.model_dump(by_alias=True).items() if v is not None}
+        out.update(self.model_extra or {})
+        return out
+
+    def with_prefix(self, prefix: str) -> dict[str, Any]:
+        """The keys under ``prefix`` with the prefix stripped (Kafka's ``originalsWithPrefix``)."""
+        return {k[len(prefix):]: v for k, v in self.originals().items() if k.startswith(prefix)}
+
+    @property
+    def exactly_once_enabled(self) -> bool:
+        return self.exactly_once_source_support == "enabled"
+
+    def _client_base(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.client_id:
+            base["client.id"] = self.client_id
+        return base
+
+    def producer_config(self) -> dict[str, Any]:
+        """Source-task producer settings: Kafka Connect's safe defaults, then ``producer.*``."""
+        conf = self._client_base()
+        conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                     "max.in.flight.requests.per.connection": 5})
+        conf.update({k: v for k, v in self.with_prefix("producer.").items()})
+        return conf
+
+    def consumer_config(self) -> dict[str, Any]:
+        conf = self._client_base()
+        conf.update({"enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        conf.update({k: v for k, v in self.with_prefix("consumer.").items()})
+        return conf
+
+    def admin_config(self) -> dict[str, Any]:
+        conf = self._client_base()
+        conf.update({k: v for k, v in self.with_prefix("admin.").items()})
+        return conf
+
+
+# -------------------------------------------------------------------------------------------
+# Connector
+# -------------------------------------------------------------------------------------------
+
+ConfigKind = Literal["BOOLEAN", "STRING", "INT", "LONG", "LIST", "CLASS"]
+NO_DEFAULT: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorKey:
+    """One connector config key (Kafka's ``ConnectorConfig``/``SinkConnectorConfig``/...)."""
+
+    name: str
+    type: ConfigKind
+    default: Any
+    doc: str
+    group: str
+    importance: str = "MEDIUM"
+    valid: tuple[str, ...] | None = None
+    minimum: int | None = None
+
+
+def _k(name: str, type_: ConfigKind, default: Any, doc: str, group: str, **kw: Any) -> ConnectorKey:
+    return ConnectorKey(name, type_, default, doc, group, **kw)
+
+
+COMMON_KEYS: tuple[ConnectorKey, ...] = (
+    _k("name", "STRING", NO_DEFAULT, "Globally unique name to use for this connector.", "Common",
+       importance="HIGH"),
+    _k("connector.class", "STRING", NO_DEFAULT,
+       "Name or alias of the class for this connector (Kafka's class names work).", "Common",
+       importance="HIGH"),
+    _k("tasks.max", "INT", 1, "Maximum number of tasks to use for this connector.", "Common",
+       importance="HIGH", minimum=1),
+    _k("tasks.max.enforce", "BOOLEAN", True, "Fail tasks beyond tasks.max.", "Common", importance="LOW"),
+    _k("key.converter", "CLASS", None, "Converter for record keys (default: the worker's).", "Common",
+       importance="LOW"),
+    _k("value.converter", "CLASS", None, "Converter for record values (default: the worker's).", "Common",
+       importance="LOW"),
+    _k("header.converter", "CLASS", None, "HeaderConverter for record headers (default: the worker's).",
+       "Common", importance="LOW"),
+    _k("config.action.reload", "STRING", "restart", "What to do when external config providers change.",
+       "Common", importance="LOW", valid=("none", "restart")),
+    _k("transforms", "LIST", "", "Aliases for the transformations to be applied to records.",
+       "Transforms", importance="LOW"),
+    _k("predicates", "LIST", "", "Aliases for the predicates used by transformations.", "Predicates",
+       importance="LOW"),
+    _k("errors.retry.timeout", "LONG", 0,
+       "Maximum ms a failed operation is retried (0: no retries, -1: forever).", "Error Handling", minimum=-1),
+    _k("errors.retry.delay.max.ms", "LONG", 60000, "Maximum ms between consecutive retries.",
+       "Error Handling", minimum=1),
+    _k("errors.tolerance", "STRING", "none",
+       "none: any error fails the task; all: records that fail are skipped.", "Error Handling",
+       valid=("none", "all")),
+    _k("errors.log.enable", "BOOLEAN", False, "Log each error and its failed operation.", "Error Handling"),
+    _k("errors.log.include.messages", "BOOLEAN", False, "Include the failed record in the log.",
+       "Error Handling"),
+    _k("errors.deadletterqueue.topic.name", "STRING", "",
+       "Topic for records that failed (sinks as in Kafka; in strom also source records failing "
+       "conversion or transformation).", "Error Handling"),
+    _k("errors.deadletterqueue.topic.replication.factor", "INT", 3,
+       "Replication factor of the DLQ topic when it is created (capped to the broker count).",
+       "Error Handling", minimum=1),
+    _k("errors.deadletterqueue.context.headers.enable", "BOOLEAN", False,
+       "Add __connect.errors.* headers with the failure's context to DLQ records.", "Error Handling"),
+    _k("errors.restart.enable", "BOOLEAN", False,
+       "strom: restart a failed task automatically, with exponential backoff.", "Error Handling"),
+    _k("errors.restart.max.retries", "INT", 5,
+       "strom: automatic restarts of one task before it stays failed (-1: no limit).", "Error Handling",
+       minimum=-1),
+    _k("errors.restart.backoff.ms", "LONG", 1000, "strom: delay before the first automatic restart.",
+       "Error Handling", minimum=0),
+    _k("errors.restart.backoff.max.ms", "LONG", 60000, "strom: longest delay between automatic restarts.",
+       "Error Handling", minimum=0),
+)
+
+SINK_KEYS: tuple[ConnectorKey, ...] = (
+    _k("topics", "LIST", "", "List of topics to consume.", "Common", importance="HIGH"),
+    _k("topics.regex", "STRING", "", "Regular expression of the topics to consume.", "Common",
+       importance="HIGH"),
+)
+
+SOURCE_KEYS: tuple[ConnectorKey, ...] = (
+    _k("exactly.once.support", "STRING", "requested",
+       "Whether the connector must support exactly-once delivery.", "Exactly Once Support",
+       valid=("requested", "required")),
+    _k("transaction.boundary", "STRING", "poll",
+       "Transaction boundaries under exactly-once: poll, interval or connector.", "Exactly Once Support",
+       valid=("poll", "interval", "connector")),
+    _k("transaction.boundary.interval.ms", "LONG", None,
+       "Transaction length for transaction.boundary=interval (default offset.flush.interval.ms).",
+       "Exactly Once Support", minimum=0),
+    _k("offsets.storage.topic", "STRING", None, "A separate offsets topic for this connector.",
+       "Exactly Once Support"),
+    _k("topic.creation.groups", "LIST", "", "Groups of topic-creation settings.", "Topic Creation"),
+)
+
+
+def _parse(key: ConnectorKey, raw: Any) -> Any:
+    if raw is None:
+        return None
+    try:
+        if key.type == "BOOLEAN":
+            if isinstance(raw, bool):
+                value: Any = raw
+            elif str(raw).strip().lower() in ("true", "false"):
+                value = str(raw).strip().lower() == "true"
+            else:
+                raise ValueError
+        elif key.type in ("INT", "LONG"):
+            if isinstance(raw, bool):
+                raise ValueError
+            value = int(str(raw).strip())
+        elif key.type == "LIST":
+            items = raw if isinstance(raw, list) else str(raw).split(",")
+            value = [str(p).strip() for p in items if str(p).strip()]
+        else:
+            value = str(raw).strip()
+    except ValueError:
+        raise ConfigException(key.name, raw, f"Expected a value of type {key.type}") from None
+    if key.minimum is not None and value < key.minimum:
+        raise ConfigException(key.name, raw, f"Value must be at least {key.minimum}")
+    if key.valid is not None and value not in key.valid:
+        raise ConfigException(key.name, raw, "String must be one of: " + ", ".join(key.valid))
+    return value
+
+
+class ConnectorConfig:
+    """A connector's parsed configuration; ``kind`` is "source", "sink" or None (common keys only)."""
+
+    def __init__(self, props: Mapping[str, Any], kind: Literal["source", "sink"] | None = None) -> None:
+        errors = self._load(props, kind)
+        if errors:
+            raise errors[0]
+
+    @classmethod
+    def errors(cls, props: Mapping[str, Any], kind: Literal["source", "sink"] | None = None) -> list[ConfigException]:
+        """Every problem of ``props`` (not only the first), for REST validation."""
+        obj = cls.__new__(cls)
+        return obj._load(props, kind)
+
+    def _load(self, props: Mapping[str, Any], kind: Literal["source", "sink"] | None) -> list[ConfigException]:
+        self.originals: dict[str, str] = {str(k): _to_str(v) for k, v in props.items()}
+        self.kind = kind
+        keys = COMMON_KEYS + (SINK_KEYS if kind == "sink" else SOURCE_KEYS if kind == "source" else ())
+        self.values: dict[str, Any] = {}
+        errors: list[ConfigException] = []
+        for key in keys:
+            raw = self.originals.get(key.name)
+            fallback = None if key.default is NO_DEFAULT else key.default
+            if raw is None:
+                if key.default is NO_DEFAULT:
+                    errors.append(ConfigException(key.name, None,
+                                                  "Missing required configuration with no default value"))
+                self.values[key.name] = fallback
+                continue
+            try:
+                self.values[key.name] = _parse(key, raw)
+            except ConfigException as exc:
+                errors.append(exc)
+                self.values[key.name] = fallback
+        checks = [self._validate_name, lambda: self._validate_aliases("transforms"),
+                  lambda: self._validate_aliases("predicates")]
+        if kind == "sink":
+            checks.insert(1, self._validate_sink)
+        for check in checks:
+            try:
+                check()
+            except ConfigException as exc:
+                errors.append(exc)
+        return errors
+
+    def _validate_name(self) -> None:
+        if self.values.get("name") is not None and not self.values["name"]:
+            raise ConfigException("name", "", "Connector name must not be empty")
+
+    def _validate_sink(self) -> None:
+        topics, regex = self.values["topics"], self.values["topics.regex"]
+        if topics and regex:
+            raise ConfigException("topics", ",".join(topics),
+                                  "Must configure one of topics or topics.regex, not both")
+        if not topics and not regex:
+            raise ConfigException("topics", "", "Must configure one of topics or topics.regex")
+        if regex:
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise ConfigException("topics.regex", regex, f"not a valid regular expression: {exc}") from None
+        dlq = self.values["errors.deadletterqueue.topic.name"]
+        if dlq and (dlq in topics or (regex and re.fullmatch(regex, dlq))):
+            raise ConfigException("errors.deadletterqueue.topic.name", dlq,
+                                  "The DLQ topic cannot be one of the topics the connector consumes")
+
+    def _validate_aliases(self, kind: str) -> None:
+        aliases = self.values[kind]
+        if len(set(aliases)) != len(aliases):
+            raise ConfigException(kind, ",".join(aliases), "Duplicate alias provided")
+        for alias in aliases:
+            if not self.originals.get(f"{kind}.{alias}.type"):
+                raise ConfigException(f"{kind}.{alias}.type", None,
+                                      f"Missing class for {kind[:-1]} alias {alias!r}")
+        if kind == "transforms":
+            preds = set(self.values["predicates"])
+            for alias in aliases:
+                pred = self.originals.get(f"transforms.{alias}.predicate")
+                if pred and pred not in preds:
+                    raise ConfigException(f"transforms.{alias}.predicate", pred,
+                                          "Not one of the aliases listed in predicates")
+                negate = self.originals.get(f"transforms.{alias}.negate")
+                if negate is not None and negate.strip().lower() not in ("true", "false"):
+                    raise ConfigException(f"transforms.{alias}.negate", negate, "Expected a value of type BOOLEAN")
+
+    # -- accessors ------------------------------------------------------------------------
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def name(self) -> str:
+        return str(self.values["name"])
+
+    @property
+    def connector_class(self) -> str:
+        return str(self.values["connector.class"])
+
+    @property
+    def tasks_max(self) -> int:
+        return int(self.values["tasks.max"])
+
+    def with_prefix(self, prefix: str) -> dict[str, str]:
+        return {k[len(prefix):]: v for k, v in self.originals.items() if k.startswith(prefix)}
+
+    @property
+    def tolerance_all(self) -> bool:
+        return self.values["errors.tolerance"] == "all"
+
+    @property
+    def dlq_topic(self) -> str:
+        return str(self.values["errors.deadletterqueue.topic.name"] or "")
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def connector_config_def(kind: Literal["source", "sink"] | None = None) -> Any:
+    """The connector keys as the SPI's ``ConfigDef`` (for validation through REST)."""
+    from strom.connect.api.config import NO_DEFAULT as API_NO_DEFAULT
+    from strom.connect.api.config import ConfigDef, Range, ValidString
+
+    cdef = ConfigDef()
+    keys = COMMON_KEYS + (SINK_KEYS if kind == "sink" else SOURCE_KEYS if kind == "source" else ())
+    for order, key in enumerate(keys):
+        validator: Any = None
+        if key.valid:
+            validator = ValidString.in_(*key.valid)
+        elif key.minimum is not None and key.default is not None:  # a null default stays valid
+            validator = Range.at_least(key.minimum)
+        default = API_NO_DEFAULT if key.default is NO_DEFAULT else key.default
+        cdef.define(key.name, key.type, default, validator, key.importance, doc=key.doc, group=key.group,
+                    order=order)
+    return cdef
