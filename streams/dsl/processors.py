@@ -196,7 +196,13 @@ class StreamAggregate(Processor[Any, Any]):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.store = context.get_state_store(self.store_name)
+        caching = getattr(context, "get_caching_store", None)
+        self.store = (context.get_state_store(self.store_name) if caching is None
+                      else caching(self.store_name, self._flushed))
+        self._put_cached = getattr(self.store, "put_cached", None)
+
+    def _flushed(self, key: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        self.context.forward(Record(key, Change(new, old), timestamp, headers))
 
     def process(self, record: Record[Any, Any]) -> None:
         key, value = record.key, record.value
@@ -209,6 +215,9 @@ class StreamAggregate(Processor[Any, Any]):
         else:
             assert self.initializer is not None and self.aggregator is not None
             new = self.aggregator(key, value, self.initializer() if old is None else old)
+        if self._put_cached is not None:  # written and forwarded when the cache flushes
+            self._put_cached(key, new, old, record.timestamp, record.headers)
+            return
         store.put(key, new)
         self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))
 

@@ -109,6 +109,97 @@ class KeyValueStoreFacade:
         return int(self.inner.approximate_num_entries())
 
 
+class CachedKeyValueStoreFacade:
+    """Kafka Streams' record cache in front of an aggregation's key-value store.
+
+    An aggregation updates a key many times between two commits; with the cache, the store
+    write, its changelog record and the downstream update happen once per key per commit
+    (``flush``) instead of once per input record, as Kafka's ``CachingKeyValueStore`` does
+    under ``statestore.cache.max.bytes``. Reads (the aggregation itself, joins on the table,
+    interactive queries) see the cached value. When more than ``max_entries`` keys are dirty the
+    whole cache is flushed early. Not thread-safe: the owning stream thread's lock covers it.
+    """
+
+    __slots__ = ("_dirty", "_kser", "_listener", "_topic", "inner", "max_entries", "name")
+
+    def __init__(self, inner: KeyValueStoreFacade, max_entries: int,
+                 listener: Callable[[Any, Any, Any, int, Any], None]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._kser = inner._kser  # readers that order several stores by key bytes use these
+        self._topic = inner._topic
+        self.max_entries = max_entries
+        #: key -> [new value, value at the last flush, timestamp, headers]
+        self._dirty: dict[Any, list[Any]] = {}
+        self._listener = listener
+
+    def get(self, key: Any) -> Any:
+        entry = self._dirty.get(key)
+        return self.inner.get(key) if entry is None else entry[0]
+
+    def put_cached(self, key: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        """Record an update; ``old`` is the value ``get`` returned before it."""
+        entry = self._dirty.get(key)
+        if entry is None:
+            self._dirty[key] = [new, old, timestamp, headers]
+            if len(self._dirty) > self.max_entries:
+                self.flush()
+        else:
+            entry[0] = new
+            entry[2] = timestamp
+            entry[3] = headers
+
+    def flush(self) -> None:
+        """Write every dirty key to the store and hand ``(key, new, old, ts, headers)`` on."""
+        dirty, self._dirty = self._dirty, {}
+        put, listener = self.inner.put, self._listener
+        for key, (new, old, ts, headers) in dirty.items():
+            put(key, new)
+            listener(key, new, old, ts, headers)
+
+    def _flush_key(self, key: Any) -> None:
+        entry = self._dirty.pop(key, None)
+        if entry is not None:
+            self.inner.put(key, entry[0])
+            self._listener(key, entry[0], entry[1], entry[2], entry[3])
+
+    def put(self, key: Any, value: Any) -> None:
+        self._flush_key(key)
+        self.inner.put(key, value)
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        old = self.get(key)
+        if old is None:
+            self.put(key, value)
+        return old
+
+    def delete(self, key: Any) -> Any:
+        self._flush_key(key)
+        return self.inner.delete(key)
+
+    def _merged(self, items: Iterator[tuple[Any, Any]], lo: bytes | None, hi: bytes | None
+                ) -> Iterator[tuple[Any, Any]]:
+        # reads are rare next to updates: merge in memory, in the store's key-byte order
+        ser, topic = self._kser, self._topic
+        merged: dict[bytes, tuple[Any, Any]] = {ser(topic, k) or b"": (k, v) for k, v in items}
+        for k, entry in self._dirty.items():
+            kb = ser(topic, k) or b""
+            if (lo is None or kb >= lo) and (hi is None or kb <= hi):
+                merged[kb] = (k, entry[0])
+        for kb in sorted(merged):
+            yield merged[kb]
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        return self._merged(self.inner.all(), None, None)
+
+    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        ser, topic = self._kser, self._topic
+        return self._merged(self.inner.range(from_key, to_key), ser(topic, from_key), ser(topic, to_key))
+
+    def approximate_num_entries(self) -> int:
+        return self.inner.approximate_num_entries() + len(self._dirty)
+
+
 class AutoSerde:
     """The serde of internal topics and stores when neither the topology nor the config names one.
 

@@ -20,6 +20,7 @@ EXACTLY_ONCE_V2: Final = "exactly_once_v2"
 _PREFIXES = ("consumer.", "producer.", "admin.")
 # Kafka's other names for the same settings (renamed across Kafka versions)
 _RENAMED = {"deserialization.exception.handler": "default.deserialization.exception.handler",
+            "cache.max.bytes.buffering": "statestore.cache.max.bytes",
             "default.production.exception.handler": "production.exception.handler"}
 
 
@@ -56,6 +57,9 @@ class StreamsConfig(BaseModel):
     processing_exception_handler: Any = Field("log-and-fail", alias="processing.exception.handler")
     production_exception_handler: Any = Field("log-and-fail", alias="production.exception.handler")
     dead_letter_queue_topic: str | None = Field(None, alias="errors.dead.letter.queue.topic.name", min_length=1)
+    # the record cache of aggregations (Kafka's default, 10 MiB), shared by a thread's tasks;
+    # 0 writes and forwards every update at once
+    statestore_cache_max_bytes: int = Field(10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
     poll_ms: int = Field(100, alias="poll.ms", ge=0)
     max_poll_records: int = Field(1000, alias="max.poll.records", ge=1)
     consumer: dict[str, Any] = Field(default_factory=dict)
@@ -91,6 +95,14 @@ class StreamsConfig(BaseModel):
         if self.commit_interval_ms is not None:
             return self.commit_interval_ms
         return 100 if self.exactly_once else 30000
+
+    def cache_max_entries(self, tasks: int = 1) -> int:
+        """Entries per task's record cache: the byte budget at ~100 bytes per cached entry.
+
+        Kafka counts the serialized bytes; strom caches objects and does not serialize them
+        until the flush, so it budgets by an estimated entry size instead.
+        """
+        return self.statestore_cache_max_bytes // (100 * max(tasks, 1))
 
     @classmethod
     def load(cls, props: Mapping[str, Any] | StreamsConfig) -> StreamsConfig:

@@ -161,7 +161,8 @@ class StreamThread(threading.Thread):
                                   exactly_once=self.config.exactly_once,
                                   default_key_serde=self.config.default_key_serde,
                                   default_value_serde=self.config.default_value_serde,
-                                  errors=self.errors, global_stores=self.global_stores)
+                                  errors=self.errors, global_stores=self.global_stores,
+                                  cache_max_entries=self.config.cache_max_entries())
                 try:
                     self.restored[task.id] = task.restore(self._restore_conf, self.log)
                 except BaseException:
@@ -225,6 +226,9 @@ class StreamThread(threading.Thread):
             if not self._dirty and not self._positions:
                 return
             self._begin()
+            for task in self.tasks.values():
+                # the record caches' net updates go out (and into the changelogs) first
+                task.runtime.flush_caches()
             produce = self.producer.produce
             for task in self.tasks.values():
                 for (topic, part), records in task.drain_changelogs():

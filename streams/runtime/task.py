@@ -67,7 +67,7 @@ class StreamTask:
     def __init__(self, topology: Topology, sub: SubTopology, partition: int, *, application_id: str,
                  state_dir: str, emit: Emit, exactly_once: bool, default_key_serde: Any,
                  default_value_serde: Any, errors: ErrorHandling | None = None,
-                 global_stores: Mapping[str, Any] | None = None) -> None:
+                 global_stores: Mapping[str, Any] | None = None, cache_max_entries: int = 0) -> None:
         self.sub = sub
         self.partition = partition
         self.id = f"{sub.id}_{partition}"
@@ -97,7 +97,8 @@ class StreamTask:
                                        default_key_serde=default_key_serde,
                                        default_value_serde=default_value_serde,
                                        store_factory=factory, state_dir=state_dir, errors=errors,
-                                       global_stores=global_stores)
+                                       global_stores=global_stores,
+                                       cache_max_entries=cache_max_entries)
         #: records replayed from changelogs when this task was created (restore progress)
         self.restored = 0
         self.changelog_tps: dict[str, ChangelogTP] = {

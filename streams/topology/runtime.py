@@ -19,7 +19,13 @@ from typing import Any
 
 from strom.streams.exceptions import StreamsError, TopologyError
 from strom.streams.processor.api import Processor, PunctuationType, Record, RecordMetadata
-from strom.streams.processor.stores import AUTO_SERDE, KeyValueStoreFacade, deserializer_of, serializer_of
+from strom.streams.processor.stores import (
+    AUTO_SERDE,
+    CachedKeyValueStoreFacade,
+    KeyValueStoreFacade,
+    deserializer_of,
+    serializer_of,
+)
 from strom.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
 from strom.streams.topology.errors import ErrorContext, ErrorHandlerFailure, ErrorHandling, ErrorKind
 from strom.streams.topology.topology import ProcessorNodeDef, SinkNodeDef, SourceNodeDef, StoreSpec, Topology
@@ -89,6 +95,16 @@ class NodeContext:
         raise TopologyError(f"processor {self.node_name!r} has no access to state store {name!r}; "
                             f"connect it when adding the processor")
 
+    def get_caching_store(self, name: str, listener: Callable[[Any, Any, Any, int, Any], None]) -> Any:
+        """The store ``name`` behind the runtime's record cache, if caching is on (else the store).
+
+        ``listener(key, new, old, timestamp, headers)`` receives each key's net update when the
+        cache flushes (at every commit); the caller forwards it downstream then.
+        """
+        if name not in self._stores or name not in self.runtime.stores:
+            return self.get_state_store(name)
+        return self.runtime.caching_store(name, listener)
+
     def record_metadata(self) -> RecordMetadata | None:
         return self.runtime.metadata
 
@@ -141,8 +157,11 @@ class TopologyRuntime:
                  wall_clock_ms: int | None = None,
                  store_factory: Callable[[StoreSpec], Any] | None = None,
                  state_dir: str | None = None, errors: ErrorHandling | None = None,
-                 global_stores: Mapping[str, KeyValueStoreFacade] | None = None) -> None:
+                 global_stores: Mapping[str, KeyValueStoreFacade] | None = None,
+                 cache_max_entries: int = 0) -> None:
         """``errors``: exception handlers (None: every error propagates, as in the test driver).
+        ``cache_max_entries``: size of the record cache of aggregations (0: every update is
+        written and forwarded at once, as Kafka's test driver shows it).
         ``global_stores``: facades of global stores owned elsewhere (the KafkaStreams global
         thread); given, this runtime neither creates nor updates nor closes global stores."""
         topology.validate()
@@ -153,6 +172,8 @@ class TopologyRuntime:
         self._dk = default_key_serde
         self._dv = default_value_serde
         self.topology = topology
+        self.cache_max_entries = cache_max_entries
+        self.caches: list[CachedKeyValueStoreFacade] = []
         self.application_id = application_id
         self.task_id = task_id
         self.stream_time = -1
@@ -227,6 +248,21 @@ class TopologyRuntime:
         # Kafka initialises processors after all stores exist, in topological order
         for name, proc in self.processors.items():
             proc.init(contexts[name])
+
+    def caching_store(self, name: str, listener: Callable[[Any, Any, Any, int, Any], None]) -> Any:
+        """Put the record cache in front of store ``name`` (see :meth:`NodeContext.get_caching_store`)."""
+        store = self.stores[name]
+        if self.cache_max_entries <= 0 or isinstance(store, CachedKeyValueStoreFacade):
+            return store
+        cached = CachedKeyValueStoreFacade(store, self.cache_max_entries, listener)
+        self.stores[name] = cached  # every later reader (joins, queries) reads through the cache
+        self.caches.append(cached)
+        return cached
+
+    def flush_caches(self) -> None:
+        """Write and forward what the record caches hold; the owner calls it before committing."""
+        for cache in self.caches:
+            cache.flush()
 
     @staticmethod
     def _pick(serde: Any, default: Any, internal: bool) -> Any:

@@ -21,7 +21,9 @@ def main() -> None:
     app = KafkaStreams(build(text, counts), {
         "application.id": app_id, "bootstrap.servers": bootstrap, "processing.guarantee": "exactly_once_v2",
         "commit.interval.ms": 100, "state.dir": state_dir, "consumer.session.timeout.ms": 6000,
-        "max.poll.records": 200, "num.standby.replicas": standbys})
+        "max.poll.records": 200, "num.standby.replicas": standbys,
+        # no record cache: the kill tests check that every single update is committed once
+        "statestore.cache.max.bytes": 0})
     app.start()
     print("started", flush=True)
     while True:

@@ -238,6 +238,7 @@ def test_standby_takeover_after_kill9_exactly_once(broker: BrokerProcess, tmp_pa
                              str(tmp_path / "b"), "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     a = KafkaStreams(build(text, counts), {
         "application.id": app_id, "bootstrap.servers": broker.bootstrap, "processing.guarantee": "exactly_once_v2",
+        "statestore.cache.max.bytes": 0,  # every update is checked below
         "commit.interval.ms": 100, "consumer.session.timeout.ms": 6000, "num.standby.replicas": 1,
         "state.dir": str(tmp_path / "a")}, log=lambda line: None)
     a.start()
