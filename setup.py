@@ -11,4 +11,8 @@ for folder in FOLDERS:
     packages.append(f"strom.{folder}")
     packages += [f"strom.{folder}.{sub}" for sub in find_packages(folder)]
 
-setup(package_dir=package_dir, packages=packages)
+# PySpark (4.x) auto-registers Python data sources from top-level modules named pyspark_*
+# that expose DefaultSource: ship strom's shim as the top-level module pyspark_strom.
+package_dir[""] = "spark_bridge/autoload"
+
+setup(package_dir=package_dir, packages=packages, py_modules=["pyspark_strom"])
