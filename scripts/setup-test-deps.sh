@@ -42,3 +42,5 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 bash "$here/kafka_ref/fetch.sh"
+# Kafka Connect 4.3.1 for the Connect compatibility tests (a Java worker beside strom.connect).
+bash "$here/kconnect_ref/fetch.sh"

@@ -96,7 +96,10 @@ class KafkaBasedLog:
         self.topic = topic
         self.callback = callback
         self.name = name or topic
-        self._producer_conf = {**producer_conf, "acks": "all", "enable.idempotence": True, "linger.ms": 0}
+        # murmur2: the Java producer's partitioner, so every key lands where Kafka Connect's
+        # workers put it (and compaction sees one partition per key, whoever wrote it)
+        self._producer_conf = {**producer_conf, "acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                               "partitioner": "murmur2_random"}
         self._consumer_conf = {**consumer_conf, "group.id": f"strom-connect-log-{topic}",
                                "enable.auto.commit": False, "enable.partition.eof": True,
                                "isolation.level": "read_committed", "auto.offset.reset": "earliest"}

@@ -5,9 +5,12 @@
 * quota manager ``strom_test_plugin.ThrottleClient``: throttles only Produce requests of the
   client id ``throttle-me`` (``strom_test_plugin.throttle.ms``, default 500 ms each); never
   throttles anyone else.
+* Connect source connector ``strom_test_plugin.connect.CountdownSourceConnector`` (alias
+  ``CountdownSource``), offered through ``strom_connect_plugins``; see that module.
 
-Neither is active unless the broker config selects it (``authorizer.class.name`` /
-``client.quota.callback.class``), so installing this package changes nothing else.
+None is active unless the broker config selects it (``authorizer.class.name`` /
+``client.quota.callback.class``) or a connector config names it, so installing this package
+changes nothing else.
 """
 
 from __future__ import annotations
@@ -95,3 +98,11 @@ class FirstTakesAllAssignor:
 @hookimpl
 def strom_assignors() -> Sequence[Any]:
     return [FirstTakesAllAssignor()]
+
+
+@hookimpl
+def strom_connect_plugins() -> list[type]:
+    # Imported here, not at the top: the broker loads this plugin too and must not import Connect.
+    from strom_test_plugin.connect import CountdownSourceConnector
+
+    return [CountdownSourceConnector]

@@ -1,0 +1,320 @@
+"""Run a reference Apache Kafka Connect worker (Java) from its Maven Central jars.
+
+strom.connect's compatibility tests put Kafka Connect's own worker beside strom's on one broker.
+``KConnectRef`` writes a ``worker.properties`` (the settings given plus a REST listener on a
+free loopback port), starts ``java -cp 'lib/*' org.apache.kafka.connect.cli.ConnectDistributed``
+(or ``ConnectStandalone`` with connector files), waits until its REST API answers ``GET
+/connectors`` with 200 (the herder has joined its group and read the config topic), and stops it
+(SIGTERM: a clean shutdown that commits offsets) or kills it (SIGKILL). The jars come from
+``scripts/kconnect_ref/fetch.sh`` (Maven) and live in ``.cache/kconnect-ref/lib`` (override with
+``STROM_KCONNECT_REF_LIB``). Java detection is shared with ``scripts/kafka_ref/kafka_ref.py``.
+
+CLI::
+
+    python scripts/kconnect_ref/kconnect_ref.py distributed --bootstrap HOST:PORT [--override k=v ...]
+    python scripts/kconnect_ref/kconnect_ref.py classpath
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka_ref"))
+
+from kafka_ref import free_port, java_problem
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FETCH_SCRIPT = Path(__file__).resolve().with_name("fetch.sh")
+DEFAULT_LIB_DIR = REPO_ROOT / ".cache" / "kconnect-ref" / "lib"
+DISTRIBUTED_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
+STANDALONE_MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
+
+# Worker settings for tests on one small broker: one-replica internal topics and short timeouts,
+# so a worker that joins or leaves settles in seconds rather than Kafka's minute-scale defaults.
+BASE_DISTRIBUTED_CONFIG: dict[str, str] = {
+    "config.storage.replication.factor": "1",
+    "offset.storage.replication.factor": "1",
+    "status.storage.replication.factor": "1",
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "offset.flush.interval.ms": "500",
+    "scheduled.rebalance.max.delay.ms": "1000",
+    "session.timeout.ms": "10000",
+    "heartbeat.interval.ms": "1000",
+}
+
+JVM_OPTS: list[str] = [
+    "-XX:+UseSerialGC",             # one GC thread: the machine is small and shared
+    "-XX:TieredStopAtLevel=1",      # C1 only: faster start, less CPU
+    "-Xss512k",
+    "-Djava.awt.headless=true",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+    "-Dorg.slf4j.simpleLogger.logFile=System.out",
+]
+
+
+class KConnectRefError(RuntimeError):
+    """The reference Connect worker could not be set up or started."""
+
+
+def lib_dir() -> Path:
+    return Path(os.environ.get("STROM_KCONNECT_REF_LIB", str(DEFAULT_LIB_DIR)))
+
+
+def classpath(lib: Path | None = None) -> str:
+    return str((lib or lib_dir()) / "*")
+
+
+def jars_present(lib: Path | None = None) -> bool:
+    lib = lib or lib_dir()
+    return lib.is_dir() and any(lib.glob("connect-runtime-*.jar")) and any(lib.glob("connect-file-*.jar"))
+
+
+def ensure_jars(lib: Path | None = None) -> Path:
+    """Return the jar directory, running fetch.sh (Maven Central) first if it is empty."""
+    lib = lib or lib_dir()
+    if jars_present(lib):
+        return lib
+    proc = subprocess.run(["bash", str(FETCH_SCRIPT), str(lib)], capture_output=True, text=True)
+    if proc.returncode != 0 or not jars_present(lib):
+        raise KConnectRefError(f"fetch.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return lib
+
+
+def http(method: str, url: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
+    """(status, parsed JSON body or None) of one REST call; HTTP errors are returned, not raised."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as err:
+        raw, status = err.read(), err.code
+    return status, (json.loads(raw) if raw.strip() else None)
+
+
+class KConnectRef:
+    """One Kafka Connect worker (distributed, or standalone with connector files) as a subprocess."""
+
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None, *,
+                 work_dir: str | os.PathLike[str] | None = None, port: int = 0,
+                 standalone_connectors: list[str | os.PathLike[str]] | None = None,
+                 heap: str = "512m", startup_timeout: float = 120.0, host: str = "127.0.0.1",
+                 echo: bool = False) -> None:
+        self._tmp = None if work_dir is not None else tempfile.TemporaryDirectory(prefix="kconnect-ref-")
+        self.work_dir = Path(work_dir if work_dir is not None else self._tmp.name)  # type: ignore[union-attr]
+        self.bootstrap = bootstrap
+        self.config = dict(config or {})
+        self.standalone = standalone_connectors is not None
+        self.connector_files = [str(p) for p in standalone_connectors or []]
+        self.host = host
+        self.port = port
+        self.heap = heap
+        self.startup_timeout = startup_timeout
+        self.echo = echo
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: deque[str] = deque(maxlen=5000)
+        self._reader: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def properties_file(self) -> Path:
+        return self.work_dir / "worker.properties"
+
+    def worker_properties(self) -> dict[str, str]:
+        props: dict[str, str] = {}
+        if not self.standalone:
+            props.update(BASE_DISTRIBUTED_CONFIG)
+        else:
+            props.update({"key.converter": BASE_DISTRIBUTED_CONFIG["key.converter"],
+                          "value.converter": BASE_DISTRIBUTED_CONFIG["value.converter"],
+                          "offset.storage.file.filename": str(self.work_dir / "connect.offsets")})
+        props.update({
+            "bootstrap.servers": self.bootstrap,
+            "listeners": f"http://{self.host}:{self.port}",
+            "rest.advertised.host.name": self.host,
+            "rest.advertised.port": str(self.port),
+        })
+        props.update(self.config)
+        return props
+
+    def _java(self) -> list[str]:
+        java = shutil.which("java")
+        problem = java_problem()
+        if java is None or problem is not None:
+            raise KConnectRefError(problem or "no java")
+        return [java, f"-Xmx{self.heap}", "-Xms64m", *JVM_OPTS, "-cp", classpath(ensure_jars())]
+
+    def start(self) -> KConnectRef:
+        if self.port == 0:  # a restart keeps its port, so REST URLs stay valid
+            self.port = free_port(self.host)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        props = self.worker_properties()
+        if not self.standalone and "group.id" not in props:
+            raise KConnectRefError("a distributed worker needs group.id")
+        # Java's Properties format: escape backslashes; keys and values here are plain otherwise.
+        self.properties_file.write_text("".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n"
+                                                for k, v in props.items()))
+        main = STANDALONE_MAIN if self.standalone else DISTRIBUTED_MAIN
+        cmd = [*self._java(), main, str(self.properties_file), *self.connector_files]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True, cwd=self.work_dir)
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line.rstrip("\n"))
+                if self.echo:
+                    sys.stderr.write(line)
+
+        self._reader = threading.Thread(target=pump, daemon=True, name="kconnect-ref-output")
+        self._reader.start()
+        self._wait_until_serving(time.monotonic() + self.startup_timeout)
+        return self
+
+    def _wait_until_serving(self, deadline: float) -> None:
+        """GET /connectors answers 200 only once the herder has joined and read its configs
+        (before that Kafka Connect answers 503/409 or the socket is closed)."""
+        last: object = None
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                break
+            try:
+                status, body = http("GET", f"{self.url}/connectors", timeout=5)
+                if status == 200:
+                    return
+                last = (status, body)
+            except OSError as exc:  # connection refused while Jetty starts
+                last = exc
+            time.sleep(0.3)
+        log = self.log_tail()
+        code = None if self.proc is None else self.proc.poll()
+        self.kill()
+        raise KConnectRefError(f"Kafka Connect REST at {self.url} not ready (exit {code}, last {last!r}):\n{log}")
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait: the worker stops its tasks, commits offsets and leaves the group."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        code = self.proc.returncode
+        self._join()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL the process group: no shutdown hooks, like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._join()
+
+    def _join(self) -> None:
+        if self._reader is not None:
+            self._reader.join(5)
+        self.proc = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def rest(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        return http(method, f"{self.url}{path}", body)
+
+    def log_text(self) -> str:
+        return "\n".join(self.output)
+
+    def log_tail(self, lines: int = 80) -> str:
+        return "\n".join(list(self.output)[-lines:])
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> KConnectRef:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--override wants KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("distributed", help="run a distributed worker until Ctrl-C / SIGTERM")
+    run.add_argument("--bootstrap", required=True)
+    run.add_argument("--group-id", default="connect-ref")
+    run.add_argument("--port", type=int, default=0)
+    run.add_argument("--heap", default="512m")
+    run.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument("--verbose", action="store_true", help="echo the worker's log")
+    sub.add_parser("classpath", help="print the java classpath of the reference jars")
+    args = parser.parse_args(argv)
+
+    if args.cmd == "classpath":
+        print(classpath(ensure_jars()))
+        return 0
+
+    config = {"group.id": args.group_id, "config.storage.topic": f"{args.group_id}-configs",
+              "offset.storage.topic": f"{args.group_id}-offsets",
+              "status.storage.topic": f"{args.group_id}-status", **_parse_overrides(args.override)}
+    ref = KConnectRef(args.bootstrap, config, port=args.port, heap=args.heap, echo=args.verbose)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        ref.start()
+    except KConnectRefError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"rest={ref.url}", flush=True)
+    try:
+        while not stop.is_set() and ref.alive:
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ref.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
