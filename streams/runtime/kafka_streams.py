@@ -26,12 +26,13 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.partitioner import murmur2_partition
 from strom.streams.exceptions import StreamsError, TopologyError
 from strom.streams.processor.stores import AUTO_SERDE, KeyValueStoreFacade
 from strom.streams.runtime.config import StreamsConfig
 from strom.streams.runtime.global_thread import GlobalStreamThread
 from strom.streams.runtime.iq_http import IQServer
-from strom.streams.runtime.membership import GroupView, consumer_client_id, murmur2_partition
+from strom.streams.runtime.membership import GroupView, consumer_client_id
 from strom.streams.runtime.queries import (
     HostInfo,
     KeyQueryMetadata,

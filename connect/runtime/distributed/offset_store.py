@@ -19,6 +19,7 @@ from typing import Any
 from strom.connect.exceptions import DataException
 from strom.connect.runtime.distributed.kafka_log import KafkaBasedLog, check_compacted, ensure_topic
 from strom.connect.runtime.offsets import canonical_key
+from strom.partitioner import murmur2_partition
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class KafkaOffsetBackingStore:
 
     def _partition_for(self, key: bytes) -> int:
         # The task's producer may use another partitioner; pin murmur2 so keys land as Java's would.
-        return (_murmur2(key) & 0x7FFFFFFF) % max(len(self.log.partitions), 1)
+        return murmur2_partition(key, max(len(self.log.partitions), 1))
 
     def _apply(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -100,29 +101,3 @@ class KafkaOffsetBackingStore:
             else:
                 self._data[k] = value
 
-
-def _murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (the Java producer's default partitioner hash), signed 32-bit."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    tail = length % 4
-    base = length - tail
-    if tail == 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h

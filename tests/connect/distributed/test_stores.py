@@ -15,10 +15,11 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from strom.connect.exceptions import ConnectException
 from strom.connect.runtime.distributed.config_store import KafkaConfigBackingStore, RestartRequest
-from strom.connect.runtime.distributed.offset_store import KafkaOffsetBackingStore, _murmur2
+from strom.connect.runtime.distributed.offset_store import KafkaOffsetBackingStore
 from strom.connect.runtime.distributed.status_store import KafkaStatusBackingStore, Status, TopicStatus
 from strom.connect.runtime.offsets import serialize_key, serialize_offset
 from strom.core.testing import BrokerProcess
+from strom.partitioner import murmur2_partition
 
 
 def confs(broker: BrokerProcess) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -189,7 +190,7 @@ def test_offset_store_shared_between_workers(offset_stores: tuple[KafkaOffsetBac
     # Partitioned like Java's producer (murmur2), whichever way the store wrote them.
     for part, key, _ in read_all(connect_broker, topic):
         if key in keys:
-            assert part == (_murmur2(key) & 0x7FFFFFFF) % 5
+            assert part == murmur2_partition(key, 5)
 
 
 def test_unreachable_cluster_is_a_clear_error(topic: str) -> None:

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from wordcount_app import build, create_topics, expected_counts, make_lines, produce_lines, read_counts
 
 from strom.core.testing import BrokerProcess
+from strom.partitioner import murmur2_partition
 from strom.streams import Consumed, KafkaStreams, Serdes, StreamsBuilder, TimeWindows
 from strom.streams.processor.stores import AUTO_SERDE
 from strom.streams.runtime import State
-from strom.streams.runtime.membership import murmur2_partition
 from strom.streams.runtime.queries import ReadOnlyKeyValueStore, ReadOnlyWindowStore
 from strom.streams.runtime.standby import place_standbys
 
