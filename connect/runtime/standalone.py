@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from strom.connect.api.config import ConfigValue, config_infos
@@ -62,35 +62,36 @@ NOT_STOPPED = ("Connectors must be in the STOPPED state before their offsets can
                "'/connectors/{name}/stop' endpoint")
 
 
-class _Listener:
-    """Turns the worker's status callbacks into connector/task states."""
+class StatusListener:
+    """Turns the worker's status callbacks into connector/task states, handed to ``set_status``.
 
-    def __init__(self, herder: StandaloneHerder) -> None:
-        self.herder = herder
+    The standalone herder keeps them in memory; the distributed one writes them to the status
+    topic.
+    """
 
-    def _set(self, id: Any, state: State, trace: str | None = None) -> None:
-        self.herder._set_status(id, state, trace)
+    def __init__(self, set_status: Callable[[Any, State, str | None], None]) -> None:
+        self._set = set_status
 
     def on_startup(self, id: Any) -> None:
-        self._set(id, State.RUNNING)
+        self._set(id, State.RUNNING, None)
 
     def on_pause(self, id: Any) -> None:
-        self._set(id, State.PAUSED)
+        self._set(id, State.PAUSED, None)
 
     def on_resume(self, id: Any) -> None:
-        self._set(id, State.RUNNING)
+        self._set(id, State.RUNNING, None)
 
     def on_failure(self, id: Any, exc: BaseException) -> None:
         self._set(id, State.FAILED, format_trace(exc))
 
     def on_shutdown(self, id: Any) -> None:
-        self._set(id, State.UNASSIGNED)
+        self._set(id, State.UNASSIGNED, None)
 
     def on_stop(self, id: Any) -> None:
-        self._set(id, State.STOPPED)
+        self._set(id, State.STOPPED, None)
 
     def on_restart(self, id: Any) -> None:
-        self._set(id, State.RESTARTING)
+        self._set(id, State.RESTARTING, None)
 
 
 class _ConnectorContext:
@@ -129,7 +130,7 @@ class StandaloneHerder:
         self.worker_id = _worker_id(config)
         self._lock = threading.RLock()
         self._status_lock = threading.Lock()
-        self._listener = _Listener(self)
+        self._listener = StatusListener(self._set_status)
         self._configs: dict[str, dict[str, str]] = {}
         self._targets: dict[str, TargetState] = {}
         self._task_configs: dict[str, list[dict[str, str]]] = {}

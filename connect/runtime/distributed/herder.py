@@ -81,6 +81,7 @@ from strom.connect.runtime.offsets import OffsetBackingStore
 from strom.connect.runtime.standalone import (
     NOT_STOPPED,
     StandaloneHerder,
+    StatusListener,
     _SinkContext,
     _SourceContext,
     _str,
@@ -92,37 +93,6 @@ log = logging.getLogger("strom.connect.distributed")
 
 WRITE_TIMEOUT = 30.0
 REBALANCE_WAIT = 15.0  # how long a REST write waits for a rebalance to finish
-
-
-class _StatusListener:
-    """Worker callbacks → records in the status topic."""
-
-    def __init__(self, herder: DistributedHerder) -> None:
-        self.herder = herder
-
-    def _put(self, id: Any, state: State, trace: str | None = None) -> None:
-        self.herder._put_status(id, state, trace)
-
-    def on_startup(self, id: Any) -> None:
-        self._put(id, State.RUNNING)
-
-    def on_pause(self, id: Any) -> None:
-        self._put(id, State.PAUSED)
-
-    def on_resume(self, id: Any) -> None:
-        self._put(id, State.RUNNING)
-
-    def on_failure(self, id: Any, exc: BaseException) -> None:
-        self._put(id, State.FAILED, format_trace(exc))
-
-    def on_shutdown(self, id: Any) -> None:
-        self._put(id, State.UNASSIGNED)
-
-    def on_stop(self, id: Any) -> None:
-        self._put(id, State.STOPPED)
-
-    def on_restart(self, id: Any) -> None:
-        self._put(id, State.RESTARTING)
 
 
 class DistributedHerder(StandaloneHerder):
@@ -159,7 +129,7 @@ class DistributedHerder(StandaloneHerder):
         self._producer_conf, self._consumer_conf, self._admin_conf = producer, consumer, admin
         # Built in start() unless given: its offset store needs the broker.
         self.worker: Worker = cast(Worker, worker)
-        self._listener = _StatusListener(self)
+        self._listener = StatusListener(self._put_status)
         self.membership = GroupMembership(
             config.bootstrap_servers, str(config.group_id), client_id=config.client_id or f"connect-{self.worker_id}",
             session_timeout_ms=config.session_timeout_ms, rebalance_timeout_ms=config.rebalance_timeout_ms,
