@@ -113,6 +113,7 @@ class DistributedHerder(StandaloneHerder):
         self.worker_id = _worker_id(config)
         self.url = f"http://{self.worker_id}"
         self._lock = threading.RLock()
+        self._task_restart_lock = threading.Lock()
         self._admin_client: Any = None
         self._cluster_id: str | None = None
         self._stopped = False
@@ -328,9 +329,13 @@ class DistributedHerder(StandaloneHerder):
         task = self._snapshot.task_config((tid.connector, tid.task))
         if conn is None or task is None:
             return
-        if tid in self.worker.task_ids():
-            self.worker.stop_and_await_task(tid)
-        self.worker.start_task(tid, conn, task, self._listener, TargetState(self._snapshot.target_state(tid.connector)))
+        # A REST restart (caller's thread) and the herder thread may restart one task at once:
+        # stop-then-start must be one step, or the second start finds the task still running.
+        with self._task_restart_lock:
+            if tid in self.worker.task_ids():
+                self.worker.stop_and_await_task(tid)
+            self.worker.start_task(tid, conn, task, self._listener,
+                                   TargetState(self._snapshot.target_state(tid.connector)))
 
     # -- config-topic events ------------------------------------------------------------------
 
