@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, Self, cast
 
 from strom.connect.data.schema import Schema, SchemaAndValue
 from strom.connect.data.values import infer_schema
@@ -150,10 +150,10 @@ class Headers:
         return f"Headers({self._items!r})"
 
 
-def _headers(headers: Headers | Iterable[Header] | None) -> Headers:
-    if headers is None:
-        return Headers()
-    if isinstance(headers, Headers):
+def _headers(headers: Headers | Iterable[Header] | None) -> Headers | None:
+    # ``None`` stays ``None``: the ``headers`` property creates the Headers on first access, so
+    # records that never carry headers (most of them) never allocate one.
+    if headers is None or isinstance(headers, Headers):
         return headers
     return Headers(headers)
 
@@ -184,7 +184,11 @@ class ConnectRecord:
 
         Without ``headers`` the copy gets a duplicate of this record's headers.
         """
-        hdrs = self.headers.duplicate() if headers is None else _headers(headers)
+        if headers is None:
+            own = _HEADERS_SLOT.__get__(self)
+            hdrs = None if own is None else own.duplicate()  # still lazy when never touched
+        else:
+            hdrs = _headers(headers)
         cls = type(self)
         extra = _EXTRA_SLOTS.get(cls)
         if extra is None:
@@ -193,7 +197,8 @@ class ConnectRecord:
             # A subclass that is not a plain slotted dataclass: go through its __init__.
             return dataclasses.replace(
                 self, topic=topic, kafka_partition=kafka_partition, key_schema=key_schema, key=key,
-                value_schema=value_schema, value=value, timestamp=timestamp, headers=hdrs)
+                value_schema=value_schema, value=value, timestamp=timestamp,
+                headers=cast(Headers, hdrs))  # None is accepted: the headers stay lazy
         new = object.__new__(cls)
         _init_base(new, topic, kafka_partition, key_schema, key, value_schema, value, timestamp, hdrs)
         for slot in extra:
@@ -210,7 +215,38 @@ _SET_KEY = ConnectRecord.__dict__["key"].__set__
 _SET_VALUE_SCHEMA = ConnectRecord.__dict__["value_schema"].__set__
 _SET_VALUE = ConnectRecord.__dict__["value"].__set__
 _SET_TIMESTAMP = ConnectRecord.__dict__["timestamp"].__set__
-_SET_HEADERS = ConnectRecord.__dict__["headers"].__set__
+_HEADERS_SLOT = ConnectRecord.__dict__["headers"]
+_SET_HEADERS = _HEADERS_SLOT.__set__
+_GET_HEADERS = _HEADERS_SLOT.__get__
+
+
+def _lazy_headers(rec: ConnectRecord) -> Headers:
+    headers = _GET_HEADERS(rec)
+    if headers is None:
+        headers = Headers()
+        _SET_HEADERS(rec, headers)
+    return headers
+
+
+def _assign_headers(rec: ConnectRecord, headers: Headers | Iterable[Header] | None) -> None:
+    # Only for the dataclass' own machinery (``__setstate__`` of copy/pickle): records stay frozen.
+    _SET_HEADERS(rec, _headers(headers))
+
+
+# ``headers`` is a property over the slot: the slot holds ``None`` until the headers are first
+# read (Headers are mutable, so an empty one must exist once anybody looks). The dataclass keeps
+# ``headers`` as a field; equality, repr and ``dataclasses.replace`` read it through the property.
+setattr(ConnectRecord, "headers", property(_lazy_headers, _assign_headers,  # noqa: B010 - past mypy's slot check
+                                           doc="The record's headers (created empty on first access)."))
+
+
+def peek_headers(record: ConnectRecord) -> Headers | None:
+    """The record's headers, or ``None`` when none were ever given or read (no allocation).
+
+    For the runtime's per-record paths: ``record.headers`` would create an empty Headers.
+    """
+    return _GET_HEADERS(record)
+
 _BASE_FIELDS = frozenset(("topic", "kafka_partition", "key_schema", "key", "value_schema", "value",
                           "timestamp", "headers"))
 _SLOW: tuple[Any, ...] = ()
@@ -219,7 +255,7 @@ _EXTRA_SLOTS: dict[type, tuple[Any, ...]] = {}
 
 def _init_base(rec: ConnectRecord, topic: str, kafka_partition: int | None, key_schema: Schema | None,
                key: Any, value_schema: Schema | None, value: Any, timestamp: int | None,
-               headers: Headers) -> None:
+               headers: Headers | None) -> None:
     _SET_TOPIC(rec, topic)
     _SET_PARTITION(rec, kafka_partition)
     _SET_KEY_SCHEMA(rec, key_schema)
@@ -265,8 +301,17 @@ class SourceRecord(ConnectRecord):
                  topic: str, kafka_partition: int | None = None, key_schema: Schema | None = None,
                  key: Any = None, value_schema: Schema | None = None, value: Any = None,
                  timestamp: int | None = None, headers: Headers | Iterable[Header] | None = None) -> None:
-        _init_base(self, topic, kafka_partition, key_schema, key, value_schema, value, timestamp,
-                   _headers(headers))
+        # Built once per record that flows: the slot setters are called inline (no helper calls).
+        if headers is not None and not isinstance(headers, Headers):
+            headers = Headers(headers)
+        _SET_TOPIC(self, topic)
+        _SET_PARTITION(self, kafka_partition)
+        _SET_KEY_SCHEMA(self, key_schema)
+        _SET_KEY(self, key)
+        _SET_VALUE_SCHEMA(self, value_schema)
+        _SET_VALUE(self, value)
+        _SET_TIMESTAMP(self, timestamp)
+        _SET_HEADERS(self, headers)
         _SET_SOURCE_PARTITION(self, source_partition)
         _SET_SOURCE_OFFSET(self, source_offset)
 
@@ -298,8 +343,17 @@ class SinkRecord(ConnectRecord):
                  headers: Headers | Iterable[Header] | None = None, original_topic: str | None = None,
                  original_kafka_partition: int | None = None,
                  original_kafka_offset: int | None = None) -> None:
-        _init_base(self, topic, kafka_partition, key_schema, key, value_schema, value, timestamp,
-                   _headers(headers))
+        # Built once per record that flows: the slot setters are called inline (no helper calls).
+        if headers is not None and not isinstance(headers, Headers):
+            headers = Headers(headers)
+        _SET_TOPIC(self, topic)
+        _SET_PARTITION(self, kafka_partition)
+        _SET_KEY_SCHEMA(self, key_schema)
+        _SET_KEY(self, key)
+        _SET_VALUE_SCHEMA(self, value_schema)
+        _SET_VALUE(self, value)
+        _SET_TIMESTAMP(self, timestamp)
+        _SET_HEADERS(self, headers)
         _SET_KAFKA_OFFSET(self, kafka_offset)
         _SET_TIMESTAMP_TYPE(self, timestamp_type)
         _SET_ORIGINAL_TOPIC(self, topic if original_topic is None else original_topic)
@@ -331,4 +385,5 @@ __all__ = [
     "SinkRecord",
     "SourceRecord",
     "TopicPartition",
+    "peek_headers",
 ]

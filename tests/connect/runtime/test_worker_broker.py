@@ -155,7 +155,8 @@ def test_sink_offsets_are_committed_only_after_flush(
     conf = {"connector.class": "FileCollectSink", "topics": topic, "file": str(out)}
     herder.put_connector_config("collect", {**conf, "flush.fail.times": "1000000"}, False)
     sink = herder.worker._tasks[ConnectorTaskId("collect", 0)].task
-    wait_until(lambda: sink.task.flushes >= 3 and sink.records_put >= 200, what="failing flushes")
+    # getattr: the task thread sets its counters in start(), which may not have run yet
+    wait_until(lambda: getattr(sink.task, "flushes", 0) >= 3 and sink.records_put >= 200, what="failing flushes")
     herder.delete_connector("collect")  # the final commit's flush fails too
     assert file_lines(out) == []
     assert group_offsets(broker.bootstrap, "connect-collect") == {}  # nothing committed past a failed flush
