@@ -36,7 +36,6 @@ from strom.connect.runtime.errors import (
 )
 from strom.connect.runtime.herder import ConnectorTaskId, TargetState
 from strom.connect.runtime.worker import TransformationChain, WorkerTask, _notify
-from strom.connect.runtime.worker_source_task import freeze_startup_heap
 
 log = logging.getLogger("strom.connect.sink")
 
@@ -175,7 +174,6 @@ class WorkerSinkTask(WorkerTask):
         self.task.initialize(self.context)
         self.task.start(self.task_props)
         self._task_started = True
-        freeze_startup_heap()
         topics = self.task_props.get("topics") or self.cfg.originals.get("topics") or ""
         regex = self.task_props.get("topics.regex") or self.cfg.originals.get("topics.regex") or ""
         if regex:
