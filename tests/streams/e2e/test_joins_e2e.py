@@ -20,7 +20,6 @@ from streams_e2e_util import Rec, create_topics, latest_per_key, produce, read_c
 from strom.core.testing import BrokerProcess
 from strom.streams import Consumed, Produced, Serdes, StreamsBuilder, Topology
 from strom.streams.dsl.windows import JoinWindows
-from strom.streams.exceptions import StreamsError
 
 S = Serdes.string()
 T = int(time.time() * 1000) - 3600 * 1000  # an hour ago: within topic retention
@@ -163,12 +162,7 @@ def test_stream_global_table_join(broker: BrokerProcess, tmp_path: Path, mode: s
 
     app.produce("products", PRODUCTS)
     try:
-        try:
-            app.start(build)
-        except StreamsError as exc:
-            if "global" in str(exc).lower():
-                pytest.skip(f"the KafkaStreams runtime does not run GlobalKTables yet: {exc}")
-            raise
+        app.start(build)
         time.sleep(2)  # a global table is bootstrapped before processing starts; margin for a slow one
         app.produce("purchases", PURCHASES)
         assert _pairs(app.read(lambda r: len(r) >= len(want))) == Counter(want)
