@@ -4,4 +4,30 @@ The import package is assembled from the repository's top-level folders (see set
 ``core/`` is ``strom.core``, ``plugins/`` is ``strom.plugins`` and so on.
 """
 
+import sys as _sys
+
 __version__ = "0.1.0"
+
+
+def _import_kio_without_hypothesis() -> None:
+    """Import kio with Hypothesis hidden, unless the process already uses Hypothesis.
+
+    kio registers a Hypothesis strategy for each of its phantom types at import whenever
+    Hypothesis is importable, and one of them (``text()``) makes Hypothesis build its Unicode
+    tables: ~0.3 s per process, and ~2 s more in a directory without a ``.hypothesis`` cache
+    (every fresh working directory). strom's processes (broker, Connect workers, Streams apps)
+    never generate kio values, so they skip it; a process that imported Hypothesis first (a
+    test session) keeps kio's strategies.
+    """
+    if "hypothesis" in _sys.modules or "kio" in _sys.modules:
+        return
+    _sys.modules["hypothesis"] = None  # type: ignore[assignment]  # `import hypothesis...` raises ImportError
+    try:
+        import kio.static._phantom  # noqa: F401 - imported for its one-time side effect
+    except ImportError:
+        pass  # kio missing: the import that needs it reports that
+    finally:
+        del _sys.modules["hypothesis"]
+
+
+_import_kio_without_hypothesis()
