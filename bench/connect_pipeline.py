@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import ROOT, StromBroker, free_port, tree_cpu_seconds
+from peers import ROOT, StromBroker, free_port, tree_cpu_seconds, warm_bytecode
 
 KCONNECT_SRC = ROOT / "bench" / "kconnect"
 KCONNECT_LIB = ROOT / ".cache" / "kconnect" / "lib"
@@ -224,6 +224,7 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown pipelines: {', '.join(sorted(unknown))}")
     classpath = ensure_kconnect() if "kconnect" in names else None
+    warm_bytecode()
 
     data = Path(tempfile.mkdtemp(prefix="connect-bench-data-"))
     src = data / "input.txt"

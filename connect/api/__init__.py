@@ -3,6 +3,7 @@ implement, and the records and configuration they use. Everything is re-exported
 
 from __future__ import annotations
 
+from strom.connect.api.batches import SinkRecordBatch, SourceRecordBatch
 from strom.connect.api.config import (
     NO_DEFAULT,
     AbstractConfig,
@@ -98,11 +99,13 @@ __all__ = [
     "SinkConnector",
     "SinkConnectorContext",
     "SinkRecord",
+    "SinkRecordBatch",
     "SinkTask",
     "SinkTaskContext",
     "SourceConnector",
     "SourceConnectorContext",
     "SourceRecord",
+    "SourceRecordBatch",
     "SourceTask",
     "SourceTaskContext",
     "Task",

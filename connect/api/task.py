@@ -108,8 +108,12 @@ class SourceTask(Task):
         self.context = ctx
 
     @abstractmethod
-    def poll(self) -> list[SourceRecord] | None:
-        """New records, or ``None``/``[]`` when there are none now (may block briefly)."""
+    def poll(self) -> Sequence[SourceRecord] | None:
+        """New records, or ``None``/``[]`` when there are none now (may block briefly).
+
+        A list of SourceRecords, or a :class:`~strom.connect.api.batches.SourceRecordBatch`
+        (records of one source partition to one topic as columns) that the worker can produce
+        without building a record object per record."""
 
     def commit(self) -> None:
         """Offsets up to what was polled have been committed (a hint; optional)."""
@@ -178,7 +182,11 @@ class SinkTask(Task):
 
     @abstractmethod
     def put(self, records: Sequence[SinkRecord]) -> None:
-        """Write (or buffer) records; raise RetriableException to have them retried."""
+        """Write (or buffer) records; raise RetriableException to have them retried.
+
+        ``records`` is a list or, on the worker's fast path, a
+        :class:`~strom.connect.api.batches.SinkRecordBatch` whose columns (``values``,
+        ``keys``, ...) can be read without building the records."""
 
     def flush(self, offsets: dict[TopicPartition, int]) -> None:
         """Make everything ``put`` up to ``offsets`` durable."""

@@ -8,8 +8,10 @@ Connect's FileStreamSource resume here and vice versa. A line is published only 
 has been written. The sink appends each record's value and a newline to ``file`` (stdout when
 unset).
 
-The source reads the file in large chunks and splits them with ``bytes.split``: per line the
-only Python work is building the SourceRecord.
+The source reads the file in large chunks and splits them with ``bytes.split``, and returns each
+poll's lines as one :class:`SourceRecordBatch` (columns, no object per line); the sink writes a
+:class:`SinkRecordBatch`'s value column in one call. Records are built only when something asks
+for them (a transformation, a custom sink).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import IO, Any
 
+from strom.connect.api.batches import SinkRecordBatch, SourceRecordBatch
 from strom.connect.api.config import ConfigDef, ConfigType, Importance, NonEmptyString, Range
 from strom.connect.api.connector import ExactlyOnceSupport, SinkConnector, SourceConnector
 from strom.connect.api.records import SinkRecord, SourceRecord, TopicPartition
@@ -123,6 +127,7 @@ class FileStreamSourceTask(SourceTask):
         self._stream: IO[bytes] | None = None
         self._position = 0  # byte position after the last line handed out
         self._pending = b""  # bytes read past the last complete line
+        self._lines: list[bytes] = []  # complete lines read but not handed out yet
         self._stop = threading.Event()
         self._io_lock = threading.Lock()
         self._partition: dict[str, Any] = {}
@@ -158,6 +163,7 @@ class FileStreamSourceTask(SourceTask):
             stream.seek(position)
         self._position = position
         self._pending = b""
+        self._lines = []
         return stream
 
     def _read(self, stream: IO[bytes]) -> bytes:
@@ -166,7 +172,7 @@ class FileStreamSourceTask(SourceTask):
             return os.read(stream.fileno(), READ_CHUNK) if ready else b""
         return stream.read(READ_CHUNK)
 
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> Sequence[SourceRecord] | None:
         # stop() may run on another thread: reading and closing share a lock, waits happen outside it.
         with self._io_lock:
             if self._stop.is_set():
@@ -184,43 +190,32 @@ class FileStreamSourceTask(SourceTask):
         return None
 
     def _read_lines(self, stream: IO[bytes]) -> list[bytes]:
-        lines: list[bytes] = []
-        data = self._pending
-        while True:
-            parts = data.split(b"\n")
-            self._pending = parts.pop()  # the unterminated tail waits for its newline
-            lines.extend(parts)
-            if len(lines) >= self.batch_size:
-                break
+        # Each chunk is split once; complete lines wait in _lines until polls have taken them all.
+        buffered = self._lines
+        size = self.batch_size
+        while len(buffered) < size:
             chunk = self._read(stream)
             if not chunk:
                 break
-            data = self._pending + chunk
-        if len(lines) > self.batch_size:
-            # Push the surplus back in front of the pending tail, newlines restored.
-            extra = lines[self.batch_size:]
-            self._pending = b"\n".join(extra) + b"\n" + self._pending
-            del lines[self.batch_size:]
+            parts = (self._pending + chunk).split(b"\n")
+            self._pending = parts.pop()  # the unterminated tail waits for its newline
+            buffered.extend(parts)
+        lines = buffered[:size]
+        del buffered[:size]
         return lines
 
-    def _records(self, lines: list[bytes]) -> list[SourceRecord]:
+    def _records(self, lines: list[bytes]) -> SourceRecordBatch:
         now = int(time.time() * 1000)
-        position = self._position
-        topic, partition, schema = self.topic, self._partition, Schema.STRING_SCHEMA
+        start = self._position
         block = b"\n".join(lines)
         if block.isascii() and b"\r" not in block:
-            # The common case, decoded in one call: a character is a byte, so the str lengths
-            # are the byte positions.
+            # The common case, decoded in one call: a character is a byte.
             texts = block.decode("ascii").split("\n")
         else:
             texts = [(raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace") for raw in lines]
-        out: list[SourceRecord] = []
-        append = out.append
-        for raw, text in zip(lines, texts, strict=True):
-            position += len(raw) + 1
-            append(SourceRecord(partition, {POSITION_FIELD: position}, topic, None, None, None, schema, text, now))
-        self._position = position
-        return out
+        self._position = start + len(block) + 1  # every line plus its newline
+        return SourceRecordBatch(self._partition, _LinePositions(start, lines, self._position), self.topic,
+                                 Schema.STRING_SCHEMA, texts, timestamp=now)
 
     def stop(self) -> None:
         self._stop.set()
@@ -228,6 +223,29 @@ class FileStreamSourceTask(SourceTask):
             stream, self._stream = self._stream, None
             if stream is not None and self.filename is not None:
                 stream.close()
+
+
+class _LinePositions(Sequence[Mapping[str, int]]):
+    """The source offsets of one poll's lines, ``{"position": p}`` after each, built on demand:
+    the worker commits only the last, which is known without adding up the lines."""
+
+    __slots__ = ("_end", "_lines", "_positions", "_start")
+
+    def __init__(self, start: int, lines: list[bytes], end: int) -> None:
+        self._start, self._lines, self._end = start, lines, end
+        self._positions: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, index: Any) -> Any:
+        if index == -1 or index == len(self._lines) - 1:
+            return {POSITION_FIELD: self._end}
+        if self._positions is None:
+            self._positions = list(accumulate([len(line) + 1 for line in self._lines], initial=self._start))[1:]
+        if isinstance(index, slice):
+            return [{POSITION_FIELD: p} for p in self._positions[index]]
+        return {POSITION_FIELD: self._positions[index]}
 
 
 class FileStreamSinkConnector(SinkConnector):
@@ -296,7 +314,7 @@ class FileStreamSinkTask(SinkTask):
     def put(self, records: Sequence[SinkRecord]) -> None:
         if not records or self._out is None:
             return
-        values = [r.value for r in records]
+        values = records.values if isinstance(records, SinkRecordBatch) else [r.value for r in records]
         try:
             text = "\n".join(values)  # all strings (StringConverter): no per-record call
         except TypeError:

@@ -24,8 +24,6 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-import fastavro
-
 from strom.connect.api.config import ConfigDef, ConfigType, Importance
 from strom.connect.api.converter import Converter
 from strom.connect.converters._base import converter_config_def, with_type
@@ -41,6 +39,14 @@ from strom.connect.data import (
     Type,
 )
 from strom.connect.exceptions import ConfigException, DataException
+
+
+def _fastavro() -> Any:
+    """fastavro, imported on first use: loading its extension modules takes ~0.1 s that a worker
+    not using Avro should not pay at start-up."""
+    import fastavro
+
+    return fastavro
 
 REGISTRY_URL_CONFIG = "schema.registry.url"
 AUTO_REGISTER_CONFIG = "auto.register.schemas"
@@ -369,14 +375,14 @@ class AvroConverter(Converter):
         if cached is None:
             avro_json = _ToAvro().schema(schema)
             text = json.dumps(avro_json, separators=(",", ":"))
-            cached = (text, fastavro.parse_schema(avro_json))
+            cached = (text, _fastavro().parse_schema(avro_json))
             self._writer_cache[schema] = cached
         text, parsed = cached
         schema_id = self._client.register(self._subject(topic), text, self._auto_register)
         buf = io.BytesIO()
         buf.write(_HEADER.pack(MAGIC, schema_id))
         try:
-            fastavro.schemaless_writer(buf, parsed, _to_datum(schema, value))
+            _fastavro().schemaless_writer(buf, parsed, _to_datum(schema, value))
         except (ValueError, TypeError, OverflowError, struct.error) as e:
             raise DataException(f"Failed to serialize Avro data from topic {topic}: {e}") from e
         return buf.getvalue()
@@ -391,11 +397,11 @@ class AvroConverter(Converter):
         cached = self._reader_cache.get(schema_id)
         if cached is None:
             avro_json = json.loads(self._client.schema_by_id(schema_id))
-            cached = (_from_avro_schema(avro_json), fastavro.parse_schema(avro_json))
+            cached = (_from_avro_schema(avro_json), _fastavro().parse_schema(avro_json))
             self._reader_cache[schema_id] = cached
         schema, parsed = cached
         try:
-            datum = fastavro.schemaless_reader(io.BytesIO(value[_HEADER.size:]), parsed, None)
+            datum = _fastavro().schemaless_reader(io.BytesIO(value[_HEADER.size:]), parsed, None)
         except (EOFError, ValueError, TypeError, IndexError, struct.error) as e:
             raise DataException(f"Failed to deserialize Avro data for topic {topic}: {e}") from e
         return SchemaAndValue(schema, _from_datum(schema, datum))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import codecs
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from itertools import repeat
+from typing import Any, ClassVar, cast
 
 from strom.connect.api.config import ConfigDef, ConfigType, Importance
 from strom.connect.api.converter import Converter, HeaderConverter
@@ -136,16 +137,22 @@ class StringConverter(Converter, HeaderConverter):
         codec = self._codec
         if codec == "java-utf-16":
             return [self.from_connect_data(topic, s, v) for s, v in zip(schemas, values, strict=True)]
-        return [None if v is None else (v if type(v) is str else _java_to_string(v)).encode(codec, "replace")
-                for v in values]
+        try:  # all strings (the common case): encoded through map, no Python-level step per value
+            return list(map(str.encode, values, repeat(codec), repeat("replace")))
+        except TypeError:  # a null or a non-string value among them
+            return [None if v is None else (v if type(v) is str else _java_to_string(v)).encode(codec, "replace")
+                    for v in values]
 
     def to_connect_data_batch(self, topic: str, values: Sequence[bytes | None]) -> tuple[Schema, list[Any]]:
         """``to_connect_data`` of many values of one topic: their one schema and the values."""
         codec = self._codec
         if codec == "java-utf-16":
             return Schema.OPTIONAL_STRING_SCHEMA, [self.to_connect_data(topic, v).value for v in values]
-        # str(buffer, codec, errors) decodes bytes, bytearray and memoryview alike.
-        return Schema.OPTIONAL_STRING_SCHEMA, [None if v is None else str(v, codec, "replace") for v in values]
+        # str(buffer, codec, errors) decodes bytes, bytearray and memoryview alike; without nulls
+        # it runs through map, with no Python-level step per value.
+        if None in values:
+            return Schema.OPTIONAL_STRING_SCHEMA, [None if v is None else str(v, codec, "replace") for v in values]
+        return Schema.OPTIONAL_STRING_SCHEMA, list(map(str, cast("Sequence[bytes]", values), repeat(codec), repeat("replace")))
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
         return self.from_connect_data(topic, schema, value)

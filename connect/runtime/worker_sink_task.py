@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KTopicPartition
 
+from strom.connect.api.batches import SinkRecordBatch
 from strom.connect.api.records import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, Headers, SinkRecord
 from strom.connect.api.records import TopicPartition as TP
 from strom.connect.api.task import ErrantRecordReporter, SinkTaskContext
@@ -160,7 +162,7 @@ class WorkerSinkTask(WorkerTask):
         self.last_committed: dict[TP, int] = {}
         self.raw_by_position: dict[tuple[str, int | None, int], Any] = {}
         self.track_raw = False
-        self._pending: tuple[list[SinkRecord], dict[TP, int]] | None = None
+        self._pending: tuple[Sequence[SinkRecord], dict[TP, int]] | None = None
         self._task_started = False
         self._task_stopped = False
         self._consumer_paused = False
@@ -227,13 +229,13 @@ class WorkerSinkTask(WorkerTask):
             return
         self._deliver(*self._convert_messages(msgs))
 
-    def _convert_fast(self, msgs: list[Any]) -> tuple[list[SinkRecord], dict[TP, int]] | None:
+    def _convert_fast(self, msgs: list[Any]) -> tuple[Sequence[SinkRecord], dict[TP, int]] | None:
         """The common case in one pass per batch: no errors, no headers, one topic, no
         transformations, batch-capable converters. ``None`` when the batch does not qualify or a
         converter fails; the per-record path then handles (and reports) it.
 
-        The message accessors run through ``map`` over the unbound methods, in C: per record the
-        only Python-level work left is building the SinkRecord."""
+        The message accessors run through ``map`` over the unbound methods, in C, and the result
+        is a :class:`SinkRecordBatch`: no Python-level work per record unless the task iterates."""
         key_batch, value_batch = self._key_batch, self._value_batch
         if self.transforms or self.track_raw or key_batch is None or value_batch is None:
             return None
@@ -250,15 +252,13 @@ class WorkerSinkTask(WorkerTask):
             return None
         parts = list(map(Message.partition, msgs))
         offsets: list[int] = list(map(Message.offset, msgs))  # type: ignore[arg-type]  # consumed: never None
-        ts_names = _TS_TYPES
-        records = [SinkRecord(topic, part, key_schema, key, value_schema, value, off, ts[1] if ts[0] else None,
-                              ts_names.get(ts[0], NO_TIMESTAMP_TYPE))
-                   for part, key, value, off, ts in zip(parts, keys, values, offsets, map(Message.timestamp, msgs),
-                                                        strict=True)]
+        # The records themselves are built only if the task asks for them (see SinkRecordBatch).
+        records = SinkRecordBatch(topic, parts, offsets, key_schema, keys, value_schema, values,
+                                  lambda: list(map(Message.timestamp, msgs)))
         # A partition's messages come in offset order: the last one per partition wins.
         return records, {TP(topic, part): off + 1 for part, off in dict(zip(parts, offsets, strict=True)).items()}
 
-    def _convert_messages(self, msgs: list[Any]) -> tuple[list[SinkRecord], dict[TP, int]]:
+    def _convert_messages(self, msgs: list[Any]) -> tuple[Sequence[SinkRecord], dict[TP, int]]:
         fast = self._convert_fast(msgs)
         if fast is not None:
             return fast
@@ -342,7 +342,7 @@ class WorkerSinkTask(WorkerTask):
                          self.value_converter.from_connect_data(topic, record.value_schema, record.value),
                          headers)
 
-    def _deliver(self, records: list[SinkRecord], batch_end: dict[TP, int]) -> None:
+    def _deliver(self, records: Sequence[SinkRecord], batch_end: dict[TP, int]) -> None:
         if records:
             try:
                 self.task.put(records)

@@ -26,11 +26,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from strom.connect.api.batches import SourceRecordBatch
 from strom.connect.api.records import RecordMetadata, SourceRecord, peek_headers
 from strom.connect.api.task import SourceTaskContext, TransactionContext
 from strom.connect.exceptions import ConnectException, RetriableException
@@ -244,7 +246,7 @@ class WorkerSourceTask(WorkerTask):
                 self.commit_offsets()
                 next_flush = now + flush_s
 
-    def _send(self, records: list[SourceRecord]) -> None:
+    def _send(self, records: Sequence[SourceRecord]) -> None:
         if not self.eos and not self._wants_commit_record and self._send_fast(records):
             return
         pctx = self.pctx
@@ -314,13 +316,17 @@ class WorkerSourceTask(WorkerTask):
                     self._commit_transaction()
         pctx.source_record = None
 
-    def _send_fast(self, records: list[SourceRecord]) -> bool:
+    def _send_fast(self, records: Sequence[SourceRecord]) -> bool:
         """The common case in one pass per poll: no transformations, no headers, one topic and
         batch-capable converters. Returns False (nothing sent) when the batch does not qualify or
-        a converter fails; ``_send`` then takes the per-record path, which reports errors."""
+        a converter fails; ``_send`` then takes the per-record path, which reports errors.
+
+        A :class:`SourceRecordBatch` is sent from its columns: no record object is built."""
         key_batch, value_batch = self._key_batch, self._value_batch
         if self.transforms or key_batch is None or value_batch is None:
             return False
+        if isinstance(records, SourceRecordBatch):
+            return self._send_columns(records, key_batch, value_batch)
         topic = records[0].topic
         if any(map(peek_headers, records)) or any(r.topic != topic for r in records):
             return False
@@ -329,15 +335,39 @@ class WorkerSourceTask(WorkerTask):
             values = value_batch(topic, [r.value_schema for r in records], [r.value for r in records])
         except Exception:
             return False
+        batch = self._produce_converted(topic, keys, values, [r.kafka_partition for r in records],
+                                        [r.timestamp for r in records], records)
+        # Every record's offset is done once the batch is acknowledged; the last per partition wins.
+        batch.offsets.update({id(r.source_partition): (r.source_partition, r.source_offset) for r in records
+                              if r.source_partition is not None and r.source_offset is not None})
+        return True
+
+    def _send_columns(self, records: SourceRecordBatch, key_batch: Any, value_batch: Any) -> bool:
+        topic, n = records.topic, len(records)
+        try:
+            keys = [None] * n if records.keys is None else key_batch(topic, [records.key_schema] * n, records.keys)
+            values = value_batch(topic, [records.value_schema] * n, records.values)
+        except Exception:
+            return False
+        batch = self._produce_converted(topic, keys, values, repeat(records.kafka_partition),
+                                        repeat(records.timestamp), records)
+        partition, offset = records.source_partition, records.last_source_offset()
+        if partition is not None and offset is not None:
+            batch.offsets[id(partition)] = (partition, offset)
+        return True
+
+    def _produce_converted(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                           partitions: Iterable[int | None], stamps: Iterable[int | None],
+                           records: Sequence[SourceRecord]) -> SubmittedBatch:
+        """Produce converted keys and values as one acknowledgement batch (``records[i]`` is
+        looked at only to report a record that could not be produced)."""
         self.active_topics.add(topic)
         batch = self.submitted.new_batch()
         callback = self._batch_callback(batch)
         produce = self.producer.produce
-        batch.pending += len(records)
+        batch.pending += len(values)
         sent = 0
-        for record, key, value in zip(records, keys, values, strict=True):
-            partition = record.kafka_partition
-            ts = record.timestamp
+        for i, (key, value, partition, ts) in enumerate(zip(keys, values, partitions, stamps, strict=False)):
             while True:
                 try:
                     # Positional (topic, value, key, partition, callback, on_delivery, timestamp):
@@ -354,16 +384,13 @@ class WorkerSourceTask(WorkerTask):
                     pctx = self.pctx
                     pctx.stage = Stage.KAFKA_PRODUCE
                     pctx.executing_class = None
-                    pctx.source_record = record
+                    pctx.source_record = records[i]
                     self.operator.report(pctx, exc)
                     pctx.source_record = None
                     batch.pending -= 1
                     break
-        # Every record's offset is done once the batch is acknowledged; the last per partition wins.
-        batch.offsets.update({id(r.source_partition): (r.source_partition, r.source_offset) for r in records
-                              if r.source_partition is not None and r.source_offset is not None})
         self.records_sent += sent
-        return True
+        return batch
 
     def _record_done(self, record: SourceRecord, note: Any) -> None:
         if self._wants_commit_record:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from strom.connect.api.batches import SourceRecordBatch
 from strom.connect.api.records import SinkRecord
 from strom.connect.connectors.file_stream import (
     FileStreamSinkConnector,
@@ -132,3 +133,37 @@ def test_sink_unwritable_file_fails(tmp_path: Path) -> None:
     task = FileStreamSinkTask()
     with pytest.raises(ConnectException, match="Couldn't find or create"):
         task.start({"file": str(tmp_path / "no" / "such" / "dir" / "out.txt")})
+
+
+def test_source_polls_columns_with_the_positions_kafka_commits(tmp_path: Path, harness: Any) -> None:
+    src = tmp_path / "in.txt"
+    lines = ["plain", "ünïcode", "crlf\r", "", "last"]
+    src.write_bytes("".join(f"{line}\n" for line in lines).encode())
+    h = harness(FileStreamSourceTask, {"file": str(src), "topic": "t", "batch.size": "3"})
+    first = h.task.poll()
+    assert isinstance(first, SourceRecordBatch)
+    assert first.values == ["plain", "ünïcode", "crlf"]
+    # The last offset is known without building records: the byte position after the batch.
+    end = len("plain\nünïcode\ncrlf\r\n".encode())
+    assert first.last_source_offset() == {"position": end}
+    assert first._records is None
+    second_pos = 6 + len("ünïcode\n".encode())
+    assert [r.source_offset for r in first] == [{"position": 6}, {"position": second_pos}, {"position": end}]
+    assert first.source_offsets[0:2] == [{"position": 6}, {"position": second_pos}]
+    second = h.task.poll()
+    assert second.values == ["", "last"]
+    assert second.last_source_offset() == {"position": src.stat().st_size}
+
+
+def test_source_resumes_from_a_committed_offset_inside_its_read_buffer(tmp_path: Path, harness: Any) -> None:
+    """One read holds more lines than a poll takes: after a restart from the last committed
+    position the lines still buffered come again, and none twice."""
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"line-{i}\n" for i in range(30)))
+    props = {"file": str(src), "topic": "t", "batch.size": "10"}
+    h = harness(FileStreamSourceTask, props)
+    assert [r.value for r in h.poll()] == [f"line-{i}" for i in range(10)]  # committed
+    assert len(h.poll(commit=False)) == 10  # read, never committed
+    h.stop()
+    again = harness(FileStreamSourceTask, props, store=h.store).drain()
+    assert [r.value for r in again] == [f"line-{i}" for i in range(10, 30)]
