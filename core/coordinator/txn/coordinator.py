@@ -233,9 +233,18 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               commit: bool) -> None:
-        """Commit or abort; returns once the decision is durable (markers normally written too)."""
+        """Commit or abort; returns once the decision (PrepareCommit/PrepareAbort) is durable.
+
+        As in Kafka, the markers and CompleteX are written after the answer. The id's lock goes
+        with that work: the producer's next request for this id (its next AddPartitionsToTxn)
+        waits for the markers instead of failing with CONCURRENT_TRANSACTIONS and backing off,
+        and the marker writing overlaps the producer's next transaction.
+        """
         self._check_coordinator(transactional_id)
-        async with self._lock(transactional_id):
+        lock = self._lock(transactional_id)
+        await lock.acquire()
+        handed_off = False
+        try:
             md = self.txns.get(transactional_id)
             if md is None:
                 raise TxnError(ErrorCode.invalid_producer_id_mapping)
@@ -244,7 +253,22 @@ class TransactionCoordinator:
                 return
             await self._persist(new)
             self._pending_markers[transactional_id] = set(new.partitions)
+            if self._closed:  # no task may outlive close(): complete inline
+                await self._try_complete(transactional_id)
+                return
+            self._spawn(self._complete_and_release(transactional_id, lock))
+            handed_off = True
+        finally:
+            if not handed_off:
+                lock.release()
+
+    async def _complete_and_release(self, transactional_id: str, lock: asyncio.Lock) -> None:
+        try:
             await self._try_complete(transactional_id)
+        except Exception:  # the transaction stays PrepareX: the retry loop or a restart completes it
+            log.exception("completing transaction %r failed", transactional_id)
+        finally:
+            lock.release()
 
     async def _write_markers_and_complete(self, transactional_id: str) -> bool:
         """Write the markers still missing, then persist CompleteX. Caller holds the id's lock."""

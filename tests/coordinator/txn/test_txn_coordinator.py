@@ -76,6 +76,12 @@ def markers(broker: Broker, topic: str = TOPIC, partition: int = 0) -> list[tupl
     return out
 
 
+async def settled(coord: Any, transactional_id: str) -> None:
+    """Wait until the markers of the id's last EndTxn are written (they follow the answer)."""
+    async with coord._lock(transactional_id):
+        pass
+
+
 def stable(broker: Broker, partition: int = 0) -> bool:
     part = broker.replica_manager.get_partition(TOPIC, partition)
     return bool(part.last_stable_offset == part.high_watermark)
@@ -93,6 +99,7 @@ def test_commit_two_phase_and_state_survives_restart(tmp_path: Path) -> None:
         produce_txn(broker, pid, epoch, 0, [b"c"], partition=1)
         assert not stable(broker, 0) and not stable(broker, 1)
         await coord.end_transaction("tx", pid, epoch, True)
+        await settled(coord, "tx")
         md = coord.describe("tx")
         assert md.state == TxnState.COMPLETE_COMMIT and md.partitions == frozenset()
         assert markers(broker, TOPIC, 0) == [(pid, True)] and markers(broker, TOPIC, 1) == [(pid, True)]
@@ -111,6 +118,28 @@ def test_commit_two_phase_and_state_survives_restart(tmp_path: Path) -> None:
         assert await coord.init_producer_id("tx", 60000) == (pid, epoch + 1)
 
     run(tmp_path, second, fresh=False)
+
+
+def test_end_txn_answers_at_the_decision_and_the_next_request_waits_for_the_markers(tmp_path: Path) -> None:
+    """EndTxn returns once PrepareCommit is durable (Kafka's order); the markers follow. The
+    producer's next AddPartitionsToTxn then waits for them and succeeds: it must not meet the
+    half-finished transaction (CONCURRENT_TRANSACTIONS makes librdkafka back off)."""
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0), (TOPIC, 1)])
+        produce_txn(broker, pid, epoch, 0, [b"a"])
+        produce_txn(broker, pid, epoch, 0, [b"b"], partition=1)
+        await coord.end_transaction("tx", pid, epoch, True)
+        assert coord.describe("tx").state == TxnState.PREPARE_COMMIT  # answered at the decision
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])  # the next transaction
+        assert markers(broker, TOPIC, 0) == [(pid, True)] and markers(broker, TOPIC, 1) == [(pid, True)]
+        md = coord.describe("tx")
+        assert md.state == TxnState.ONGOING and md.partitions == frozenset({(TOPIC, 0)})
+        assert stable(broker, 1)
+
+    run(tmp_path, body)
 
 
 def test_prepare_commit_found_at_load_is_completed(tmp_path: Path) -> None:
@@ -289,6 +318,7 @@ def test_records_in_the_log_are_kafka_transaction_log_records(tmp_path: Path) ->
         pid, epoch = await coord.init_producer_id("tx", 1000)
         await coord.add_partitions("tx", pid, epoch, [(TOPIC, 1)])
         await coord.end_transaction("tx", pid, epoch, False)
+        await settled(coord, "tx")
         seen = []
         for rec in broker.coordinator_runtime.read(TRANSACTION_STATE_TOPIC, coord.partition_of("tx")):
             assert rec.key is not None and rec.value is not None
