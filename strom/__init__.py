@@ -16,10 +16,11 @@ def _import_kio_without_hypothesis() -> None:
     Hypothesis is importable, and one of them (``text()``) makes Hypothesis build its Unicode
     tables: ~0.3 s per process, and ~2 s more in a directory without a ``.hypothesis`` cache
     (every fresh working directory). strom's processes (broker, Connect workers, Streams apps)
-    never generate kio values, so they skip it; a process that imported Hypothesis first (a
-    test session) keeps kio's strategies.
+    never generate kio values, so they skip it; a process that imported Hypothesis first, or a
+    pytest session, keeps kio's strategies.
     """
-    if "hypothesis" in _sys.modules or "kio" in _sys.modules:
+    # Under pytest Hypothesis may not be imported yet (its plugin imports it lazily): keep it.
+    if any(name in _sys.modules for name in ("hypothesis", "kio", "pytest", "_hypothesis_pytestplugin")):
         return
     _sys.modules["hypothesis"] = None  # type: ignore[assignment]  # `import hypothesis...` raises ImportError
     try:

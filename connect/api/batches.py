@@ -19,7 +19,7 @@ Thread-safety: none needed; a batch belongs to the task thread that made or rece
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, overload
 
@@ -120,7 +120,7 @@ class SourceRecordBatch(_RecordColumns, Sequence[SourceRecord]):
                                        self.value_schema, self.timestamp)
         keys = repeat(None) if self.keys is None else self.keys
         return [SourceRecord(sp, off, topic, part, ks, k, vs, v, ts)
-                for off, k, v in zip(self.source_offsets, keys, self.values, strict=False)]
+                for off, k, v in zip(self.source_offsets, keys, self.values, strict=self.keys is not None)]
 
     def __repr__(self) -> str:
         return f"SourceRecordBatch(topic={self.topic!r}, records={len(self)})"
@@ -130,9 +130,9 @@ class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
     """Records consumed from one topic, as columns (``kafka_partitions[i]``, ``kafka_offsets[i]``,
     ``keys[i]``, ``values[i]`` describe record ``i``; each column has one schema).
 
-    ``timestamps`` yields ``(timestamp_type, timestamp)`` pairs as confluent-kafka's
-    ``Message.timestamp()`` does (type 0: none, 1: create time, 2: log-append time); it is read
-    only when the records are built.
+    ``timestamps`` holds ``(timestamp_type, timestamp)`` pairs as confluent-kafka's
+    ``Message.timestamp()`` returns them (type 0: none, 1: create time, 2: log-append time);
+    ``None`` means no timestamps.
     """
 
     __slots__ = ("_timestamps", "kafka_offsets", "kafka_partitions", "key_schema", "keys", "topic", "value_schema",
@@ -140,10 +140,10 @@ class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
 
     def __init__(self, topic: str, kafka_partitions: Sequence[int], kafka_offsets: Sequence[int],
                  key_schema: Schema | None, keys: Sequence[Any], value_schema: Schema | None, values: Sequence[Any],
-                 timestamps: Callable[[], Sequence[tuple[int, int]]] | Sequence[tuple[int, int]] | None = None
-                 ) -> None:
+                 timestamps: Sequence[tuple[int, int]] | None = None) -> None:
         n = len(values)
-        if not (len(kafka_partitions) == len(kafka_offsets) == len(keys) == n):
+        if not (len(kafka_partitions) == len(kafka_offsets) == len(keys) == n) or (
+                timestamps is not None and len(timestamps) != n):
             raise ValueError("every column of a SinkRecordBatch needs one item per record")
         self.topic = topic
         self.kafka_partitions = kafka_partitions
@@ -168,13 +168,12 @@ class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
         return self.records()[index]
 
     def _build(self) -> list[SinkRecord]:
-        given = self._timestamps
-        stamps: Iterable[tuple[int, int]] = repeat((0, -1)) if given is None else given() if callable(given) else given
+        stamps: Iterable[tuple[int, int]] = repeat((0, -1)) if self._timestamps is None else self._timestamps
         topic, ks, vs, names = self.topic, self.key_schema, self.value_schema, _TS_TYPES
         return [SinkRecord(topic, part, ks, key, vs, value, off, ts[1] if ts[0] else None,
                            names.get(ts[0], NO_TIMESTAMP_TYPE))
                 for part, key, value, off, ts in zip(self.kafka_partitions, self.keys, self.values,
-                                                     self.kafka_offsets, stamps, strict=False)]
+                                                     self.kafka_offsets, stamps, strict=self._timestamps is not None)]
 
     def __repr__(self) -> str:
         return f"SinkRecordBatch(topic={self.topic!r}, records={len(self)})"

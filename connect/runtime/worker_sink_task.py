@@ -254,7 +254,7 @@ class WorkerSinkTask(WorkerTask):
         offsets: list[int] = list(map(Message.offset, msgs))  # type: ignore[arg-type]  # consumed: never None
         # The records themselves are built only if the task asks for them (see SinkRecordBatch).
         records = SinkRecordBatch(topic, parts, offsets, key_schema, keys, value_schema, values,
-                                  lambda: list(map(Message.timestamp, msgs)))
+                                  list(map(Message.timestamp, msgs)))
         # A partition's messages come in offset order: the last one per partition wins.
         return records, {TP(topic, part): off + 1 for part, off in dict(zip(parts, offsets, strict=True)).items()}
 

@@ -345,12 +345,16 @@ class WorkerSourceTask(WorkerTask):
     def _send_columns(self, records: SourceRecordBatch, key_batch: Any, value_batch: Any) -> bool:
         topic, n = records.topic, len(records)
         try:
-            keys = [None] * n if records.keys is None else key_batch(topic, [records.key_schema] * n, records.keys)
+            if records.keys is None and records.key_schema is None:
+                keys: Sequence[bytes | None] = [None] * n  # null keys without a schema: nothing to convert
+            else:
+                keys = key_batch(topic, [records.key_schema] * n,
+                                 [None] * n if records.keys is None else records.keys)
             values = value_batch(topic, [records.value_schema] * n, records.values)
         except Exception:
             return False
-        batch = self._produce_converted(topic, keys, values, repeat(records.kafka_partition),
-                                        repeat(records.timestamp), records)
+        batch = self._produce_converted(topic, keys, values, repeat(records.kafka_partition, n),
+                                        repeat(records.timestamp, n), records)
         partition, offset = records.source_partition, records.last_source_offset()
         if partition is not None and offset is not None:
             batch.offsets[id(partition)] = (partition, offset)
@@ -367,7 +371,7 @@ class WorkerSourceTask(WorkerTask):
         produce = self.producer.produce
         batch.pending += len(values)
         sent = 0
-        for i, (key, value, partition, ts) in enumerate(zip(keys, values, partitions, stamps, strict=False)):
+        for i, (key, value, partition, ts) in enumerate(zip(keys, values, partitions, stamps, strict=True)):
             while True:
                 try:
                     # Positional (topic, value, key, partition, callback, on_delivery, timestamp):

@@ -126,10 +126,11 @@ class TransactionCoordinator:
                                  if md.state in state.PREPARE_STATES}
         log.info("loaded %d transactional id(s) from %s", len(self.txns), TRANSACTION_STATE_TOPIC)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -256,19 +257,22 @@ class TransactionCoordinator:
             if self._closed:  # no task may outlive close(): complete inline
                 await self._try_complete(transactional_id)
                 return
-            self._spawn(self._complete_and_release(transactional_id, lock))
+            task = self._spawn(self._complete_after_answer(transactional_id))
+            # Released by a done-callback: it runs even if the task is cancelled before its first step.
+            task.add_done_callback(lambda _task: lock.release())
             handed_off = True
         finally:
             if not handed_off:
                 lock.release()
 
-    async def _complete_and_release(self, transactional_id: str, lock: asyncio.Lock) -> None:
+    async def _complete_after_answer(self, transactional_id: str) -> None:
         try:
             await self._try_complete(transactional_id)
-        except Exception:  # the transaction stays PrepareX: the retry loop or a restart completes it
-            log.exception("completing transaction %r failed", transactional_id)
-        finally:
-            lock.release()
+        except Exception:
+            # The decision is durable (PrepareX): keep retrying the markers, as after a failed write.
+            log.exception("completing transaction %r failed; will retry", transactional_id)
+            if not self._closed:
+                self._spawn(self._complete_later(transactional_id, MARKER_RETRY_S[0]))
 
     async def _write_markers_and_complete(self, transactional_id: str) -> bool:
         """Write the markers still missing, then persist CompleteX. Caller holds the id's lock."""

@@ -42,28 +42,23 @@ def test_source_batch_columns_must_line_up() -> None:
         SourceRecordBatch(None, [None, None], "t", None, ["a", "b"], keys=["k"])
 
 
-def test_sink_batch_builds_records_with_timestamps_only_when_asked() -> None:
-    calls = []
-
-    def stamps() -> list[tuple[int, int]]:
-        calls.append(1)
-        return [(1, 100), (2, 200), (0, -1)]
-
+def test_sink_batch_builds_its_records_once() -> None:
     batch = SinkRecordBatch("t", [0, 0, 1], [5, 6, 9], None, [None, b"k", None], Schema.STRING_SCHEMA,
-                            ["x", "y", "z"], stamps)
-    assert batch.values == ["x", "y", "z"] and len(batch) == 3 and not calls
+                            ["x", "y", "z"], [(1, 100), (2, 200), (0, -1)])
+    assert batch.values == ["x", "y", "z"] and len(batch) == 3 and batch._records is None
     records = list(batch)
-    assert calls == [1]
     assert records == [
         SinkRecord("t", 0, None, None, Schema.STRING_SCHEMA, "x", 5, 100, "CreateTime"),
         SinkRecord("t", 0, None, b"k", Schema.STRING_SCHEMA, "y", 6, 200, "LogAppendTime"),
         SinkRecord("t", 1, None, None, Schema.STRING_SCHEMA, "z", 9, None, "NoTimestampType"),
     ]
     assert records[2].original_kafka_offset == 9
-    list(batch)
-    assert calls == [1]  # built once
+    assert batch[0] is records[0]  # built once
+    assert SinkRecordBatch("t", [0], [1], None, [None], None, ["a"])[0].timestamp is None
     with pytest.raises(ValueError, match="one item per record"):
         SinkRecordBatch("t", [0], [1, 2], None, [None], None, ["a"])
+    with pytest.raises(ValueError, match="one item per record"):
+        SinkRecordBatch("t", [0], [1], None, [None], None, ["a"], [(1, 1), (1, 2)])
 
 
 def test_file_sink_writes_a_batch_from_its_value_column(tmp_path: Path) -> None:

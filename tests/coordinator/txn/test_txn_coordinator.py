@@ -142,6 +142,26 @@ def test_end_txn_answers_at_the_decision_and_the_next_request_waits_for_the_mark
     run(tmp_path, body)
 
 
+def test_marker_task_cancelled_before_it_ran_still_frees_the_id(tmp_path: Path) -> None:
+    """The id's lock goes with the marker task; a task cancelled before its first step (a broker
+    closing right after an EndTxn) must not keep it, or the id would be stuck for good."""
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
+        await coord.end_transaction("tx", pid, epoch, False)
+        tasks = list(coord._tasks)
+        for task in tasks:
+            task.cancel()  # the marker task has not run a step yet: nothing awaited since the spawn
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # done-callbacks run on the next turn
+        assert not coord._lock("tx").locked()
+        assert coord.describe("tx").state == TxnState.PREPARE_ABORT  # decided, not yet completed
+
+    run(tmp_path, body)
+
+
 def test_prepare_commit_found_at_load_is_completed(tmp_path: Path) -> None:
     """A broker that died between PrepareCommit and the markers finishes the commit on restart."""
     async def crash_after_prepare(broker: Broker) -> int:
