@@ -436,7 +436,13 @@ class DistributedHerder(StandaloneHerder):
         if name not in self.config_store.snapshot().connector_configs:
             return  # a late callback of a deleted connector must not bring its status back
         try:
-            self.status_store.put(Status(name, task, str(State(state)), self.worker_id, trace, self._generation))
+            status = Status(name, task, str(State(state)), self.worker_id, trace, self._generation)
+            if state in (State.UNASSIGNED, State.FAILED):
+                # As Kafka's AbstractHerder (putSafe): a worker that lost the connector/task to a
+                # newer generation must not replace the new owner's state with its shutdown/failure.
+                self.status_store.put_safe(status)
+            else:
+                self.status_store.put(status)
         except Exception:
             log.exception("cannot write the status of %s", id)
 
