@@ -1,8 +1,9 @@
 """StreamThread: one consumer of the application's group, its tasks, producer and commit loop.
 
 The thread subscribes to every sub-topology's source topics (repartition topics included);
-partitions assigned to it become tasks ``(sub-topology id, partition)`` (created, restored,
-then processed), revoked ones are committed and closed. Each polled batch is routed record by
+partitions assigned to it become tasks ``(sub-topology id, partition)`` (stores opened, then
+restored from their changelogs, only then processors initialised and records processed), revoked
+ones are committed and closed. Each polled batch is routed record by
 record to its task's :class:`TopologyRuntime`; sink output goes straight to the producer.
 Every ``commit.interval.ms`` the thread commits:
 
@@ -164,11 +165,14 @@ class StreamThread(threading.Thread):
                                   errors=self.errors, global_stores=self.global_stores,
                                   cache_max_entries=self.config.cache_max_entries())
                 try:
+                    # Kafka's order: every store of the task is restored (RESTORING) before its
+                    # processors are initialised and records flow (RUNNING), so a processor's
+                    # ``init`` reading its store sees the restored state
                     self.restored[task.id] = task.restore(self._restore_conf, self.log)
+                    task.start_processing()
                 except BaseException:
                     task.close(clean=False)
                     raise
-                task.start_processing()
                 self.tasks[key] = task
             for tp in partitions:
                 sub = self._topic_sub.get(tp.topic)

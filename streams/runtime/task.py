@@ -1,17 +1,23 @@
 """StreamTask: one (sub-topology, partition) of an application, with its stores and state dir.
 
-A task owns a :class:`TopologyRuntime` fed only with its sub-topology's source topics, and the
-stores of that sub-topology in ``<state.dir>/<application.id>/<task id>/``, each wrapped in a
-change-logging store whose writes the stream thread drains to
-``<application.id>-<store>-changelog`` (partition = the task's partition). On creation the
-stores are restored from their changelog, from the offset committed with the store's last
-WriteBatch to the end of the log. Under exactly_once_v2 Kafka's rule applies: the ``.checkpoint``
-file exists only while the task is cleanly closed; a task opened without one (a crash) wipes its
-local state and restores it entirely from the changelog.
+A task owns the stores of its sub-topology in ``<state.dir>/<application.id>/<task id>/``, each
+wrapped in a change-logging store whose writes the stream thread drains to
+``<application.id>-<store>-changelog`` (partition = the task's partition), and a
+:class:`TopologyRuntime` fed only with its sub-topology's source topics.
+
+Its life follows Kafka Streams' task states: CREATED (stores open) -> RESTORING (each logged store
+replays its changelog from the offset committed with the store's last WriteBatch to the end of
+the log) -> RUNNING (:meth:`StreamTask.start_processing` builds the processors and calls their
+``init``; records are processed) -> CLOSED. Processors are initialised only once every store is
+restored, so a processor reading its store in ``init`` sees the state it had before a restart.
+Under exactly_once_v2 Kafka's rule applies: the ``.checkpoint`` file exists only while the task
+is cleanly closed; a task opened without one (a crash) wipes its local state and restores it
+entirely from the changelog.
 """
 
 from __future__ import annotations
 
+import enum
 import shutil
 import sys
 import time
@@ -61,55 +67,77 @@ def _wrap(raw: Any) -> Any:
     raise StreamsError(f"cannot change-log a store of type {type(raw).__name__}")
 
 
+class TaskState(enum.Enum):
+    """Kafka Streams' active task states (the subset this runtime goes through)."""
+
+    CREATED = "CREATED"  # stores open, nothing restored, no processor exists
+    RESTORING = "RESTORING"  # stores replaying their changelogs
+    RUNNING = "RUNNING"  # processors initialised, records processed
+    CLOSED = "CLOSED"
+
+
 class StreamTask:
-    """The processors and stores of one task; driven by its :class:`StreamThread`."""
+    """The processors and stores of one task; driven by its :class:`StreamThread`.
+
+    Creating a task opens its stores only; the thread then calls :meth:`restore` and
+    :meth:`start_processing`, in that order, before routing records to :attr:`process_input`.
+    """
+
+    #: the processors and stores of the task; exists from :meth:`start_processing` on
+    runtime: TopologyRuntime
+    #: entry point of input records (the runtime's); exists from :meth:`start_processing` on
+    process_input: Callable[..., None]
 
     def __init__(self, topology: Topology, sub: SubTopology, partition: int, *, application_id: str,
                  state_dir: str, emit: Emit, exactly_once: bool, default_key_serde: Any,
                  default_value_serde: Any, errors: ErrorHandling | None = None,
                  global_stores: Mapping[str, Any] | None = None, cache_max_entries: int = 0) -> None:
+        self.topology = topology
         self.sub = sub
         self.partition = partition
         self.id = f"{sub.id}_{partition}"
         self.application_id = application_id
         self.exactly_once = exactly_once
+        self.state = TaskState.CREATED
         self.dir: Path = task_dir(state_dir, application_id, self.id)
         if exactly_once and self.dir.exists() and not (self.dir / ".checkpoint").exists():
             # unclean shutdown under EOS: local state may be ahead of the committed changelog
             shutil.rmtree(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        own = set(sub.stores)
+        # what the runtime is built with once the stores are restored
+        self._runtime_args: dict[str, Any] = dict(
+            emit=emit, task_id=self.id, default_key_serde=default_key_serde,
+            default_value_serde=default_value_serde, state_dir=state_dir, errors=errors,
+            global_stores=global_stores, cache_max_entries=cache_max_entries)
+        #: store name -> the store the runtime gets (change-logging wrapper when logged), own
+        #: stores of this sub-topology only
+        self.stores: dict[str, Any] = {}
         #: store name -> change-logging wrapper (only logged stores of this sub-topology)
         self.logged: dict[str, Any] = {}
-
-        def factory(spec: StoreSpec) -> Any:
-            if spec.name not in own:
-                # the runtime instantiates every store of the topology; others are never touched
-                return InMemoryKeyValueStore(spec.name)
-            raw = make_store(spec, self.dir)
-            if not spec.logging_enabled:
-                return raw
-            wrapped = _wrap(raw)
-            self.logged[spec.name] = wrapped
-            return wrapped
-
-        self.runtime = TopologyRuntime(topology, application_id, emit, task_id=self.id,
-                                       default_key_serde=default_key_serde,
-                                       default_value_serde=default_value_serde,
-                                       store_factory=factory, state_dir=state_dir, errors=errors,
-                                       global_stores=global_stores,
-                                       cache_max_entries=cache_max_entries)
+        try:
+            for name in sub.stores:
+                spec = topology.stores[name]
+                store = make_store(spec, self.dir)
+                if spec.logging_enabled:
+                    store = _wrap(store)
+                    self.logged[name] = store
+                self.stores[name] = store
+        except BaseException:
+            self._close_stores()
+            raise
         #: records replayed from changelogs when this task was created (restore progress)
         self.restored = 0
         self.changelog_tps: dict[str, ChangelogTP] = {
             name: (changelog_topic(application_id, name), partition) for name in self.logged}
-        self.process_input = self.runtime.process_input
 
     # -- restore ----------------------------------------------------------------------------
 
     def restore(self, consumer_conf: dict[str, Any], log: Callable[[str], None] = print,
                 timeout_s: float = 120.0) -> int:
         """Replays each logged store's changelog from its committed offset to the end."""
+        if self.state is not TaskState.CREATED and self.state is not TaskState.RESTORING:
+            raise StreamsError(f"task {self.id}: restore in state {self.state.value}")
+        self.state = TaskState.RESTORING
         if not self.logged:
             return 0
         total = 0
@@ -170,19 +198,36 @@ class StreamTask:
 
     def commit_stores(self, changelog_offsets: dict[ChangelogTP, int]) -> None:
         """Writes every store's buffered state with its changelog offset in one WriteBatch."""
-        for name, raw in self.runtime.raw_stores.items():
-            if name not in self.sub.stores:
-                continue
+        for name, store in self.stores.items():
             tp = self.changelog_tps.get(name)
             offsets = {tp: changelog_offsets[tp]} if tp is not None and tp in changelog_offsets else {}
-            raw.commit(offsets)
+            store.commit(offsets)
         if not self.exactly_once:
             self._write_checkpoint()
 
     def start_processing(self) -> None:
+        """RESTORING -> RUNNING: builds the processors over the restored stores and calls their
+        ``init`` (Kafka initialises the topology only after restoration completes)."""
+        if self.state is TaskState.RUNNING:
+            return
+        if self.state is TaskState.CLOSED:
+            raise StreamsError(f"task {self.id} is closed")
         if self.exactly_once:
-            # while processing under EOS no checkpoint exists: a crash forces wipe + restore
+            # from here on the stores change: while processing under EOS no checkpoint exists,
+            # so a crash forces wipe + restore
             delete_checkpoint(self.dir)
+        own = self.stores
+
+        def factory(spec: StoreSpec) -> Any:
+            if spec.name in own:
+                return own[spec.name]
+            # the runtime instantiates every store of the topology; others are never touched
+            return InMemoryKeyValueStore(spec.name)
+
+        self.runtime = TopologyRuntime(self.topology, self.application_id, store_factory=factory,
+                                       **self._runtime_args)
+        self.process_input = self.runtime.process_input
+        self.state = TaskState.RUNNING
 
     def _committed(self) -> dict[ChangelogTP, int]:
         offsets: dict[ChangelogTP, int] = {}
@@ -194,11 +239,26 @@ class StreamTask:
         write_checkpoint(self.dir, self._committed())
 
     def close(self, clean: bool) -> None:
-        """Closes processors and stores; a clean close (after a commit) writes the checkpoint."""
+        """Closes processors and stores; a clean close (after a commit) writes the checkpoint.
+
+        A task that never started processing (its restore failed) has only its stores to close.
+        """
+        if self.state is TaskState.CLOSED:
+            return
         offsets = self._committed() if clean else None
-        self.runtime.close()
+        if self.state is TaskState.RUNNING:
+            self.runtime.close()  # processors, then every store it holds (ours included)
+        else:
+            self._close_stores()
+        self.state = TaskState.CLOSED
         if offsets is not None:
             write_checkpoint(self.dir, offsets)
+
+    def _close_stores(self) -> None:
+        for store in self.stores.values():
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
 
     def checkpoint(self) -> dict[ChangelogTP, int]:
         return read_checkpoint(self.dir)
