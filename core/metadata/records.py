@@ -9,8 +9,8 @@ A metadata record value in ``__cluster_metadata`` is::
                    tagged fields after every struct)
 
 Each record type is a dataclass with a ``SCHEMA`` tuple of :class:`F` field specs transcribed
-from Kafka's ``metadata/src/main/resources/common/metadata/*.json``; one generic codec walks the
-schema, so versions, nullability and tagged fields follow the JSON exactly.
+from Kafka's ``metadata/src/main/resources/common/metadata/*.json``; the generic codec of
+:mod:`strom.core.metadata.codec` walks the schema (every metadata record version is flexible).
 :func:`encode_record` / :func:`decode_record` are the public entry points. The raft control
 messages (LeaderChangeMessage, SnapshotHeader/FooterRecord) use the same codec without the
 frame (control record values are bare messages, Kafka's ``MessageUtil.toByteBuffer``).
@@ -20,253 +20,16 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from strom.core.exceptions import CorruptMessageError
 
+# The codec's names are re-exported: the transaction-log records import them from here.
+from strom.core.metadata.codec import ALL, F, Message, Reader, read_struct, write_uvarint
+
 FRAME_VERSION = 1
 ZERO_UUID = uuid.UUID(int=0)
-
-# ---------------------------------------------------------------------------------------------
-# Primitive readers/writers
-# ---------------------------------------------------------------------------------------------
-
-
-def write_uvarint(out: bytearray, value: int) -> None:
-    if value < 0:
-        raise ValueError(f"unsigned varint cannot be negative: {value}")
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-class Reader:
-    """Cursor over a bytes-like object; every read checks bounds (corrupt input is an error)."""
-
-    __slots__ = ("buf", "end", "pos")
-
-    def __init__(self, buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> None:
-        self.buf = bytes(buf) if isinstance(buf, memoryview) else buf
-        self.pos = pos
-        self.end = len(buf) if end is None else end
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > self.end:
-            raise CorruptMessageError(f"metadata record truncated: need {n} bytes at {self.pos}")
-        data = bytes(self.buf[self.pos:self.pos + n])
-        self.pos += n
-        return data
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if self.pos >= self.end:
-                raise CorruptMessageError("metadata record truncated inside a varint")
-            b = self.buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise CorruptMessageError("unsigned varint is longer than 5 bytes")
-
-    def unpack(self, st: struct.Struct) -> Any:
-        return st.unpack(self.take(st.size))[0]
-
-    @property
-    def remaining(self) -> int:
-        return self.end - self.pos
-
-
-_PRIM: dict[str, struct.Struct] = {
-    "int8": struct.Struct(">b"), "int16": struct.Struct(">h"), "int32": struct.Struct(">i"),
-    "int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "bool": struct.Struct(">?"),
-}
-
-# ---------------------------------------------------------------------------------------------
-# Schema-driven codec
-# ---------------------------------------------------------------------------------------------
-
-ALL = (0, 32767)
-
-
-@dataclass(frozen=True, slots=True)
-class F:
-    """One field of a message schema, as in Kafka's JSON (versions are inclusive ranges)."""
-
-    attr: str                      # Python attribute name
-    type: str | type[Message]      # primitive name, "string", "uuid", "[]int32", "[]uuid" or a struct
-    versions: tuple[int, int] = ALL
-    nullable: tuple[int, int] | None = None
-    tag: int | None = None         # tagged field (taggedVersions == versions here)
-    array: bool = False            # array of ``type`` (for struct arrays)
-
-    def present(self, version: int) -> bool:
-        return self.versions[0] <= version <= self.versions[1]
-
-    def is_nullable(self, version: int) -> bool:
-        return self.nullable is not None and self.nullable[0] <= version <= self.nullable[1]
-
-
-class Message:
-    """Base of schema-described messages: dataclass subclasses set ``SCHEMA`` and ``VERSIONS``."""
-
-    SCHEMA: ClassVar[tuple[F, ...]] = ()
-    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
-    API_KEY: ClassVar[int] = -1
-
-    def encode(self, version: int | None = None) -> bytes:
-        """The message body (no frame) at ``version`` (default: the highest)."""
-        v = self.VERSIONS[1] if version is None else version
-        if not self.VERSIONS[0] <= v <= self.VERSIONS[1]:
-            raise ValueError(f"{type(self).__name__} has no version {v}")
-        out = bytearray()
-        _write_struct(out, self, v)
-        return bytes(out)
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview, version: int) -> Message:
-        r = Reader(data)
-        msg = _read_struct(r, cls, version)
-        if r.remaining:
-            raise CorruptMessageError(f"{r.remaining} byte(s) of garbage after {cls.__name__}")
-        return msg
-
-
-_DEFAULTS: dict[type, dict[str, Any]] = {}
-
-
-def _defaults(cls: type[Message]) -> dict[str, Any]:
-    """Declared default of every dataclass field of ``cls`` (tagged fields compare against it)."""
-    out = _DEFAULTS.get(cls)
-    if out is None:
-        out = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            out[f.name] = f.default_factory() if f.default_factory is not MISSING else f.default
-        _DEFAULTS[cls] = out
-    return out
-
-
-def _write_value(out: bytearray, f: F, value: Any, version: int) -> None:
-    t = f.type
-    if f.array or (isinstance(t, str) and t.startswith("[]")):
-        if value is None:
-            if not f.is_nullable(version):
-                raise ValueError(f"field {f.attr} is not nullable in version {version}")
-            out.append(0)
-            return
-        write_uvarint(out, len(value) + 1)
-        if f.array:
-            assert not isinstance(t, str)
-            for item in value:
-                _write_struct(out, item, version)
-        elif t == "[]int32":
-            out += struct.pack(f">{len(value)}i", *value)
-        elif t == "[]uuid":
-            for u in value:
-                out += u.bytes
-        else:
-            raise TypeError(t)
-        return
-    if t == "string":
-        if value is None:
-            if not f.is_nullable(version):
-                raise ValueError(f"field {f.attr} is not nullable in version {version}")
-            out.append(0)
-            return
-        data = value.encode()
-        write_uvarint(out, len(data) + 1)
-        out += data
-    elif t == "uuid":
-        out += value.bytes
-    elif isinstance(t, str):
-        out += _PRIM[t].pack(value)
-    else:
-        _write_struct(out, value, version)
-
-
-def _read_value(r: Reader, f: F, version: int) -> Any:
-    t = f.type
-    if f.array or (isinstance(t, str) and t.startswith("[]")):
-        n = r.uvarint() - 1
-        if n < 0:
-            if not f.is_nullable(version):
-                raise CorruptMessageError(f"non-nullable field {f.attr} is null")
-            return None
-        if n > r.remaining:
-            raise CorruptMessageError(f"array {f.attr} claims {n} elements, more than the bytes left")
-        if f.array:
-            assert not isinstance(t, str)
-            return [_read_struct(r, t, version) for _ in range(n)]
-        if t == "[]int32":
-            return list(struct.unpack(f">{n}i", r.take(4 * n)))
-        return [uuid.UUID(bytes=r.take(16)) for _ in range(n)]
-    if t == "string":
-        n = r.uvarint() - 1
-        if n < 0:
-            if not f.is_nullable(version):
-                raise CorruptMessageError(f"non-nullable field {f.attr} is null")
-            return None
-        try:
-            return r.take(n).decode()
-        except UnicodeDecodeError:
-            raise CorruptMessageError(f"field {f.attr} is not valid UTF-8") from None
-    if t == "uuid":
-        return uuid.UUID(bytes=r.take(16))
-    if isinstance(t, str):
-        return r.unpack(_PRIM[t])
-    return _read_struct(r, t, version)
-
-
-def _write_struct(out: bytearray, msg: Message, version: int) -> None:
-    cls = type(msg)
-    tagged: list[tuple[int, bytes]] = []
-    for f in cls.SCHEMA:
-        if not f.present(version):
-            continue
-        value = getattr(msg, f.attr)
-        if f.tag is not None:
-            # Kafka writes a tagged field only when it differs from its default.
-            if value != _defaults(cls)[f.attr]:
-                buf = bytearray()
-                _write_value(buf, f, value, version)
-                tagged.append((f.tag, bytes(buf)))
-            continue
-        _write_value(out, f, value, version)
-    tagged.sort()
-    write_uvarint(out, len(tagged))
-    for tag, data in tagged:
-        write_uvarint(out, tag)
-        write_uvarint(out, len(data))
-        out += data
-
-
-def _read_struct(r: Reader, cls: type[Message], version: int) -> Any:
-    values: dict[str, Any] = {}
-    by_tag: dict[int, F] = {}
-    for f in cls.SCHEMA:
-        if not f.present(version):
-            continue
-        if f.tag is not None:
-            by_tag[f.tag] = f
-            continue
-        values[f.attr] = _read_value(r, f, version)
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        size = r.uvarint()
-        f_tagged = by_tag.get(tag)
-        if f_tagged is None:
-            r.take(size)  # unknown tagged fields are skipped, as Kafka does
-            continue
-        sub = Reader(r.buf, r.pos, r.pos + size)
-        if r.pos + size > r.end:
-            raise CorruptMessageError(f"tagged field {tag} overruns the record")
-        values[f_tagged.attr] = _read_value(sub, f_tagged, version)
-        r.pos += size
-    return cls(**values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,7 +255,7 @@ def decode_record(data: bytes | bytearray | memoryview) -> Message | UnknownReco
         return UnknownRecord(api_key, version, r.take(r.remaining))
     if not cls.VERSIONS[0] <= version <= cls.VERSIONS[1]:
         raise CorruptMessageError(f"{cls.__name__} version {version} is not supported")
-    msg = _read_struct(r, cls, version)
+    msg = read_struct(r, cls, version, True)
     if r.remaining:
         raise CorruptMessageError(f"found {r.remaining} byte(s) of garbage after {cls.__name__}")
     return msg

@@ -5,10 +5,9 @@ value as ``int16 version`` + value struct; the key version names the record type
 (OffsetCommitKey 0/1, GroupMetadataKey 2, ConsumerGroupMetadataKey 3, ... CurrentMemberAssignment
 8) and a null value is a tombstone. The schemas are transcribed from
 ``group-coordinator/src/main/resources/common/message/*.json`` as :class:`F` tuples of the
-generic metadata codec (:mod:`strom.core.metadata.records`). That codec only speaks the
-flexible format; these records also use the older non-flexible one (int16-length strings,
-int32-length arrays and bytes, no tagged fields) for keys and for values below their first
-flexible version, so the walker here handles both and adds the ``bytes`` and ``[]string`` types.
+generic codec (:mod:`strom.core.metadata.codec`). Keys are never flexible and values are
+flexible from the version ``FLEXIBLE`` names on (OffsetCommitValue and GroupMetadataValue from
+v4, the KIP-848 values from v0); the codec picks the wire format per version.
 """
 
 from __future__ import annotations
@@ -16,200 +15,17 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from strom.core.exceptions import CorruptMessageError
-from strom.core.metadata.records import ALL, F, Message, Reader, write_uvarint
+from strom.core.metadata.codec import ALL, NEVER, F, Message
 
-NEVER = 32767  # "flexibleVersions": "none"
 ZERO_UUID = uuid.UUID(int=0)
-
-_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-_PRIM: dict[str, struct.Struct] = {"int8": _I8, "int16": _I16, "int32": _I32, "int64": _I64,
-                                   "bool": struct.Struct(">?"), "uint16": struct.Struct(">H")}
+_I16 = struct.Struct(">h")
 
 
 class CoordinatorMessage(Message):
-    """A group-coordinator schema: ``FLEXIBLE`` is its first flexible version (``NEVER`` = none)."""
-
-    FLEXIBLE: ClassVar[int] = 0
-
-    def encode(self, version: int | None = None) -> bytes:
-        v = self.VERSIONS[1] if version is None else version
-        if not self.VERSIONS[0] <= v <= self.VERSIONS[1]:
-            raise ValueError(f"{type(self).__name__} has no version {v}")
-        out = bytearray()
-        _write_struct(out, self, v, v >= self.FLEXIBLE)
-        return bytes(out)
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview, version: int) -> Any:
-        if not cls.VERSIONS[0] <= version <= cls.VERSIONS[1]:
-            raise CorruptMessageError(f"{cls.__name__} version {version} is not supported")
-        r = Reader(bytes(data))
-        msg = _read_struct(r, cls, version, version >= cls.FLEXIBLE)
-        if r.remaining:
-            raise CorruptMessageError(f"{r.remaining} byte(s) of garbage after {cls.__name__}")
-        return msg
-
-
-# -- codec: both wire formats ------------------------------------------------------------------
-
-
-def _write_len(out: bytearray, n: int | None, flexible: bool, wide: bool) -> None:
-    """Length prefix: compact uvarint (n+1, 0 = null) or int16/int32 (-1 = null)."""
-    if flexible:
-        write_uvarint(out, 0 if n is None else n + 1)
-    else:
-        out += (_I32 if wide else _I16).pack(-1 if n is None else n)
-
-
-def _read_len(r: Reader, flexible: bool, wide: bool) -> int:
-    if flexible:
-        return r.uvarint() - 1
-    return int(r.unpack(_I32 if wide else _I16))
-
-
-def _write_value(out: bytearray, f: F, value: Any, version: int, flexible: bool) -> None:
-    t = f.type
-    if value is None and (f.array or t in ("string", "bytes") or (isinstance(t, str) and t.startswith("[]"))):
-        if not f.is_nullable(version):
-            raise ValueError(f"field {f.attr} is not nullable in version {version}")
-        _write_len(out, None, flexible, wide=t != "string")
-        return
-    if f.array or (isinstance(t, str) and t.startswith("[]")):
-        _write_len(out, len(value), flexible, wide=True)
-        if f.array:
-            for item in value:
-                _write_struct(out, item, version, flexible)
-        elif t == "[]int32":
-            out += struct.pack(f">{len(value)}i", *value)
-        elif t == "[]uuid":
-            for u in value:
-                out += u.bytes
-        elif t == "[]string":
-            for s in value:
-                data = s.encode()
-                _write_len(out, len(data), flexible, wide=False)
-                out += data
-        else:
-            raise TypeError(t)
-    elif t == "string":
-        data = value.encode()
-        _write_len(out, len(data), flexible, wide=False)
-        out += data
-    elif t == "bytes":
-        _write_len(out, len(value), flexible, wide=True)
-        out += value
-    elif t == "uuid":
-        out += value.bytes
-    elif isinstance(t, str):
-        out += _PRIM[t].pack(value)
-    else:
-        _write_struct(out, value, version, flexible)
-
-
-def _read_value(r: Reader, f: F, version: int, flexible: bool) -> Any:
-    t = f.type
-    if f.array or (isinstance(t, str) and t.startswith("[]")):
-        n = _read_len(r, flexible, wide=True)
-        if n < 0:
-            if not f.is_nullable(version):
-                raise CorruptMessageError(f"non-nullable field {f.attr} is null")
-            return None
-        if n > r.remaining:
-            raise CorruptMessageError(f"array {f.attr} claims {n} elements, more than the bytes left")
-        if f.array:
-            assert not isinstance(t, str)
-            return [_read_struct(r, t, version, flexible) for _ in range(n)]
-        if t == "[]int32":
-            return list(struct.unpack(f">{n}i", r.take(4 * n)))
-        if t == "[]uuid":
-            return [uuid.UUID(bytes=r.take(16)) for _ in range(n)]
-        out = []
-        for _ in range(n):
-            size = _read_len(r, flexible, wide=False)
-            if size < 0:
-                raise CorruptMessageError(f"null element in {f.attr}")
-            out.append(_decode_utf8(r.take(size), f))
-        return out
-    if t in ("string", "bytes"):
-        n = _read_len(r, flexible, wide=t == "bytes")
-        if n < 0:
-            if not f.is_nullable(version):
-                raise CorruptMessageError(f"non-nullable field {f.attr} is null")
-            return None
-        data = r.take(n)
-        return data if t == "bytes" else _decode_utf8(data, f)
-    if t == "uuid":
-        return uuid.UUID(bytes=r.take(16))
-    if isinstance(t, str):
-        return r.unpack(_PRIM[t])
-    return _read_struct(r, t, version, flexible)
-
-
-def _decode_utf8(data: bytes, f: F) -> str:
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        raise CorruptMessageError(f"field {f.attr} is not valid UTF-8") from None
-
-
-def _write_struct(out: bytearray, msg: Message, version: int, flexible: bool) -> None:
-    cls = type(msg)
-    tagged: list[tuple[int, bytes]] = []
-    for f in cls.SCHEMA:
-        if not f.present(version):
-            continue
-        value = getattr(msg, f.attr)
-        if f.tag is not None:
-            if flexible and value != _default(cls, f.attr):  # Kafka omits defaults
-                buf = bytearray()
-                _write_value(buf, f, value, version, flexible)
-                tagged.append((f.tag, bytes(buf)))
-            continue
-        _write_value(out, f, value, version, flexible)
-    if flexible:
-        tagged.sort()
-        write_uvarint(out, len(tagged))
-        for tag, data in tagged:
-            write_uvarint(out, tag)
-            write_uvarint(out, len(data))
-            out += data
-
-
-def _read_struct(r: Reader, cls: type[Message], version: int, flexible: bool) -> Any:
-    values: dict[str, Any] = {}
-    by_tag: dict[int, F] = {}
-    for f in cls.SCHEMA:
-        if not f.present(version):
-            continue
-        if f.tag is not None:
-            by_tag[f.tag] = f
-            continue
-        values[f.attr] = _read_value(r, f, version, flexible)
-    if flexible:
-        for _ in range(r.uvarint()):
-            tag, size = r.uvarint(), r.uvarint()
-            if r.pos + size > r.end:
-                raise CorruptMessageError(f"tagged field {tag} overruns the record")
-            f_tagged = by_tag.get(tag)
-            if f_tagged is not None:
-                values[f_tagged.attr] = _read_value(Reader(r.buf, r.pos, r.pos + size), f_tagged, version, flexible)
-            r.pos += size
-    return cls(**values)
-
-
-_DEFAULTS: dict[tuple[type, str], Any] = {}
-
-
-def _default(cls: type, attr: str) -> Any:
-    key = (cls, attr)
-    if key not in _DEFAULTS:
-        for fld in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
-            if fld.name == attr:
-                _DEFAULTS[key] = fld.default_factory() if callable(fld.default_factory) else fld.default
-    return _DEFAULTS.get(key)
+    """A group-coordinator schema; ``FLEXIBLE`` (its first flexible version) is set per type."""
 
 
 # -- classic groups and offsets ----------------------------------------------------------------

@@ -67,3 +67,35 @@ def test_truncated_records_are_corrupt(cut: int) -> None:
         R.decode_value(1, value[:cut])
     with pytest.raises(KafkaError):
         R.decode_key(key[:cut])
+
+
+def _member_value(classic: R.ClassicMemberMetadata | None) -> R.ConsumerGroupMemberMetadataValue:
+    return R.ConsumerGroupMemberMetadataValue("i", None, "c", "h", ["t"], None, 5000, None, classic)
+
+
+def test_member_value_with_classic_metadata_matches_kafka_bytes() -> None:
+    # ClassicMemberMetadata is a tagged *nullable* struct: Kafka's generated writer puts a uvarint 1
+    # presence marker before it (counted in the tagged size) and its reader treats 0 as null.
+    classic = R.ClassicMemberMetadata(10000, [R.ClassicProtocol("range", b"\x00\x01")])
+    untagged = "0269" "00" "0263" "0268" "02" "0274" "00" "00001388" "00"
+    struct_hex = "00002710" "02" "0672616e6765" "030001" "00" "00"   # 16 bytes
+    data = _member_value(classic).encode(0)
+    assert data.hex() == untagged + "01" + "00" + "11" + "01" + struct_hex
+    assert R.ConsumerGroupMemberMetadataValue.decode(data, 0) == _member_value(classic)
+    # null (the default) is not written at all
+    assert _member_value(None).encode(0).hex() == untagged + "00"
+    # a tagged null marker (uvarint 0) decodes as null, as in Kafka's reader
+    assert R.ConsumerGroupMemberMetadataValue.decode(bytes.fromhex(untagged + "01" + "00" + "01" + "00"), 0) \
+        == _member_value(None)
+
+
+def test_offset_commit_value_flexible_v4_bytes() -> None:
+    # v4 is the first flexible OffsetCommitValue version: compact string, tagged-field section.
+    data = R.OffsetCommitValue(5, 2, "m", 1000).encode(4)
+    assert data.hex() == "0000000000000005" + "00000002" + "026d" + "00000000000003e8" + "00"
+    assert R.OffsetCommitValue.decode(data, 4) == R.OffsetCommitValue(5, 2, "m", 1000)
+
+
+def test_unsupported_value_version_is_corrupt() -> None:
+    with pytest.raises(KafkaError):
+        R.decode_value(1, b"\x00\x09" + b"\x00" * 20)
