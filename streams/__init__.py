@@ -44,6 +44,7 @@ from strom.streams.exceptions import (
     TopologyError,
 )
 from strom.streams.processor import Processor, ProcessorContext, PunctuationType, Record, RecordMetadata
+from strom.streams.processor.readonly import KeyValue
 from strom.streams.runtime import (
     ErrorContext,
     ErrorHandlerFailure,
@@ -83,6 +84,7 @@ __all__ = [
     "KTable",
     "KafkaStreams",
     "KeyQueryMetadata",
+    "KeyValue",
     "Materialized",
     "Named",
     "Processor",
