@@ -120,6 +120,10 @@ class FileStreamSourceConnector(SourceConnector):
 class FileStreamSourceTask(SourceTask):
     """Publishes each complete line of the file from the stored position on."""
 
+    # Written as the task configs' task.class: a Kafka Connect worker in the same cluster can
+    # then run a task of a connector that a strom worker runs (and the other way round).
+    KAFKA_CLASS_NAME = "org.apache.kafka.connect.file.FileStreamSourceTask"
+
     def __init__(self) -> None:
         self.filename: str | None = None
         self.topic = ""
@@ -295,6 +299,8 @@ def render_value(value: Any) -> str:
 
 class FileStreamSinkTask(SinkTask):
     """Writes each record's value on its own line; ``flush`` flushes the file."""
+
+    KAFKA_CLASS_NAME = "org.apache.kafka.connect.file.FileStreamSinkTask"  # see FileStreamSourceTask
 
     def __init__(self) -> None:
         self.filename: str | None = None

@@ -124,9 +124,10 @@ def view(worker: KConnectRef | StromConnectProcess, name: str) -> dict[str, Any]
         "info": {**info, "tasks": sorted(info["tasks"], key=lambda t: t["task"])},
         "tasks": [t["id"] for t in rest_ok(worker, "GET", f"/connectors/{name}/tasks")],
         # Task configs are each runtime's own: Kafka's FileStreamSourceConnector hands its task the
-        # whole connector config, strom's only what the task reads, and ``task.class`` names a
-        # Java or a Python class; a leader rewrites task configs that differ from its own. What the
-        # task does is the same: compare the keys the task reads.
+        # whole connector config, strom's only what the task reads (both name Kafka's task class in
+        # ``task.class``, so either worker can run the other's tasks); a leader rewrites task
+        # configs that differ from its own. What the task does is the same: compare the keys the
+        # task reads.
         "task_config": [{k: t["config"].get(k) for k in ("file", "topic")}
                         for t in rest_ok(worker, "GET", f"/connectors/{name}/tasks")],
     }
@@ -330,7 +331,12 @@ def test_mixed_cluster_java_and_strom_in_one_group(broker: BrokerProcess, tmp_pa
             statuses = [running(java, name) for name in names]
             return all(statuses) and {t["worker_id"] for st in statuses for t in st["tasks"]} == both
 
-        wait_for(spread_over_both, what="every connector RUNNING, tasks on both workers")
+        try:
+            wait_for(spread_over_both, what="every connector RUNNING, tasks on both workers")
+        except AssertionError as exc:  # say what each worker reports, traces included
+            seen = {f"{type(w).__name__}:{w.port}": [w.rest("GET", f"/connectors/{n}/status") for n in names]
+                    for w in workers}
+            raise AssertionError(f"{exc}; statuses: {seen}") from None
         for n in range(3):
             wait_for(partial(has_all, n), what=f"records of connector {n}")
 
