@@ -30,9 +30,7 @@ the same time; ``--repeat`` runs the whole set again and the median is reported.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -46,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import ROOT, StromBroker, free_port, tree_cpu_seconds, warm_bytecode
+from peers import ROOT, StromBroker, free_port, stop_process_group, tree_cpu_seconds, warm_bytecode
 
 KCONNECT_SRC = ROOT / "bench" / "kconnect"
 KCONNECT_LIB = ROOT / ".cache" / "kconnect" / "lib"
@@ -206,13 +204,7 @@ def run_one(name: str, bootstrap: str, admin: AdminClient, src: Path, expected_s
         elapsed = time.perf_counter() - start
         cpu = tree_cpu_seconds(proc.pid)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_process_group(proc, 30)
         log.close()
     verify(src, dst, records, name)
     shutil.rmtree(work, ignore_errors=True)

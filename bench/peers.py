@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -97,6 +98,19 @@ def machine_busy_seconds() -> float:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+def stop_process_group(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM the process group a bench started (``start_new_session=True``), SIGKILL after
+    ``grace`` seconds; nothing to do if it already exited."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
 
 def warm_bytecode() -> None:
     """Compile strom's modules to ``__pycache__`` once, before anything is timed.

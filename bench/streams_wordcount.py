@@ -28,7 +28,6 @@ import argparse
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import ROOT, StromBroker
+from peers import ROOT, StromBroker, stop_process_group
 
 APPS = ROOT / "bench" / "streams_apps"
 KSTREAMS_SRC = ROOT / "bench" / "kstreams"
@@ -228,13 +227,7 @@ def run_one(framework: str, guarantee: str, bootstrap: str, input_topic: str, pa
             status(f"  {framework} failed; its log: {log_path}")
             raise
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop_process_group(proc, 60)
     shutil.rmtree(state_dir, ignore_errors=True)
     got = final_counts(bootstrap, output)
     correct = got == dict(expected)

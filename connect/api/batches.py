@@ -19,34 +19,53 @@ Thread-safety: none needed; a batch belongs to the task thread that made or rece
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from strom.connect.api.records import NO_TIMESTAMP_TYPE, SinkRecord, SourceRecord
 from strom.connect.data.schema import Schema
 
+R = TypeVar("R", SourceRecord, SinkRecord)
 
-class _RecordColumns:
-    """What both batch kinds share: the lazily built records behind the Sequence protocol."""
 
-    __slots__ = ("_records",)
-    _records: list[Any] | None
+class _RecordColumns(Sequence[R]):
+    """What both batch kinds share: a ``values`` column that sets the length, and the lazily
+    built records behind the Sequence protocol."""
 
-    def _build(self) -> list[Any]:
-        raise NotImplementedError
+    __slots__ = ("_records", "topic", "values")
+    _records: list[R] | None
+    topic: str
+    values: Sequence[Any]
 
-    def records(self) -> list[Any]:
+    @abstractmethod
+    def _build(self) -> list[R]:
+        """Build every record from the columns."""
+
+    def records(self) -> list[R]:
         """The records as objects (built on the first call, then kept)."""
         if self._records is None:
             self._records = self._build()
         return self._records
 
-    def __iter__(self) -> Iterator[Any]:
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> R: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[R]: ...
+
+    def __getitem__(self, index: int | slice) -> R | list[R]:
+        return self.records()[index]
+
+    def __iter__(self) -> Iterator[R]:
         return iter(self.records())
 
     def __bool__(self) -> bool:
-        return len(self) > 0  # type: ignore[arg-type]
+        return len(self.values) > 0
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _RecordColumns):
@@ -57,8 +76,11 @@ class _RecordColumns:
 
     __hash__ = None  # type: ignore[assignment]  # mutable-ish container semantics, like list
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(topic={self.topic!r}, records={len(self)})"
 
-class SourceRecordBatch(_RecordColumns, Sequence[SourceRecord]):
+
+class SourceRecordBatch(_RecordColumns[SourceRecord]):
     """Records read from one source partition, bound for one topic, as columns.
 
     ``source_offsets[i]`` is the source offset after ``values[i]`` (a Sequence; it may compute
@@ -74,9 +96,7 @@ class SourceRecordBatch(_RecordColumns, Sequence[SourceRecord]):
         "source_offsets",
         "source_partition",
         "timestamp",
-        "topic",
         "value_schema",
-        "values",
     )
 
     def __init__(self, source_partition: Mapping[str, Any] | None,
@@ -99,18 +119,6 @@ class SourceRecordBatch(_RecordColumns, Sequence[SourceRecord]):
         self.timestamp = timestamp
         self._records: list[SourceRecord] | None = None
 
-    def __len__(self) -> int:
-        return len(self.values)
-
-    @overload
-    def __getitem__(self, index: int) -> SourceRecord: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[SourceRecord]: ...
-
-    def __getitem__(self, index: int | slice) -> SourceRecord | list[SourceRecord]:
-        return self.records()[index]
-
     def last_source_offset(self) -> Mapping[str, Any] | None:
         """The offset to commit once every record of the batch is written."""
         return self.source_offsets[-1] if len(self.values) else None
@@ -122,11 +130,8 @@ class SourceRecordBatch(_RecordColumns, Sequence[SourceRecord]):
         return [SourceRecord(sp, off, topic, part, ks, k, vs, v, ts)
                 for off, k, v in zip(self.source_offsets, keys, self.values, strict=self.keys is not None)]
 
-    def __repr__(self) -> str:
-        return f"SourceRecordBatch(topic={self.topic!r}, records={len(self)})"
 
-
-class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
+class SinkRecordBatch(_RecordColumns[SinkRecord]):
     """Records consumed from one topic, as columns (``kafka_partitions[i]``, ``kafka_offsets[i]``,
     ``keys[i]``, ``values[i]`` describe record ``i``; each column has one schema).
 
@@ -135,8 +140,7 @@ class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
     ``None`` means no timestamps.
     """
 
-    __slots__ = ("_timestamps", "kafka_offsets", "kafka_partitions", "key_schema", "keys", "topic", "value_schema",
-                 "values")
+    __slots__ = ("_timestamps", "kafka_offsets", "kafka_partitions", "key_schema", "keys", "value_schema")
 
     def __init__(self, topic: str, kafka_partitions: Sequence[int], kafka_offsets: Sequence[int],
                  key_schema: Schema | None, keys: Sequence[Any], value_schema: Schema | None, values: Sequence[Any],
@@ -155,18 +159,6 @@ class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
         self._timestamps = timestamps
         self._records: list[SinkRecord] | None = None
 
-    def __len__(self) -> int:
-        return len(self.values)
-
-    @overload
-    def __getitem__(self, index: int) -> SinkRecord: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[SinkRecord]: ...
-
-    def __getitem__(self, index: int | slice) -> SinkRecord | list[SinkRecord]:
-        return self.records()[index]
-
     def _build(self) -> list[SinkRecord]:
         stamps: Iterable[tuple[int, int]] = repeat((0, -1)) if self._timestamps is None else self._timestamps
         topic, ks, vs, names = self.topic, self.key_schema, self.value_schema, _TS_TYPES
@@ -174,9 +166,6 @@ class SinkRecordBatch(_RecordColumns, Sequence[SinkRecord]):
                            names.get(ts[0], NO_TIMESTAMP_TYPE))
                 for part, key, value, off, ts in zip(self.kafka_partitions, self.keys, self.values,
                                                      self.kafka_offsets, stamps, strict=self._timestamps is not None)]
-
-    def __repr__(self) -> str:
-        return f"SinkRecordBatch(topic={self.topic!r}, records={len(self)})"
 
 
 # confluent-kafka's timestamp types -> Kafka's TimestampType names.

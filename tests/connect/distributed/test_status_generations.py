@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from strom.connect.runtime.distributed.status_store import KafkaStatusBackingStore, Status
 from strom.core.testing import BrokerProcess
@@ -25,25 +24,6 @@ def _conf(broker: BrokerProcess) -> dict[str, Any]:
     return {"bootstrap.servers": broker.bootstrap}
 
 
-def _raw_records(broker: BrokerProcess, topic: str) -> list[tuple[str, bytes | None]]:
-    """Every (key, value) on the topic, per partition in log order."""
-    c = Consumer({**_conf(broker), "group.id": f"raw-{uuid.uuid4().hex[:6]}",
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-    c.assign([TopicPartition(topic, p, 0) for p in parts])
-    out: list[tuple[str, bytes | None]] = []
-    eof: set[int] = set()
-    while len(eof) < len(parts):
-        m = c.poll(5)
-        assert m is not None
-        if m.error():
-            eof.add(m.partition() or 0)
-        else:
-            out.append(((m.key() or b"").decode(), m.value()))
-    c.close()
-    return out
-
-
 class Stores:
     """Status stores on one fresh topic; every store made here is stopped at teardown.
 
@@ -53,10 +33,15 @@ class Stores:
     the tests about one key's records would not change with more partitions.
     """
 
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: BrokerProcess, read_all: Any) -> None:
         self.broker = broker
         self.topic = f"status-{uuid.uuid4().hex[:8]}"
         self.made: list[KafkaStatusBackingStore] = []
+        self._read_all = read_all
+
+    def raw(self) -> list[tuple[str, bytes | None]]:
+        """Every (key, value) written to the topic, in log order."""
+        return [(key.decode(), value) for _, key, value in self._read_all(self.broker, self.topic)]
 
     def new(self) -> KafkaStatusBackingStore:
         c = _conf(self.broker)
@@ -67,8 +52,8 @@ class Stores:
 
 
 @pytest.fixture
-def stores(connect_broker: BrokerProcess) -> Iterator[Stores]:
-    st = Stores(connect_broker)
+def stores(connect_broker: BrokerProcess, read_all: Any) -> Iterator[Stores]:
+    st = Stores(connect_broker, read_all)
     yield st
     for s in st.made:
         s.stop()
@@ -103,7 +88,7 @@ def test_safe_write_from_older_generation_is_dropped(stores: Stores) -> None:
     third = stores.new()
     assert third.get(CONN) == _conn("RUNNING", W2, 2)
     assert third.get_all(CONN) == [_task("RUNNING", W2, 2)]
-    written = [json.loads(v) for _, v in _raw_records(stores.broker, stores.topic) if v is not None]
+    written = [json.loads(v) for _, v in stores.raw() if v is not None]
     assert sorted((r["state"], r["worker_id"]) for r in written) == [("RUNNING", W1)] * 2 + [("RUNNING", W2)] * 2
 
 
@@ -156,7 +141,7 @@ def test_stale_task_unassigned_is_ignored_on_read(stores: Stores) -> None:
     assert old.put_safe(_task("UNASSIGNED", W1, 3)) is True
     old.put(_task("UNASSIGNED", W1, 4, task=1))
     old.put(_conn("UNASSIGNED", W1, 3))
-    keys = [k for k, _ in _raw_records(stores.broker, stores.topic)]
+    keys = [k for k, _ in stores.raw()]
     assert keys.count(f"status-task-{CONN}-0") == 2
     third = stores.new()
     assert third.get_task(CONN, 0) == _task("RUNNING", W2, 4)
@@ -195,7 +180,7 @@ def test_tombstones_delete_and_reset_the_guard(stores: Stores) -> None:
     assert s1.get(CONN) is None
     third.refresh()
     assert third.get(CONN) is None
-    assert [v for k, v in _raw_records(stores.broker, stores.topic) if k == f"status-connector-{CONN}"][-1] is None
+    assert [v for k, v in stores.raw() if k == f"status-connector-{CONN}"][-1] is None
 
 
 def test_connector_tombstone_drops_its_task_statuses(stores: Stores) -> None:

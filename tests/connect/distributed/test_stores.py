@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from strom.connect.exceptions import ConnectException
@@ -27,24 +27,6 @@ def confs(broker: BrokerProcess) -> tuple[dict[str, Any], dict[str, Any], dict[s
     return dict(base), dict(base), dict(base)
 
 
-def read_all(broker: BrokerProcess, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-    c.assign([TopicPartition(topic, p, 0) for p in parts])
-    out: list[tuple[int, bytes, bytes | None]] = []
-    eof: set[int] = set()
-    while len(eof) < len(parts):
-        m = c.poll(5)
-        assert m is not None
-        if m.error():
-            eof.add(m.partition() or 0)
-        else:
-            out.append((m.partition() or 0, m.key() or b"", m.value()))
-    c.close()
-    return out
-
-
 @pytest.fixture
 def topic() -> str:
     return f"connect-{uuid.uuid4().hex[:8]}"
@@ -58,7 +40,7 @@ def config_store(broker: BrokerProcess, topic: str, events: list[tuple[str, str]
     return store
 
 
-def test_config_store_round_trip_and_kafka_format(connect_broker: BrokerProcess, topic: str) -> None:
+def test_config_store_round_trip_and_kafka_format(connect_broker: BrokerProcess, topic: str, read_all: Any) -> None:
     events: list[tuple[str, str]] = []
     a = config_store(connect_broker, topic)
     try:
@@ -133,7 +115,7 @@ def test_non_compacted_topic_is_refused(connect_broker: BrokerProcess, topic: st
         KafkaStatusBackingStore(topic, p, c, a, partitions=1, replication_factor=1).start()
 
 
-def test_status_store(connect_broker: BrokerProcess, topic: str) -> None:
+def test_status_store(connect_broker: BrokerProcess, topic: str, read_all: Any) -> None:
     p, c, a = confs(connect_broker)
     s1 = KafkaStatusBackingStore(topic, p, c, a, partitions=3, replication_factor=1)
     s1.start()
@@ -174,7 +156,7 @@ def offset_stores(connect_broker: BrokerProcess, topic: str) -> Iterator[tuple[K
 
 
 def test_offset_store_shared_between_workers(offset_stores: tuple[KafkaOffsetBackingStore, KafkaOffsetBackingStore],
-                                             connect_broker: BrokerProcess, topic: str) -> None:
+                                             connect_broker: BrokerProcess, topic: str, read_all: Any) -> None:
     s1, s2 = offset_stores
     keys = [serialize_key("src", {"file": f"/f{i}"}) for i in range(20)]
     s1.set({k: serialize_offset({"position": i}) for i, k in enumerate(keys)})
