@@ -13,6 +13,7 @@ a producer id without a sequence, as Kafka's coordinators write them. Event-loop
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ def java_string_hashcode(value: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=16384)  # asked on every group/transaction request; the hash loops in Python
 def java_hash_partition(key: str, partitions: int) -> int:
     """Kafka's ``Utils.abs(key.hashCode()) % partitions``: the coordinator partition of a key."""
     h = java_string_hashcode(key)
