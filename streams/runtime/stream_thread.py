@@ -15,6 +15,12 @@ Every ``commit.interval.ms`` the thread commits:
 
 If a commit fails, the tasks are closed without committing their stores (under EOS without a
 checkpoint, so their state is wiped and restored from the changelog when they reopen).
+
+A commit refused because the group went on without this member (UNKNOWN_MEMBER_ID or
+ILLEGAL_GENERATION: the thread outlived ``max.poll.interval.ms``, or a rebalance raced the
+commit) is Kafka Streams' TaskMigratedException: the thread aborts its transaction, closes its
+tasks without committing, and rejoins; the input since the last commit is processed again. A
+REBALANCE_IN_PROGRESS refusal under at_least_once is retried at the next interval, as in Kafka.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from strom.streams.topology.topology import SubTopology, Topology
 
 if TYPE_CHECKING:
     from strom.streams.runtime.standby import StandbyManager
+
+# Commit refusals meaning another generation of the group may own this thread's tasks now.
+_MIGRATED = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION})
 
 
 class ThreadState(enum.Enum):
@@ -273,8 +282,7 @@ class StreamThread(threading.Thread):
         try:
             if self.config.exactly_once:
                 self.producer.init_transactions(60)  # fences a previous incarnation's producer
-            self.consumer.subscribe(sorted(self._topic_sub), on_assign=self._on_assign,
-                                    on_revoke=self._on_revoke, on_lost=self._on_lost)
+            self._subscribe()
             self._loop()
             self.state = ThreadState.PENDING_SHUTDOWN
             with self.lock:
@@ -300,6 +308,31 @@ class StreamThread(threading.Thread):
                 finally:
                     self.consumer.close()
                     self._close_producer()
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(sorted(self._topic_sub), on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+
+    def _commit_or_rejoin(self) -> None:
+        """The periodic commit; a refusal by a group that moved on closes the tasks and rejoins."""
+        try:
+            self.commit()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError.REBALANCE_IN_PROGRESS and not self.config.exactly_once:
+                self.log(f"[{self.app}] {self.name}: commit refused during a rebalance; retrying at the next interval")
+                return
+            if err.code() not in _MIGRATED:
+                raise
+            self.log(f"[{self.app}] {self.name}: commit refused ({err.str()}): the group moved on without this "
+                     f"thread; closing its tasks without committing and rejoining")
+            with self.lock:
+                self._abort()
+                self._close_tasks(clean=False)
+            # A fresh subscription gets a fresh assignment, read from the committed offsets: the
+            # consumer's own positions are past records no task has processed into a commit.
+            self.consumer.unsubscribe()
+            self._subscribe()
 
     def _close_producer(self) -> None:
         close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.x has Producer.close
@@ -349,5 +382,5 @@ class StreamThread(threading.Thread):
                         task.runtime.punctuate_wall_clock(now_ms)
             self.producer.poll(0)
             if time.monotonic() >= next_commit:
-                self.commit()
+                self._commit_or_rejoin()
                 next_commit = time.monotonic() + interval
