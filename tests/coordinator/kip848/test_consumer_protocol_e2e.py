@@ -96,14 +96,43 @@ class Member(threading.Thread):
             self.owners.assign(self.who, [tp.partition for tp in parts])
 
         def on_revoke(consumer: Consumer, parts: list[TopicPartition]) -> None:
+            retry_commits(consumer, {tp.partition for tp in parts})
+            forget(parts)
             self.owners.release(self.who, [tp.partition for tp in parts], "revoke")
 
         def on_lost(consumer: Consumer, parts: list[TopicPartition]) -> None:
+            forget(parts)
             self.owners.release(self.who, [tp.partition for tp in parts], "lost")
+
+        def forget(parts: list[TopicPartition]) -> None:
+            # a later owner commits past these; retrying them on regaining the partition would
+            # move its committed offset backwards
+            for tp in parts:
+                pending.pop(tp.partition, None)
+
+        # Offsets whose commit was refused (an epoch bump racing it): committed again while the
+        # partition is still ours, as an application would, else the last one of a partition
+        # that receives nothing more would stay uncommitted.
+        pending: dict[int, int] = {}
+
+        def retry_commits(consumer: Consumer, partitions: set[int]) -> None:
+            due = {p: off for p, off in pending.items() if p in partitions}
+            if not due:
+                return
+            try:
+                consumer.commit(offsets=[TopicPartition(self.topic, p, off) for p, off in due.items()],
+                                asynchronous=False)
+            except KafkaException as e:
+                self.errors.append(f"commit: {e}")
+                return
+            for p in due:
+                pending.pop(p, None)
 
         c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
         try:
             while not self.stop.is_set():
+                if pending:
+                    retry_commits(c, self.owners.of(self.who))
                 msg = c.poll(0.1)
                 if msg is None:
                     continue
@@ -118,10 +147,13 @@ class Member(threading.Thread):
                     self.consumed[(p, off)] = self.consumed.get((p, off), 0) + 1
                 try:
                     c.commit(offsets=[TopicPartition(self.topic, p, off + 1)], asynchronous=False)
+                    pending.pop(p, None)
                 except KafkaException as e:
-                    # A commit racing an epoch bump may be refused (STALE_MEMBER_EPOCH); the record
-                    # is then consumed again by its next owner, which the test tolerates.
+                    # A commit racing an epoch bump may be refused (STALE_MEMBER_EPOCH): retried
+                    # while we own the partition; a next owner consumes the record again.
                     self.errors.append(f"commit: {e}")
+                    pending[p] = off + 1
+            retry_commits(c, self.owners.of(self.who))
         finally:
             c.close()  # leaves the group (epoch -1)
 
