@@ -10,6 +10,14 @@ Keys are plain strings, values schemaless JSON (Kafka's ``JsonConverter`` with
 - ``target-state-<n>``   ``{"state": "STARTED"|"PAUSED", "state.v2": "STARTED"|"PAUSED"|"STOPPED"}``
 - ``restart-connector-<n>`` ``{"include-tasks": bool, "only-failed": bool}``
 - ``session-key``        ``{"key": base64, "algorithm": "HmacSHA256", "creation-timestamp": ms}``
+- ``tasks-fencing-<n>``  ``{"task-count": N}`` (Kafka's ``TASK_COUNT_RECORD_V0``): the leader wrote it
+  after fencing the transactional producers of the connector's previous task generation (KIP-618)
+
+Zombie fencing bookkeeping follows Kafka's ``KafkaConfigBackingStore``: a ``commit-<n>`` of a
+connector whose config is known puts it in ``pending_fencing``; a ``tasks-fencing-<n>`` record takes
+it out and becomes the connector's ``task_count_records`` entry (the size of the generation the next
+round must fence). Neither is cleared by a connector tombstone, as in Kafka: zombies of a deleted
+connector may still run when a connector of the same name comes back.
 
 The topic has one partition so that every worker applies records in the same order; the
 position after the last applied record is the "config offset" members compare in the group.
@@ -35,11 +43,13 @@ COMMIT_PREFIX = "commit-"
 TARGET_STATE_PREFIX = "target-state-"
 RESTART_PREFIX = "restart-connector-"
 SESSION_KEY = "session-key"
+TASK_COUNT_PREFIX = "tasks-fencing-"  # Kafka's TASK_COUNT_RECORD_PREFIX
 TARGET_STATES = ("STARTED", "PAUSED", "STOPPED")
 
 # Listener events (kind, connector name or "" for the session key).
 CONNECTOR_UPDATED, CONNECTOR_REMOVED, TASKS_UPDATED, TARGET_STATE_CHANGED, RESTART_REQUESTED, SESSION_KEY_UPDATED = (
     "connector-updated", "connector-removed", "tasks-updated", "target-state", "restart", "session-key")
+TASK_COUNT_UPDATED = "task-count"
 
 ConfigListener = Callable[[str, str], None]
 
@@ -75,6 +85,19 @@ class ClusterConfigState:
     target_states: dict[str, str] = field(default_factory=dict)
     inconsistent: set[str] = field(default_factory=set)
     session_key: dict[str, Any] | None = None
+    task_count_records: dict[str, int] = field(default_factory=dict)
+    task_config_generations: dict[str, int] = field(default_factory=dict)
+    pending_fencing: set[str] = field(default_factory=set)
+
+    def is_pending_fencing(self, connector: str) -> bool:
+        """Kafka's ``pendingFencing``: task configs newer than the last task-count record."""
+        return connector in self.pending_fencing
+
+    def task_count_record(self, connector: str) -> int | None:
+        return self.task_count_records.get(connector)
+
+    def task_config_generation(self, connector: str) -> int | None:
+        return self.task_config_generations.get(connector)
 
     def connectors(self) -> list[str]:
         return sorted(self.connector_configs)
@@ -133,7 +156,8 @@ class KafkaConfigBackingStore:
             s = self._state
             return ClusterConfigState(s.offset, {k: dict(v) for k, v in s.connector_configs.items()},
                                       dict(s.task_configs), dict(s.task_counts), dict(s.target_states),
-                                      set(s.inconsistent), s.session_key)
+                                      set(s.inconsistent), s.session_key, dict(s.task_count_records),
+                                      dict(s.task_config_generations), set(s.pending_fencing))
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -155,6 +179,11 @@ class KafkaConfigBackingStore:
             for i, c in enumerate(configs)]
         records.append(((COMMIT_PREFIX + name).encode(), _json({"tasks": len(configs)})))
         self.log.send_all(records)
+
+    def put_task_count_record(self, name: str, task_count: int, timeout: float = 30.0) -> None:
+        """Kafka's ``putTaskCountRecord``: write ``tasks-fencing-<n>`` and read it back."""
+        self.log.send_all([((TASK_COUNT_PREFIX + name).encode(), _json({"task-count": int(task_count)}))])
+        self.log.read_to_end(timeout)
 
     def _target_state_record(self, name: str, state: str) -> tuple[bytes, bytes]:
         if state not in TARGET_STATES:
@@ -248,6 +277,10 @@ class KafkaConfigBackingStore:
             if not isinstance(n, int) or n < 0:
                 log.error("ignoring %s@%d: bad task count %r", key, offset, n)
                 return []
+            if name in s.connector_configs:
+                # Kafka: task configs newer than the last task-count record need a round of
+                # fencing before tasks may start with them (set even for an inconsistent set).
+                s.pending_fencing.add(name)
             deferred = self._deferred.pop(name, {})
             if n > 0 and not all(i in deferred for i in range(n)):
                 # Kafka marks such a connector inconsistent until a complete set is committed; tasks
@@ -261,6 +294,10 @@ class KafkaConfigBackingStore:
             for i, props in deferred.items():
                 if i < n:
                     s.task_configs[(name, i)] = props
+            # Kafka bumps it only when task records came with the commit; every applied commit
+            # bumps ours, so a fencing round also notices a newer 0-task (stopped) generation.
+            gen = s.task_config_generations.get(name)
+            s.task_config_generations[name] = 0 if gen is None else gen + 1
             s.task_counts[name] = n
             s.inconsistent.discard(name)
             return [(TASKS_UPDATED, name)]
@@ -271,10 +308,19 @@ class KafkaConfigBackingStore:
             self.restart_requests.append(RestartRequest(name, bool(value.get("include-tasks", False)),
                                                         bool(value.get("only-failed", False))))
             return [(RESTART_REQUESTED, name)]
+        if key.startswith(TASK_COUNT_PREFIX):
+            name = key[len(TASK_COUNT_PREFIX):]
+            count = None if value is None else value.get("task-count")
+            if not isinstance(count, int) or isinstance(count, bool):
+                log.error("ignoring %s@%d: bad task count %r", key, offset, count)
+                return []
+            s.task_count_records[name] = count
+            s.pending_fencing.discard(name)
+            return [(TASK_COUNT_UPDATED, name)]
         if key == SESSION_KEY:
             s.session_key = value
             return [(SESSION_KEY_UPDATED, "")]
-        # Other records (tasks-fencing-*, logger-cluster-*) are not ours to act on.
+        # Other records (logger-cluster-*) are not ours to act on.
         return []
 
     def take_restart_requests(self) -> list[RestartRequest]:

@@ -18,6 +18,15 @@ scheduled rebalance delay (a lost worker's work held back) expires. Every worker
 config-topic records as they are read (restart a reconfigured connector it owns, apply a target
 state, execute restart requests). A worker whose session expires (killed) loses its work; the
 leader hands it to the others after ``scheduled.rebalance.max.delay.ms``.
+
+Zombie fencing (KIP-618, worker ``exactly.once.source.support=enabled``): new task configs of a
+source connector leave it "pending fencing" (see :mod:`.config_store`). Its tasks are not
+started while it is; the leader fences the transactional ids of the previous generation
+(:mod:`.fencing`, the rules of Kafka's ``DistributedHerder.doFenceZombieSourceTasks``) and writes
+the ``tasks-fencing-<n>`` record, and every worker starts its held-back tasks when it reads it.
+Kafka's tasks ask the leader for the round (``PUT /connectors/<n>/fence`` from a follower); here
+the leader starts the round itself when it reads the commit or becomes leader, so no internal
+REST call is needed: the records written and the ids fenced are the same.
 """
 
 from __future__ import annotations
@@ -56,11 +65,13 @@ from strom.connect.runtime.distributed.config_store import (
     CONNECTOR_UPDATED,
     RESTART_REQUESTED,
     TARGET_STATE_CHANGED,
+    TASK_COUNT_UPDATED,
     TASKS_UPDATED,
     ClusterConfigState,
     KafkaConfigBackingStore,
     RestartRequest,
 )
+from strom.connect.runtime.distributed.fencing import fence_producers, transactional_ids
 from strom.connect.runtime.distributed.membership import GroupMembership, MembershipError
 from strom.connect.runtime.distributed.offset_store import KafkaOffsetBackingStore
 from strom.connect.runtime.distributed.status_store import KafkaStatusBackingStore, Status, TopicStatus
@@ -153,6 +164,13 @@ class DistributedHerder(StandaloneHerder):
         self._thread: threading.Thread | None = None
         self._stop_event = threading.Event()
         self._started = threading.Event()
+        # Zombie fencing: tasks assigned here but held back until their connector is fenced;
+        # connectors with a fencing round running on this (leader) worker, and those whose round
+        # must run once more because a trigger came while it ran.
+        self._fence_lock = threading.Lock()
+        self._awaiting_fencing: set[ConnectorTaskId] = set()
+        self._fencing_active: set[str] = set()
+        self._fencing_again: set[str] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -286,6 +304,7 @@ class DistributedHerder(StandaloneHerder):
         # Sets are replaced, never mutated: REST threads iterate them.
         self._connectors = self._connectors - set(a.revoked_connectors)
         self._tasks = self._tasks - set(revoked_tasks)
+        self._forget_awaiting(set(revoked_tasks))
         self._snapshot = self.config_store.snapshot()
         for c in a.connectors:
             self._connectors = self._connectors | {c}
@@ -294,6 +313,10 @@ class DistributedHerder(StandaloneHerder):
             tid = ConnectorTaskId(c, t)
             self._tasks = self._tasks | {tid}
             self._start_task_here(tid)
+        if self._is_leader():
+            # A new leader takes over rounds its predecessor left unfinished.
+            for name in self._snapshot.pending_fencing:
+                self._maybe_start_fencing(name)
 
     def _start_connector_here(self, name: str) -> None:
         cfg = self._snapshot.connector_configs.get(name)
@@ -334,8 +357,115 @@ class DistributedHerder(StandaloneHerder):
         with self._task_restart_lock:
             if tid in self.worker.task_ids():
                 self.worker.stop_and_await_task(tid)
+            # The store's live state, not our snapshot: a task-count record read after this check
+            # is still to come as an event (which starts the task), one read before is seen here.
+            if self._needs_fencing(tid.connector, self.config_store.snapshot()):
+                # Kafka: an exactly-once source task does not bring up its producer before the
+                # previous generation is fenced; it starts when the task-count record is read.
+                with self._fence_lock:
+                    self._awaiting_fencing.add(tid)
+                # Re-checked once registered: the record may have been read (and its event
+                # handled, without this task) between the check above and the add.
+                if self._needs_fencing(tid.connector, self.config_store.snapshot()):
+                    log.info("task %s-%d waits for zombie fencing of its connector", tid.connector, tid.task)
+                    if self._is_leader():
+                        self._maybe_start_fencing(tid.connector)
+                    return
+            self._forget_awaiting({tid})
             self.worker.start_task(tid, conn, task, self._listener,
                                    TargetState(self._snapshot.target_state(tid.connector)))
+
+    # -- zombie fencing (KIP-618) ---------------------------------------------------------------
+
+    def _is_leader(self) -> bool:
+        return bool(self._leader_id) and self._leader_id == self._member_id
+
+    def _forget_awaiting(self, tids: set[ConnectorTaskId]) -> None:
+        with self._fence_lock:
+            self._awaiting_fencing -= tids
+
+    def awaiting_fencing(self) -> list[ConnectorTaskId]:
+        """Tasks assigned here that wait for their connector's fencing round (tests, diagnostics)."""
+        with self._fence_lock:
+            return sorted(self._awaiting_fencing)
+
+    def _needs_fencing(self, name: str, snap: ClusterConfigState) -> bool:
+        return (self.config.exactly_once_enabled and snap.is_pending_fencing(name)
+                and self._type(name) == ConnectorType.SOURCE)
+
+    def _start_awaiting(self, name: str) -> None:
+        """The connector's task-count record was read: start its held-back tasks."""
+        with self._fence_lock:
+            ready = sorted(t for t in self._awaiting_fencing if t.connector == name)
+        for tid in ready:
+            if tid in self._tasks:
+                self._start_task_here(tid)
+            else:
+                self._forget_awaiting({tid})
+
+    def _maybe_start_fencing(self, name: str) -> None:
+        """Leader: run a fencing round for ``name`` on its own thread unless one runs already.
+
+        Kafka does a round when a task is about to start; a connector without tasks has none
+        to start, so its round waits for the next task configs.
+        """
+        snap = self.config_store.snapshot()
+        if not snap.tasks(name) or not self._needs_fencing(name, snap):
+            return
+        with self._fence_lock:
+            if name in self._fencing_active:
+                self._fencing_again.add(name)
+                return
+            self._fencing_active.add(name)
+        threading.Thread(target=self._fencing_thread, args=(name,), daemon=True,
+                         name=f"zombie-fencing-{self.worker_id}-{name}").start()
+
+    def _fencing_thread(self, name: str) -> None:
+        while not self._stop_event.is_set():
+            try:
+                self.fence_zombie_source_tasks(name)
+            except Exception:
+                if self._stop_event.is_set():
+                    break
+                log.exception("zombie fencing of connector %s failed; retrying", name)
+                self._stop_event.wait(1.0)
+                continue
+            with self._fence_lock:
+                if name not in self._fencing_again:
+                    break
+                self._fencing_again.discard(name)
+        with self._fence_lock:
+            self._fencing_active.discard(name)
+            self._fencing_again.discard(name)
+
+    def fence_zombie_source_tasks(self, name: str) -> None:
+        """One round of Kafka's ``doFenceZombieSourceTasks`` on the leader: fence the transactional
+        ids of the previous generation, then write the ``tasks-fencing-<n>`` record."""
+        while not self._stop_event.is_set() and self._is_leader():
+            self.config_store.refresh(WRITE_TIMEOUT)
+            snap = self.config_store.snapshot()
+            if name not in snap.connector_configs or not snap.is_pending_fencing(name):
+                return  # Kafka: the last task-count record is newer than the task configs
+            task_count = snap.task_counts.get(name, 0)
+            previous = snap.task_count_record(name)
+            generation = snap.task_config_generation(name)
+            # Kafka's rules: no task-count record yet means no transactional producer was ever
+            # brought up for the connector, so nothing to fence; one task before and one now
+            # means the new task 0 fences the old one itself (same transactional id).
+            if previous is not None and (previous != 1 or task_count != 1):
+                ids = transactional_ids(str(self.config.group_id), name, previous)
+                log.info("fencing zombies of connector %s: transactional ids %s", name, ids)
+                fence_producers(self._producer_conf, ids, WRITE_TIMEOUT)
+                self.config_store.refresh(WRITE_TIMEOUT)
+                if self.config_store.snapshot().task_config_generation(name) != generation:
+                    # Kafka fails such a round (409) and the next task start asks again: newer
+                    # task configs came meanwhile, whose count is the one to record.
+                    continue
+            if not self._is_leader():
+                return
+            self.config_store.put_task_count_record(name, task_count, WRITE_TIMEOUT)
+            log.info("connector %s fenced; task count record %d written", name, task_count)
+            return
 
     # -- config-topic events ------------------------------------------------------------------
 
@@ -367,12 +497,18 @@ class DistributedHerder(StandaloneHerder):
                     self.worker.stop_connector(name)
                     self._connectors = self._connectors - {name}
                 mine = [t for t in self._tasks if t.connector == name]
+                self._forget_awaiting(set(mine))
                 if mine:
                     self.worker.stop_and_await_tasks(mine)
                     self._tasks = self._tasks - set(mine)
                 self._rejoin_now.set()
             elif kind == TASKS_UPDATED:
                 self._tasks_updated(name, old, new)
+                if self._is_leader():
+                    self._maybe_start_fencing(name)
+            elif kind == TASK_COUNT_UPDATED:
+                if not new.is_pending_fencing(name):
+                    self._start_awaiting(name)
             elif kind == TARGET_STATE_CHANGED:
                 self._target_state_changed(name, old, new)
             elif kind == RESTART_REQUESTED:
@@ -385,11 +521,15 @@ class DistributedHerder(StandaloneHerder):
 
     def _tasks_updated(self, name: str, old: ClusterConfigState, new: ClusterConfigState) -> None:
         count = len(new.tasks(name))
+        # Exactly-once sources: a new generation gets fenced, which would fence a task of the old
+        # one left running because its config did not change; so all of them restart (as Kafka).
+        restart_all = self.config.exactly_once_enabled and self._type(name) == ConnectorType.SOURCE
         for tid in sorted(t for t in self._tasks if t.connector == name):
             if tid.task >= count:
                 self.worker.stop_and_await_task(tid)
                 self._tasks = self._tasks - {tid}
-            elif old.task_config((name, tid.task)) != new.task_config((name, tid.task)) \
+                self._forget_awaiting({tid})
+            elif restart_all or old.task_config((name, tid.task)) != new.task_config((name, tid.task)) \
                     or tid not in self.worker.task_ids():
                 self._start_task_here(tid)
 
