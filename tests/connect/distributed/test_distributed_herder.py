@@ -3,61 +3,20 @@ worker's tasks resume on the other, and configs survive a restart of every worke
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from cluster_util import Cluster, datagen, wait_for
+
 from strom.connect.exceptions import AlreadyExistsError, NotLeaderError
-from strom.connect.plugins import PluginRegistry
-from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.distributed import DistributedHerder
 from strom.connect.runtime.herder import ConnectorTaskId, State
 from strom.core.testing import BrokerProcess
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
-
-
-class Cluster:
-    def __init__(self, broker: BrokerProcess) -> None:
-        suffix = uuid.uuid4().hex[:8]
-        self.base = {
-            "bootstrap.servers": broker.bootstrap, "group.id": f"connect-cluster-{suffix}",
-            "config.storage.topic": f"cfg-{suffix}", "offset.storage.topic": f"off-{suffix}",
-            "status.storage.topic": f"st-{suffix}", "config.storage.replication.factor": "1",
-            "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
-            "offset.storage.partitions": "3", "status.storage.partitions": "2",
-            "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
-            "scheduled.rebalance.max.delay.ms": "1000", "offset.flush.interval.ms": "200",
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-        }
-        self.registry = PluginRegistry()
-        self.herders: list[DistributedHerder] = []
-
-    def worker(self, port: int) -> DistributedHerder:
-        h = DistributedHerder(WorkerConfig.from_mapping({**self.base, "listeners": f"http://127.0.0.1:{port}"}),
-                              self.registry)
-        h.start()
-        self.herders.append(h)
-        return h
-
-    def stop_all(self) -> None:
-        for h in self.herders:
-            h.stop()
-        self.herders.clear()
 
 
 @pytest.fixture
@@ -65,11 +24,6 @@ def cluster(connect_broker: BrokerProcess) -> Iterator[Cluster]:
     c = Cluster(connect_broker)
     yield c
     c.stop_all()
-
-
-def datagen(topic: str, tasks: int) -> dict[str, str]:
-    return {"connector.class": "DatagenConnector", "tasks.max": str(tasks), "kafka.topic": topic,
-            "quickstart": "users", "rate": "20", "iterations": "-1"}
 
 
 def leader_of(*herders: DistributedHerder) -> DistributedHerder:

@@ -6,35 +6,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cluster_util import Cluster, wait_for
+from cluster_util import datagen as cluster_datagen
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from strom.connect.plugins import PluginRegistry
-from strom.connect.runtime.config import WorkerConfig
-from strom.connect.runtime.distributed import DistributedHerder
 from strom.connect.runtime.distributed.config_store import TASK_COUNT_UPDATED, KafkaConfigBackingStore
 from strom.connect.runtime.distributed.fencing import transactional_ids
 from strom.connect.runtime.herder import ConnectorTaskId, State
 from strom.core.testing import BrokerProcess
-
-TIMEOUT = 90.0
-
-
-def wait_for(check: Any, timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    import time
-
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 def config_store(broker: BrokerProcess, topic: str, events: list[tuple[str, str]] | None = None
@@ -120,50 +108,15 @@ def test_task_count_record_round_trip_and_pending_rules(connect_broker: BrokerPr
         a.stop()
 
 
-class Cluster:
-    def __init__(self, broker: BrokerProcess) -> None:
-        suffix = uuid.uuid4().hex[:8]
-        self.group = f"eos-cluster-{suffix}"
-        self.config_topic = f"cfg-{suffix}"
-        self.base = {
-            "bootstrap.servers": broker.bootstrap, "group.id": self.group,
-            "config.storage.topic": self.config_topic, "offset.storage.topic": f"off-{suffix}",
-            "status.storage.topic": f"st-{suffix}", "config.storage.replication.factor": "1",
-            "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
-            "offset.storage.partitions": "3", "status.storage.partitions": "2",
-            "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
-            "scheduled.rebalance.max.delay.ms": "1000", "offset.flush.interval.ms": "200",
-            "exactly.once.source.support": "enabled",
-            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
-        }
-        self.registry = PluginRegistry()
-        self.herders: list[DistributedHerder] = []
-
-    def worker(self, port: int) -> DistributedHerder:
-        h = DistributedHerder(WorkerConfig.from_mapping({**self.base, "listeners": f"http://127.0.0.1:{port}"}),
-                              self.registry)
-        h.start()
-        self.herders.append(h)
-        return h
-
-    def stop_all(self) -> None:
-        for h in self.herders:
-            h.stop()
-        self.herders.clear()
-
-
 @pytest.fixture
 def cluster(connect_broker: BrokerProcess) -> Iterator[Cluster]:
-    c = Cluster(connect_broker)
+    c = Cluster(connect_broker, {"exactly.once.source.support": "enabled"}, group_prefix="eos-cluster")
     yield c
     c.stop_all()
 
 
 def datagen(topic: str, tasks: int) -> dict[str, str]:
-    return {"connector.class": "DatagenConnector", "tasks.max": str(tasks), "kafka.topic": topic,
-            "quickstart": "users", "rate": "20", "iterations": "-1", "random.seed": "7"}
+    return cluster_datagen(topic, tasks, **{"random.seed": "7"})
 
 
 def _count(broker: BrokerProcess, topic: str, isolation: str) -> int:
