@@ -21,9 +21,6 @@ ILLEGAL_GENERATION: the thread outlived ``max.poll.interval.ms``, or a rebalance
 commit) is Kafka Streams' TaskMigratedException: the thread aborts its transaction, closes its
 tasks without committing, and rejoins; the input since the last commit is processed again. A
 REBALANCE_IN_PROGRESS refusal under at_least_once is retried at the next interval, as in Kafka.
-Under exactly_once_v2 a fenced producer (the coordinator aborted a transaction that outlived
-``transaction.timeout.ms`` and bumped the epoch) is handled the same way, and the thread's
-producer is replaced by a new one (Kafka Streams' ``reInitializeThreadProducer``).
 """
 
 from __future__ import annotations
@@ -48,8 +45,6 @@ if TYPE_CHECKING:
 
 # Commit refusals meaning another generation of the group may own this thread's tasks now.
 _MIGRATED = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION})
-# The producer's epoch is gone (librdkafka reports a fenced transactional producer as _FENCED).
-_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
 class ThreadState(enum.Enum):
@@ -111,16 +106,11 @@ class StreamThread(threading.Thread):
             "bootstrap.servers": config.bootstrap_servers,
             "partitioner": "murmur2_random",  # Kafka's default partitioner (Java clients)
             "linger.ms": 5,
+            "on_delivery": self._on_delivery,
             **config.producer,
         }
         if eos:
-            # No delivery callback: a failed send makes commit_transaction() fail, which is all
-            # EOS needs, and confluent-kafka mishandles a Python callback after a fatal error
-            # (SystemError from flush() once the producer is fenced), hiding the real error.
             producer_conf["transactional.id"] = transactional_id
-        else:
-            producer_conf["on_delivery"] = self._on_delivery
-        self._producer_conf = producer_conf
         self.producer = Producer(producer_conf)
         self.consumer = Consumer(self.consumer_conf)
         self._restore_conf = {k: v for k, v in self.consumer_conf.items()
@@ -327,46 +317,22 @@ class StreamThread(threading.Thread):
         """The periodic commit; a refusal by a group that moved on closes the tasks and rejoins."""
         try:
             self.commit()
-        except (KafkaException, StreamsError) as exc:
-            err = self._cause(exc)
-            if err is None:
-                raise
+        except KafkaException as exc:
+            err = exc.args[0]
             if err.code() == KafkaError.REBALANCE_IN_PROGRESS and not self.config.exactly_once:
                 self.log(f"[{self.app}] {self.name}: commit refused during a rebalance; retrying at the next interval")
                 return
-            fenced = self.config.exactly_once and err.code() in _FENCED
-            if err.code() not in _MIGRATED and not fenced:
+            if err.code() not in _MIGRATED:
                 raise
-            why = "its producer was fenced" if fenced else "the group moved on without this thread"
-            self.log(f"[{self.app}] {self.name}: commit failed ({err.str()}): {why}; closing its tasks "
-                     f"without committing and rejoining")
+            self.log(f"[{self.app}] {self.name}: commit refused ({err.str()}): the group moved on without this "
+                     f"thread; closing its tasks without committing and rejoining")
             with self.lock:
-                if fenced:
-                    self._new_producer()  # its transaction died with the old epoch: nothing to abort
-                else:
-                    self._abort()
+                self._abort()
                 self._close_tasks(clean=False)
             # A fresh subscription gets a fresh assignment, read from the committed offsets: the
             # consumer's own positions are past records no task has processed into a commit.
             self.consumer.unsubscribe()
             self._subscribe()
-
-    def _cause(self, exc: BaseException) -> KafkaError | None:
-        """The Kafka error behind a failed commit: the exception's, or the first failed delivery's."""
-        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-            return exc.args[0]
-        if isinstance(exc, StreamsError) and self._delivery_errors:
-            return self._delivery_errors[0]
-        return None
-
-    def _new_producer(self) -> None:
-        """Replace a fenced transactional producer; ``init_transactions`` gets a new epoch."""
-        self._close_producer()
-        self._in_txn = False
-        self._dirty = False
-        self._delivery_errors.clear()
-        self.producer = Producer(self._producer_conf)
-        self.producer.init_transactions(60)
 
     def _close_producer(self) -> None:
         close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.x has Producer.close

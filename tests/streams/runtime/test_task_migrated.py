@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,15 +30,13 @@ STALL_WORD = "stallhere"
 POLL_INTERVAL_MS = 6000
 
 
-def build_stalling(input_topic: str, output_topic: str, stalled: threading.Event,
-                   seconds: float = POLL_INTERVAL_MS / 1000 + 4) -> Topology:
-    """Word count whose first sight of STALL_WORD blocks the thread for ``seconds`` (by default
-    past max.poll.interval.ms)."""
+def build_stalling(input_topic: str, output_topic: str, stalled: threading.Event) -> Topology:
+    """Word count whose first sight of STALL_WORD blocks the thread past max.poll.interval.ms."""
 
     def maybe_stall(_key: Any, word: str) -> None:
         if word == STALL_WORD and not stalled.is_set():
             stalled.set()
-            time.sleep(seconds)
+            time.sleep(POLL_INTERVAL_MS / 1000 + 4)
 
     builder = StreamsBuilder()
     (builder.stream(input_topic, Consumed.with_(Serdes.string(), Serdes.string()))
@@ -99,34 +96,3 @@ def test_thread_survives_losing_its_membership(broker: BrokerProcess, tmp_path: 
             assert read_counts(broker.bootstrap, counts, want, timeout=30) == want
     finally:
         app.close(30)
-
-
-def test_eos_thread_survives_its_transaction_timing_out(tmp_path: Path) -> None:
-    """A transaction stalled past transaction.timeout.ms is aborted by the coordinator, which
-    bumps the producer's epoch: librdkafka reports the producer fenced. Kafka Streams closes the
-    tasks, replaces the thread's producer and carries on; the output stays exactly-once."""
-    config = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}
-    with BrokerProcess(tmp_path / "broker", config=config) as broker:
-        tag = uuid.uuid4().hex[:8]
-        text, counts = f"text-{tag}", f"counts-{tag}"
-        create_topics(broker.bootstrap, (text, 2), (counts, 2))
-        stalled = threading.Event()
-        app = KafkaStreams(build_stalling(text, counts, stalled, seconds=4.0), {
-            "application.id": f"timedout-{tag}", "bootstrap.servers": broker.bootstrap,
-            "processing.guarantee": "exactly_once_v2", "commit.interval.ms": 100,
-            "state.dir": str(tmp_path / "state"), "producer.transaction.timeout.ms": 1500})
-        app.start()
-        try:
-            first = make_lines(300, seed=21)
-            produce_lines(broker.bootstrap, text, first)
-            assert read_counts(broker.bootstrap, counts, expected_counts(first)) == expected_counts(first)
-            second = [*make_lines(100, seed=22), STALL_WORD, *make_lines(100, seed=23)]
-            produce_lines(broker.bootstrap, text, second)
-            want = expected_counts(first + second)
-            got = read_counts(broker.bootstrap, counts, want, timeout=60)
-            assert stalled.is_set()
-            errors = [th.error for th in app._threads if th.error is not None]
-            assert app.state() is State.RUNNING, [traceback.format_exception(e) for e in errors]
-            assert got == want
-        finally:
-            app.close(30)
