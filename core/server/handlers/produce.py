@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
+from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
 
@@ -38,7 +39,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     denied = authorize_topics(broker, ctx, "WRITE", names)
     total_bytes = 0
     waits: list[tuple[Any, int]] = []
-    topics_out = []
+    topics_out: list[tuple[str, list[list[Any]]]] = []
     any_error = False
     for topic in request.topic_data:
         parts_out = []
@@ -85,13 +86,21 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                     if (name, row[0]) in late and row[1] == 0:
                         row[1], row[5] = int(ErrorCode.request_timed_out), "acks=all timed out waiting for the ISR"
 
-    responses = tuple(
-        m.make("TopicProduceResponse", name=name, partition_responses=tuple(
-            m.make("PartitionProduceResponse", index=idx, error_code=code, base_offset=base,
-                   log_append_time=lat, log_start_offset=ls, record_errors=(), error_message=msg)
-            for idx, code, base, lat, ls, msg in parts))
-        for name, parts in topics_out)
-    return m.make("ProduceResponse", responses=responses, throttle_time=throttle_ms)
+    return ProduceResults(throttle_ms, [
+        TopicResults(name, [PartitionResult(*row) for row in parts]) for name, parts in topics_out])
+
+
+class ProduceResults:
+    """A Produce response encoded by the fast path (see strom.core.protocol.produce_response)."""
+
+    __slots__ = ("throttle_ms", "topics")
+
+    def __init__(self, throttle_ms: int, topics: list[TopicResults]) -> None:
+        self.throttle_ms = throttle_ms
+        self.topics = topics
+
+    def frame_parts(self, version: int, correlation_id: int) -> bytes:
+        return encode_produce_response(version, correlation_id, self.throttle_ms, self.topics)
 
 
 def _all_failed(m: Any, request: Any, code: int, message: str) -> Any:
