@@ -35,6 +35,18 @@ class RequestHeader:
     client_id: str | None
 
 
+def encode_uvarint(value: int) -> bytes:
+    """An unsigned varint (compact lengths of flexible versions), for the hand-written encoders."""
+    if value < 0x80:  # the usual case: a short count or string length
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = value = 0
     while True:

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from strom.core.protocol.codec import encode_uvarint
+
 FETCH_KEY = 1
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
@@ -43,15 +45,6 @@ class TopicRows(NamedTuple):
     partitions: Sequence[PartitionRow]
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_fetch_response(version: int, correlation_id: int, throttle_ms: int, error_code: int,
                           session_id: int, topics: Sequence[TopicRows]) -> list[bytes | memoryview]:
     """The whole response frame (size prefix, header, body) as a list of buffers."""
@@ -64,7 +57,7 @@ def encode_fetch_response(version: int, correlation_id: int, throttle_ms: int, e
     if version >= 7:
         head += _I16.pack(error_code)
         head += _I32.pack(session_id)
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     parts: list[bytes | memoryview] = []
     cur = head
     for topic in topics:
@@ -72,8 +65,8 @@ def encode_fetch_response(version: int, correlation_id: int, throttle_ms: int, e
             cur += topic.topic_id.bytes
         else:
             name = topic.name.encode()
-            cur += (_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
-        cur += _uvarint(len(topic.partitions) + 1) if flexible else _I32.pack(len(topic.partitions))
+            cur += (encode_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
+        cur += encode_uvarint(len(topic.partitions) + 1) if flexible else _I32.pack(len(topic.partitions))
         for p in topic.partitions:
             cur += _PART_HEAD.pack(p.partition, p.error_code, p.high_watermark)
             cur += _I64.pack(p.last_stable_offset)
@@ -82,7 +75,7 @@ def encode_fetch_response(version: int, correlation_id: int, throttle_ms: int, e
             if p.aborted is None:
                 cur += b"\x00" if flexible else _I32.pack(-1)
             else:
-                cur += _uvarint(len(p.aborted) + 1) if flexible else _I32.pack(len(p.aborted))
+                cur += encode_uvarint(len(p.aborted) + 1) if flexible else _I32.pack(len(p.aborted))
                 for producer_id, first_offset in p.aborted:
                     cur += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -93,7 +86,7 @@ def encode_fetch_response(version: int, correlation_id: int, throttle_ms: int, e
             if records is None:
                 cur += b"\x00" if flexible else _I32.pack(-1)
             else:
-                cur += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+                cur += encode_uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
                 if len(records):
                     parts.append(bytes(cur))
                     parts.append(records)

@@ -15,6 +15,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from strom.core.protocol.codec import encode_uvarint
+
 PRODUCE_KEY = 0
 FIRST_FLEXIBLE = 9
 FIRST_LOG_START_OFFSET = 5
@@ -40,20 +42,9 @@ class TopicResults(NamedTuple):
     partitions: Sequence[PartitionResult]
 
 
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:  # the usual case: a count or a short string
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(value: str, flexible: bool) -> bytes:
     data = value.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def _nullable_string(value: str | None, flexible: bool) -> bytes:
@@ -70,13 +61,13 @@ def encode_produce_response(version: int, correlation_id: int, throttle_ms: int,
     out += _I32.pack(correlation_id)
     if flexible:
         out += b"\x00"  # response header tags
-        out += _uvarint(len(topics) + 1)
+        out += encode_uvarint(len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
     for topic in topics:
         out += _string(topic.name, flexible)
         parts = topic.partitions
-        out += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
+        out += encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for p in parts:
             out += _PART.pack(p.partition, p.error_code, p.base_offset, p.log_append_time)
             if version >= FIRST_LOG_START_OFFSET:
