@@ -123,6 +123,30 @@ class HeartbeatResult:
     rebalance_deadline_ms: int | None = None  # set while the member must revoke
 
 
+class CommitPartitionValidator(Protocol):
+    """Checks one partition of an offset commit; raises the error that refuses the commit."""
+
+    def __call__(self, topic: str, topic_id: uuid.UUID | None, partition: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _AssignmentEpochValidator:
+    """KIP-1251: a commit with an epoch older than the member's is fine for a partition the
+    member has held (assigned or pending revocation) since that epoch or earlier."""
+
+    member: ConsumerGroupMember
+    received: int
+
+    def __call__(self, topic: str, topic_id: uuid.UUID | None, partition: int) -> None:
+        epoch = None if topic_id is None else self.member.assignment_epoch(topic_id, partition)
+        if epoch is None:
+            raise _error(ErrorCode.stale_member_epoch,
+                         f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
+        if self.received < epoch:
+            raise _error(ErrorCode.stale_member_epoch, f"Received member epoch {self.received} is older than "
+                         f"assignment epoch {epoch} for partition {topic}-{partition}.")
+
+
 @dataclass(slots=True)
 class _Deadlines:
     session: dict[str, int] = field(default_factory=dict)
@@ -208,17 +232,34 @@ class ConsumerGroup:
 
     # -- offsets ------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> None:
-        """Check an OffsetCommit against the member epoch (Kafka's ``validateOffsetCommit``).
+    def validate_offset_commit(self, member_id: str, member_epoch: int, *, instance_id: str | None = None,
+                               transactional: bool = False, api_version: int | None = None
+                               ) -> CommitPartitionValidator | None:
+        """Check an (Txn)OffsetCommit against the member (Kafka 4.3's ``validateOffsetCommit``).
 
-        Epoch -1 (admin client, manual assignment) may only commit to an empty group.
+        Returns ``None`` when every partition may be committed, else the per-partition check
+        (KIP-1251) to run on each partition before anything is written. Epoch -1 (admin client,
+        manual assignment) may only commit to an empty group; a transactional commit without a
+        member (epoch -1, no member id, no instance id) is not checked against the group.
+        Raises UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION (OffsetCommit below v9 from a consumer-
+        protocol member) or STALE_MEMBER_EPOCH (an epoch newer than the member's).
         """
         if member_epoch < 0 and not self.members:
-            return
+            return None
+        if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
+            return None
         member = self.members.get(member_id)
         if member is None:
-            raise _error(ErrorCode.unknown_member_id, f"member {member_id!r} is not in group {self.group_id!r}")
-        self._check_epoch(member, member_epoch)
+            raise _error(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {self.group_id}.")
+        if not transactional and api_version is not None and api_version < 9:
+            raise _error(ErrorCode.unsupported_version, "OffsetCommit version 9 or above must be used by members "
+                         "using the consumer group protocol")
+        if member_epoch == member.member_epoch:
+            return None
+        if member_epoch > member.member_epoch:
+            raise _error(ErrorCode.stale_member_epoch, f"Received member epoch {member_epoch} is newer than "
+                         f"current member epoch {member.member_epoch}.")
+        return _AssignmentEpochValidator(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         """OffsetFetch v9+: a member reading with its epoch must be current (-1 = not a member)."""
@@ -230,15 +271,6 @@ class ConsumerGroup:
         if member_epoch != member.member_epoch:
             raise _error(ErrorCode.stale_member_epoch,
                          f"member epoch {member_epoch} is not the current {member.member_epoch}")
-
-    @staticmethod
-    def _check_epoch(member: ConsumerGroupMember, received: int) -> None:
-        if received > member.member_epoch:
-            raise _error(ErrorCode.fenced_member_epoch,
-                         f"member epoch {received} is newer than the group's {member.member_epoch}")
-        if received < member.member_epoch:
-            raise _error(ErrorCode.stale_member_epoch,
-                         f"member epoch {received} is older than the current {member.member_epoch}")
 
     # -- replay -------------------------------------------------------------------------------
 
@@ -290,17 +322,21 @@ class ConsumerGroup:
     def _replay_assignment(self, member_id: str, value: R.CoordinatorMessage | None) -> None:
         old = self.members.get(member_id) or ConsumerGroupMember(member_id)
         if value is None:
-            new = replace(old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                          assigned={}, pending_revocation={})
+            new = replace(old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                          previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH).with_assignment({}, {})
         else:
             assert isinstance(value, R.ConsumerGroupCurrentMemberAssignmentValue)
             try:
                 state = MemberState(value.state)
             except ValueError:
                 state = MemberState.UNKNOWN
+            epochs = CR.epochs_from_topic_partitions(
+                self.group_id, member_id, (*value.assigned_partitions, *value.partitions_pending_revocation),
+                value.member_epoch)
             new = replace(old, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
-                          state=state, assigned=CR.from_topic_partitions(value.assigned_partitions),
-                          pending_revocation=CR.from_topic_partitions(value.partitions_pending_revocation))
+                          state=state).with_assignment(CR.from_topic_partitions(value.assigned_partitions),
+                                                       CR.from_topic_partitions(value.partitions_pending_revocation),
+                                                       epochs)
         self._set_owned(old, new)
         if member_id in self.members or value is not None:
             self.members[member_id] = new
@@ -393,11 +429,11 @@ class ConsumerGroup:
                     member = replace(replaced, member_id=req.member_id,
                                      member_epoch=replaced.previous_member_epoch,
                                      previous_member_epoch=replaced.previous_member_epoch,
-                                     state=MemberState.STABLE, pending_revocation={})
+                                     state=MemberState.STABLE).with_assignment(replaced.assigned, {})
         elif req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             # A rejoin (after fencing, or a lost join response): the client owns nothing now.
             member = replace(stored, member_epoch=0, previous_member_epoch=stored.member_epoch,
-                             state=MemberState.STABLE, assigned={}, pending_revocation={})
+                             state=MemberState.STABLE).with_assignment({}, {})
         else:
             member = stored
             if req.member_epoch > member.member_epoch or (
@@ -482,9 +518,10 @@ class ConsumerGroup:
         if member is None:
             raise _error(ErrorCode.unknown_member_id, f"member {member_id!r} is not in group {self.group_id!r}")
         if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
-            # Kept with its assignment until it comes back or its session expires.
-            left = replace(member.with_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH), pending_revocation={},
-                           state=MemberState.STABLE)
+            # Kept with its assignment until it comes back or its session expires; as in Kafka
+            # its assignment epochs drop to 0, so the returning instance may commit with any epoch.
+            left = replace(member.with_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH), state=MemberState.STABLE)
+            left = left.with_assignment(member.assigned, {}, {}, new_epoch=0)
             records = [CR.current_assignment(self.group_id, left)]
             return HeartbeatResult(records, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, None)
         return HeartbeatResult(self._removal([member.member_id], env), member.member_id,

@@ -11,6 +11,12 @@ let two members own one partition:
 * target partitions still owned by another member (assigned or pending revocation there) are
   *unreleased*: the member waits for them in ``UNRELEASED_PARTITIONS``.
 
+Every partition a member holds carries its *assignment epoch* (KIP-1251): the member epoch at
+which it was handed to this member. It stays while the partition stays with the member (also
+while it is pending revocation); a partition handed out anew gets the epoch the member moves
+to. OffsetCommit accepts an older member epoch for a partition whose assignment epoch is not
+newer than that epoch, so a commit racing an epoch bump is not refused needlessly.
+
 Everything here is a pure function of immutable values; the group applies the results by
 replaying the records built from them.
 """
@@ -29,6 +35,8 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 Partitions = Mapping[uuid.UUID, frozenset[int]]
 EMPTY: Partitions = {}
+# topic id -> partition -> assignment epoch, for every partition assigned or pending revocation.
+AssignmentEpochs = Mapping[uuid.UUID, Mapping[int, int]]
 
 
 class MemberState(enum.IntEnum):
@@ -57,6 +65,11 @@ def intersects(a: Partitions, b: Partitions) -> bool:
     return any(ps & b.get(t, frozenset()) for t, ps in a.items())
 
 
+def default_assignment_epoch(member_epoch: int) -> int:
+    """The epoch of a partition whose record carries none (Kafka's loader: the member epoch, >= 0)."""
+    return max(member_epoch, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     """One member of a consumer group: its subscription (ConsumerGroupMemberMetadata) and its
@@ -76,6 +89,8 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # Exactly the partitions of ``assigned`` and ``pending_revocation`` (see with_assignment).
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
 
     def subscription_key(self) -> tuple[object, ...]:
         """The fields whose change alters the target assignment (bumps the group epoch)."""
@@ -90,7 +105,8 @@ class ConsumerGroupMember:
     def assignment_key(self) -> tuple[object, ...]:
         """Every field stored in ConsumerGroupCurrentMemberAssignmentValue."""
         return (self.member_epoch, self.previous_member_epoch, self.state,
-                normalize(self.assigned), normalize(self.pending_revocation))
+                normalize(self.assigned), normalize(self.pending_revocation),
+                {t: dict(es) for t, es in self.assignment_epochs.items() if es})
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -100,6 +116,32 @@ class ConsumerGroupMember:
         if epoch == self.member_epoch:
             return self
         return replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch)
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch at which the member got the partition; ``None`` unless it is assigned to
+        it or pending revocation from it (Kafka's ``assignmentEpoch``/``pendingRevocationEpoch``)."""
+        if (partition not in self.assigned.get(topic_id, frozenset())
+                and partition not in self.pending_revocation.get(topic_id, frozenset())):
+            return None
+        found = self.assignment_epochs.get(topic_id, {}).get(partition)
+        return default_assignment_epoch(self.member_epoch) if found is None else found
+
+    def with_assignment(self, assigned: Mapping[uuid.UUID, Iterable[int]],
+                        pending_revocation: Mapping[uuid.UUID, Iterable[int]],
+                        epochs: AssignmentEpochs | None = None, *, new_epoch: int | None = None) -> ConsumerGroupMember:
+        """The member holding ``assigned`` and ``pending_revocation``: a partition takes its epoch
+        from ``epochs`` (default: this member's own epochs), else ``new_epoch``, else the default."""
+        assigned_n, pending_n = normalize(assigned), normalize(pending_revocation)
+        source = self.assignment_epochs if epochs is None else epochs
+        fallback = default_assignment_epoch(self.member_epoch) if new_epoch is None else new_epoch
+        out: dict[uuid.UUID, dict[int, int]] = {}
+        for parts in (assigned_n, pending_n):
+            for t, ps in parts.items():
+                known = source.get(t, {})
+                row = out.setdefault(t, {})
+                for p in sorted(ps):
+                    row[p] = known.get(p, fallback)
+        return replace(self, assigned=assigned_n, pending_revocation=pending_n, assignment_epochs=out)
 
     def owned(self) -> Partitions:
         """Partitions this member holds: assigned plus those it still has to revoke."""
@@ -153,12 +195,15 @@ def _next_assignment(member: ConsumerGroupMember, revoking_epoch: int, target_ep
                 to_assign.setdefault(t, set()).add(p)
             else:
                 unreleased = True
+    # Kept and revoked partitions keep their assignment epochs; new ones get the target epoch.
+    kept_epochs = {t: {p: e for p, e in es.items() if p in member.assigned.get(t, frozenset())}
+                   for t, es in member.with_assignment(member.assigned, {}).assignment_epochs.items()}
     if revoking:
         # Keep the epoch and ask the client to revoke first; nothing new is handed out now.
-        return replace(member.with_epoch(revoking_epoch), state=MemberState.UNREVOKED_PARTITIONS,
-                       assigned=normalize(assigned), pending_revocation=normalize(revoking))
+        return replace(member.with_epoch(revoking_epoch), state=MemberState.UNREVOKED_PARTITIONS).with_assignment(
+            assigned, revoking, kept_epochs)
     for t, ps in to_assign.items():
         assigned.setdefault(t, set()).update(ps)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return replace(member.with_epoch(target_epoch), state=state, assigned=normalize(assigned),
-                   pending_revocation={})
+    return replace(member.with_epoch(target_epoch), state=state).with_assignment(
+        assigned, {}, kept_epochs, new_epoch=target_epoch)

@@ -13,6 +13,11 @@ through ``ConsumerGroup(group_id)``, ``replay(key, value)`` for record types 3..
 = tombstone), ``state``, ``is_empty()``, ``deleted``, ``validate_offset_commit`` /
 ``validate_offset_fetch(member_id, member_epoch)`` and ``delete_records()``; their changes go
 through :meth:`GroupCoordinator.write_records` (append, then replay into the group).
+
+Offset commits to a KIP-848 group follow Kafka 4.3 (KIP-1251): an epoch older than the member's
+is checked per partition against the epoch the partition was assigned at, and one refused
+partition refuses the whole commit (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for TxnOffsetCommit),
+nothing of it written.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -35,6 +41,9 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+# The per-partition check of a KIP-848 group's commit: (topic, topic id, partition), raises to refuse.
+PartitionCheck = Callable[[str, Any, int], None]
 
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
 TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600",
@@ -363,17 +372,20 @@ class GroupCoordinator:
     # -- offsets ------------------------------------------------------------------------------
 
     def _validate_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                         transactional: bool) -> None:
+                         transactional: bool, api_version: int | None = None) -> PartitionCheck | None:
+        """Group-level checks of a commit; returns the per-partition check a KIP-848 group asks for."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0 and not member_id:
-                return  # a "simple" consumer or an admin client: the group is created on write
+                return None  # a "simple" consumer or an admin client: the group is created on write
             raise IllegalGenerationError()
         if not isinstance(group, ClassicGroup):
-            group.validate_offset_commit(member_id, generation_id)
-            return
+            check: PartitionCheck | None = group.validate_offset_commit(
+                member_id, generation_id, instance_id=group_instance_id, transactional=transactional,
+                api_version=api_version)
+            return check
         if generation_id < 0 and group.state is GroupState.EMPTY:
-            return
+            return None
         if group.state is GroupState.DEAD:
             raise CoordinatorNotAvailableError()
         if generation_id >= 0 or member_id or group_instance_id:
@@ -389,11 +401,18 @@ class GroupCoordinator:
             raise RebalanceInProgressError()
         if not transactional and member_id in group.members:
             group._schedule_heartbeat(group.members[member_id])  # a commit proves the member is alive
+        return None
+
+    def _topic_id(self, topic: str) -> Any:
+        image = getattr(self.broker, "image", None)
+        found = image.topic(topic) if image is not None else None
+        return None if found is None else found.topic_id
 
     def _offset_records(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]],
-                        results: dict[TopicPartition, int]
+                        results: dict[TopicPartition, int], check: PartitionCheck | None = None
                         ) -> tuple[list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]],
                                    list[tuple[TopicPartition, OffsetAndMetadata]]]:
+        """The records of a commit; ``check`` (KIP-848 groups) may refuse it by raising."""
         now = _now_ms()
         records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]] = []
         applied: list[tuple[TopicPartition, OffsetAndMetadata]] = []
@@ -402,6 +421,10 @@ class GroupCoordinator:
             if len(meta.encode()) > OFFSET_METADATA_MAX_BYTES:
                 results[(topic, partition)] = int(E.offset_metadata_too_large)
                 continue
+            if check is not None:
+                # As in Kafka, one refused partition fails the whole request: the caller turns
+                # the exception into every partition's error and nothing is written.
+                check(topic, self._topic_id(topic), partition)
             value = OffsetAndMetadata(offset, leader_epoch, meta, now)
             records.append((rec.OffsetCommitKey(group_id, topic, partition),
                             rec.OffsetCommitValue(offset, leader_epoch, meta, now)))
@@ -410,13 +433,16 @@ class GroupCoordinator:
         return records, applied
 
     async def commit_offsets(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                             offsets: list[tuple[str, int, int, int, str | None]]) -> dict[TopicPartition, int]:
-        """OffsetCommit: ``offsets`` are (topic, partition, offset, leader epoch, metadata)."""
+                             offsets: list[tuple[str, int, int, int, str | None]],
+                             api_version: int | None = None) -> dict[TopicPartition, int]:
+        """OffsetCommit: ``offsets`` are (topic, partition, offset, leader epoch, metadata);
+        ``api_version`` is the request's (KIP-848 members must use v9+)."""
         results: dict[TopicPartition, int] = {}
         try:
             self.check_available(group_id)
-            self._validate_commit(group_id, generation_id, member_id, group_instance_id, transactional=False)
-            records, applied = self._offset_records(group_id, offsets, results)
+            check = self._validate_commit(group_id, generation_id, member_id, group_instance_id,
+                                          transactional=False, api_version=api_version)
+            records, applied = self._offset_records(group_id, offsets, results, check)
             if records:
                 await self._append(group_id, records)
         except KafkaError as e:
@@ -435,8 +461,16 @@ class GroupCoordinator:
         results: dict[TopicPartition, int] = {}
         try:
             self.check_available(group_id)
-            self._validate_commit(group_id, generation_id, member_id, group_instance_id, transactional=True)
-            records, applied = self._offset_records(group_id, offsets, results)
+            try:
+                check = self._validate_commit(group_id, generation_id, member_id, group_instance_id,
+                                              transactional=True)
+                records, applied = self._offset_records(group_id, offsets, results, check)
+            except KafkaError as e:
+                # Kafka answers a transactional commit a KIP-848 group refuses for its epoch
+                # (group-wide or for one partition) with ILLEGAL_GENERATION.
+                if e.errno == int(E.stale_member_epoch):
+                    raise IllegalGenerationError(str(e)) from None
+                raise
             if records:
                 await self._append(group_id, records, producer_id=producer_id,
                                          producer_epoch=producer_epoch, transactional=True)

@@ -232,9 +232,15 @@ class ConsumerGroupTargetAssignmentMemberKey(CoordinatorMessage):
 
 @dataclass(frozen=True, slots=True)
 class TopicPartitions(CoordinatorMessage):
+    """A topic's partitions; in ConsumerGroupCurrentMemberAssignmentValue also their assignment
+    epochs (Kafka 4.3, KIP-1251: tagged, nullable, one per partition). Target-assignment records
+    never set them, so their bytes are unchanged."""
+
     topic_id: uuid.UUID = ZERO_UUID
     partitions: list[int] = field(default_factory=list)
-    SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_id", "uuid"), F("partitions", "[]int32"))
+    assignment_epochs: list[int] | None = None
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_id", "uuid"), F("partitions", "[]int32"),
+                                       F("assignment_epochs", "[]int32", nullable=ALL, tag=0))
 
 
 @dataclass(frozen=True, slots=True)

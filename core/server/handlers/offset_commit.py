@@ -1,4 +1,8 @@
-"""OffsetCommit (key 8): a group member (or a simple consumer) commits offsets with metadata."""
+"""OffsetCommit (key 8): a group member (or a simple consumer) commits offsets with metadata.
+
+Topic checks (authorization, existence) answer per partition here; the group coordinator
+answers the rest, for a KIP-848 group all partitions alike when it refuses the member epoch.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     if wanted and coordinator is not None:
         codes.update(await coordinator.commit_offsets(
             group_id, request.generation_id_or_member_epoch, request.member_id,
-            getattr(request, "group_instance_id", None), wanted))
+            getattr(request, "group_instance_id", None), wanted, api_version=ctx.api_version))
     out = []
     for t in request.topics:
         parts = tuple(m.make("OffsetCommitResponsePartition", partition_index=p.partition_index,
