@@ -39,12 +39,14 @@ import queue
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 from strom.connect.exceptions import (
     AlreadyExistsError,
     BadRequestError,
     ConfigException,
+    ConnectException,
     NotFoundError,
     NotLeaderError,
     RebalanceNeededError,
@@ -280,6 +282,12 @@ class DistributedHerder(StandaloneHerder):
             self._rejoin_now.set()
             return
         self.membership.start_heartbeats()
+        if not self._catch_up(mine.config_offset):
+            # As Kafka: no new work without its configs; what was revoked is given up all the same
+            # (the leader counts on it), and the next round hands the new work out again.
+            self._apply_assignment(replace(mine, connectors=(), tasks=()))
+            self._rejoin_now.set()
+            return
         self._apply_assignment(mine)
         if mine.revoked_connectors or mine.revoked_tasks:
             self._rejoin_now.set()  # revoked work is handed out in the next round
@@ -290,6 +298,26 @@ class DistributedHerder(StandaloneHerder):
         log.info("worker %s: generation %d, leader %s, runs connectors %s and tasks %s", self.worker_id,
                  self._generation, self._leader_url, sorted(self._connectors),
                  [str(t) for t in sorted(self._tasks)])
+
+    def _catch_up(self, offset: int) -> bool:
+        """Read the config topic at least as far as the leader had when it assigned (Kafka's
+        "Catching up to assignment's config offset"): the assignment may name a connector or
+        task whose config our reader has not applied yet, e.g. one created just before another
+        worker led this round. Starting work from an older view would skip it, while our next
+        JoinGroup reports it as ours, so no leader would hand it out again. False if the topic
+        cannot be read in time (the caller rejoins)."""
+        have = self.config_store.snapshot().offset
+        if have >= offset:
+            return True
+        log.info("worker %s: config offset %d behind the assignment's %d; reading the config topic on",
+                 self.worker_id, have, offset)
+        try:
+            self.config_store.refresh(WRITE_TIMEOUT)
+        except ConnectException as e:
+            log.warning("worker %s: cannot catch up with the assignment's config offset %d: %s",
+                        self.worker_id, offset, e)
+            return False
+        return True
 
     def _write_session_key(self) -> None:
         key = base64.b64encode(os.urandom(32)).decode()
@@ -490,6 +518,10 @@ class DistributedHerder(StandaloneHerder):
             if kind == CONNECTOR_UPDATED:
                 if name not in old.connector_configs:
                     self._rejoin_now.set()  # a new connector: the leader must assign it
+                    if name in self._connectors and not self.worker.is_running(name):
+                        # Assigned before its config reached us (as Kafka, a config update of a
+                        # connector we own starts it).
+                        self._start_connector_here(name)
                 elif name in self._connectors and old.connector_configs.get(name) != new.connector_configs.get(name):
                     self._start_connector_here(name)
             elif kind == CONNECTOR_REMOVED:
