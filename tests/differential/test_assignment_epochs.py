@@ -177,6 +177,13 @@ def observe(bootstrap: str, tag: str) -> dict[str, Any]:
         out["txn e1, t and u"] = _txn_commit(c, tid, group, member, e1, [(t, 0), (u, 0)], 20)
         out["txn newer epoch"] = _txn_commit(c, tid, group, member, e2 + 1, [(t, 0)], 21)
         out["committed"] = _committed(c, group, [(t, 0), (t, 1), (u, 0), (v, 0)])
+        # A group that does not exist: a member epoch is GROUP_ID_NOT_FOUND from v9 on and
+        # ILLEGAL_GENERATION before; -1 (even with a member id) makes a simple group.
+        nowhere = f"ae-none-{tag}"
+        _wait_for_coordinator(c, nowhere)
+        out["unknown group v9"] = _commit(c, nowhere, member, 3, [(t, 0)], 22)
+        out["unknown group v8"] = _commit(c, nowhere, member, 3, [(t, 0)], 23, version=8)
+        out["unknown group, -1 with member id"] = _commit(c, nowhere, member, -1, [(t, 0)], 24)
     # Partition names differ per broker run only by the tag: compare them without it.
     return {k: ({name.replace(f"-{tag}", ""): code for name, code in v.items()} if isinstance(v, dict) else v)
             for k, v in out.items()}
@@ -202,6 +209,9 @@ EXPECTED: dict[str, Any] = {
     # t-0/t-1 from "e1, t only", u-0 from "current epoch", v-0 from the current-epoch commit;
     # the aborted transactions leave nothing.
     "committed": {"ae-t-0": 11, "ae-t-1": 11, "ae-u-0": 10, "ae-v-0": 17},
+    "unknown group v9": {"ae-t-0": int(ErrorCode.group_id_not_found)},
+    "unknown group v8": {"ae-t-0": ILLEGAL},
+    "unknown group, -1 with member id": {"ae-t-0": NONE},
 }
 
 

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 INT32_MIN = -(1 << 31)  # "authorized operations not requested"
-# Kafka AclOperation codes of the operations a group supports (for authorized_operations).
-GROUP_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8}
+# Kafka's AclOperation codes of the operations a GROUP resource supports (AclEntry.supportedOperations:
+# the two config operations came with KIP-848's group configs); authorized_operations is their bit set.
+GROUP_ACL_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
 
 
 def coordinator_of(broker: Broker) -> GroupCoordinator | None:
@@ -26,13 +27,11 @@ def denied_groups(broker: Broker, ctx: RequestContext, operation: str, group_ids
     return {g for g, ok in zip(group_ids, allowed, strict=True) if not ok}
 
 
-def group_operations(broker: Broker, ctx: RequestContext, group_id: str) -> int:
-    """Bit set of the ACL operations the caller may perform on a group."""
-    bits = 0
-    for name, code in GROUP_OPERATIONS.items():
-        if broker.authorize(ctx, name, "GROUP", [group_id])[0]:
-            bits |= 1 << code
-    return bits
+def authorized_group_operations(broker: Broker, ctx: RequestContext, group_id: str) -> int:
+    """Bit set of the ACL operations the caller may perform on ``group_id`` (as Kafka's
+    AuthHelper.authorizedOperations: every supported operation when no ACL denies it)."""
+    return sum(1 << code for op, code in GROUP_ACL_OPERATIONS.items()
+               if broker.authorize(ctx, op, "GROUP", [group_id])[0])
 
 
 def client_host(ctx: RequestContext) -> str:

@@ -376,8 +376,12 @@ class GroupCoordinator:
         """Group-level checks of a commit; returns the per-partition check a KIP-848 group asks for."""
         group = self.groups.get(group_id)
         if group is None:
-            if generation_id < 0 and not member_id:
+            if generation_id < 0:
                 return None  # a "simple" consumer or an admin client: the group is created on write
+            if not transactional and api_version is not None and api_version >= 9:
+                # As Kafka: from OffsetCommit v9 an unknown group is GROUP_ID_NOT_FOUND, which
+                # both protocols' clients understand; older versions keep ILLEGAL_GENERATION.
+                raise GroupIdNotFoundError(f"Group {group_id} not found.")
             raise IllegalGenerationError()
         if not isinstance(group, ClassicGroup):
             check: PartitionCheck | None = group.validate_offset_commit(
@@ -476,6 +480,9 @@ class GroupCoordinator:
                                          producer_epoch=producer_epoch, transactional=True)
         except KafkaError as e:
             return {(t, p): e.errno for t, p, *_ in offsets}
+        if applied and group_id not in self.groups:
+            # As Kafka, a transactional commit to an unknown group creates it Empty (simple group).
+            self.groups[group_id] = ClassicGroup(self, group_id)
         for tp, value in applied:
             self.offsets.put_pending(producer_id, group_id, tp, value)
         return results

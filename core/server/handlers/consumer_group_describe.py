@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group import consumer_group_service as service
+from strom.core.coordinator.group.api_support import authorized_group_operations
 from strom.core.exceptions import KafkaError
 from strom.core.protocol.messages import Messages, response_messages
 from strom.core.server.context import RequestContext
@@ -28,14 +29,15 @@ def _assignment(m: Messages, parts: Any, image: Any) -> Any:
         for tid, name, ps in service.describe_assignment(parts, image)))
 
 
-def _described(m: Messages, broker: Broker, group: ConsumerGroup) -> Any:
+def _described(m: Messages, broker: Broker, group: ConsumerGroup, operations: int) -> Any:
     image = broker.image
     env = service.env_for(broker)
     members = tuple(
         m.make("Member", member_id=mem.member_id, instance_id=mem.instance_id, rack_id=mem.rack_id,
                member_epoch=mem.member_epoch, client_id=mem.client_id, client_host=mem.client_host,
                subscribed_topic_names=tuple(sorted(mem.subscribed_topic_names)),
-               subscribed_topic_regex=mem.subscribed_topic_regex,
+               # Kafka's member keeps "" for "no regex" and describes it so.
+               subscribed_topic_regex=mem.subscribed_topic_regex or "",
                assignment=_assignment(m, mem.assigned, image),
                target_assignment=_assignment(m, group.target.get(mem.member_id, {}), image),
                member_type=MEMBER_TYPE_CONSUMER)
@@ -43,18 +45,20 @@ def _described(m: Messages, broker: Broker, group: ConsumerGroup) -> Any:
     return m.make("DescribedGroup", error_code=0, error_message=None, group_id=group.group_id,
                   group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                   assignor_name=group.preferred_assignor(env), members=members,
-                  authorized_operations=NO_OPERATIONS)
+                  authorized_operations=operations)
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     m = response_messages(API_KEY, ctx.api_version)
     coordinator = getattr(broker, "group_coordinator", None)
+    want_ops = bool(getattr(request, "include_authorized_operations", False))
     groups = []
     for group_id in request.group_ids:
 
         def failure(code: int, message: str | None, gid: str = group_id) -> Any:
+            # The other fields keep their schema defaults, as in Kafka's error entries.
             return m.make("DescribedGroup", error_code=code, error_message=message, group_id=gid, group_state="",
-                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=())
+                          group_epoch=0, assignment_epoch=0, assignor_name="", members=())
 
         if not broker.authorize(ctx, "DESCRIBE", "GROUP", [group_id])[0]:
             groups.append(failure(int(ErrorCode.group_authorization_failed), None))
@@ -62,12 +66,20 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         if coordinator is None:
             groups.append(failure(int(ErrorCode.coordinator_not_available), None))
             continue
+        if group_id == "":
+            groups.append(failure(int(ErrorCode.invalid_group_id), None))
+            continue
         try:
             group = service.find_consumer_group(coordinator, group_id)
             if group is None:
-                groups.append(failure(int(ErrorCode.group_id_not_found), f"Group {group_id} not found."))
+                # Kafka tells a classic group (with its offsets-only Empty groups) from no group.
+                other = coordinator.groups.get(group_id)
+                message = (f"Group {group_id} not found." if other is None
+                           else f"Group {group_id} is not a consumer group.")
+                groups.append(failure(int(ErrorCode.group_id_not_found), message))
                 continue
-            groups.append(_described(m, broker, group))
+            ops = authorized_group_operations(broker, ctx, group_id) if want_ops else NO_OPERATIONS
+            groups.append(_described(m, broker, group, ops))
         except KafkaError as e:
             groups.append(failure(*error_of(e)))
     return m.make("ConsumerGroupDescribeResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(groups))

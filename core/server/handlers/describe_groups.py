@@ -1,4 +1,8 @@
-"""DescribeGroups (key 15): state, protocol and members of classic groups."""
+"""DescribeGroups (key 15): state, protocol and members of classic groups.
+
+A group that does not exist (or is a KIP-848 group) is Dead with no error up to v5 and
+GROUP_ID_NOT_FOUND from v6 (KIP-1043).
+"""
 
 from __future__ import annotations
 
@@ -8,36 +12,50 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import (
     INT32_MIN,
+    authorized_group_operations,
     coordinator_of,
     denied_groups,
-    group_operations,
 )
 from strom.core.coordinator.group.classic import ClassicGroup, GroupState
+from strom.core.exceptions import KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
+    from strom.core.coordinator.group.coordinator import GroupCoordinator
     from strom.core.server.broker import Broker
 
 API_KEY = 15
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
+
+def _lookup(coordinator: GroupCoordinator, group_id: str) -> tuple[int, Any]:
+    if group_id == "":
+        # Kafka looks an empty id up like any other (and finds nothing); it is not INVALID_GROUP_ID here.
+        try:
+            coordinator.check_available()
+        except KafkaError as e:
+            return e.errno, None
+        return 0, None
+    return coordinator.describe_group(group_id)
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    m = response_messages(API_KEY, ctx.api_version)
+    v = ctx.api_version
+    m = response_messages(API_KEY, v)
     coordinator = coordinator_of(broker)
     want_ops = bool(getattr(request, "include_authorized_operations", False))
     denied = denied_groups(broker, ctx, "DESCRIBE", list(request.groups))
     out = []
     for group_id in request.groups:
         state, protocol_type, protocol_data, members = "Dead", "", "", ()
+        message: str | None = None
         if group_id in denied:
             code = int(ErrorCode.group_authorization_failed)
         elif coordinator is None:
             code = int(ErrorCode.coordinator_not_available)
         else:
-            code, group = coordinator.describe_group(group_id)
+            code, group = _lookup(coordinator, group_id)
             if isinstance(group, ClassicGroup):
                 state, protocol_type = group.state_name, group.protocol_type or ""
                 stable = group.state is GroupState.STABLE
@@ -48,9 +66,14 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                                        member_metadata=mb.metadata(group.protocol_name) if stable else b"",
                                        member_assignment=mb.assignment if stable else b"")
                                 for mb in group.members.values())
-            # A KIP-848 group is described by ConsumerGroupDescribe; here it is Dead, as in Kafka.
-        ops = group_operations(broker, ctx, group_id) if want_ops and not code else INT32_MIN
-        out.append(m.make("DescribedGroup", error_code=code, error_message=None, group_id=group_id,
+            elif not code and v >= 6:
+                # KIP-1043: v6 tells a missing group (or a KIP-848 one, which ConsumerGroupDescribe
+                # describes) apart from a dead one; older versions answer Dead with no error.
+                code = int(ErrorCode.group_id_not_found)
+                message = (f"Group {group_id} not found." if group is None
+                           else f"Group {group_id} is not a classic group.")
+        ops = authorized_group_operations(broker, ctx, group_id) if want_ops and not code else INT32_MIN
+        out.append(m.make("DescribedGroup", error_code=code, error_message=message, group_id=group_id,
                           group_state=state, protocol_type=protocol_type, protocol_data=protocol_data,
                           members=members, authorized_operations=ops))
     return m.make("DescribeGroupsResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(out))

@@ -40,7 +40,11 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             states.append(failed(ErrorCode.transactional_id_authorization_failed))
             continue
         try:
-            md = coordinator(broker).describe(tid)
+            txn = coordinator(broker)
+            if tid == "":
+                # Kafka refuses an empty id (once the coordinator is up) instead of looking it up.
+                raise TxnError(ErrorCode.invalid_request)
+            md = txn.describe(tid)
         except TxnError as e:
             states.append(failed(e.code))
             continue

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import coordinator_of
+from strom.core.coordinator.runtime import OFFSETS_TOPIC
+from strom.core.exceptions import for_code
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import error_of, response_throttle
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
 
 API_KEY = 10
 VERSIONS = (0, 6)
+KEY_TYPE_GROUP = 0
+NotCoordinatorError = for_code(ErrorCode.not_coordinator)
 
 
 async def _lookup(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
@@ -33,7 +37,15 @@ async def _lookup(broker: Broker, ctx: RequestContext, key_type: int, key: str) 
     if coordinator is None:
         return int(ErrorCode.coordinator_not_available), None, -1, "", -1
     try:
-        await coordinator.find_coordinator(key_type, key)
+        if key_type == KEY_TYPE_GROUP and key == "":
+            # Kafka does not validate the key here: "" hashes to a partition like any group id
+            # (only the group APIs themselves refuse it), so its coordinator is found.
+            coordinator.check_available()
+            partition = coordinator.partition_for(key)
+            if not broker.replica_manager.get_partition(OFFSETS_TOPIC, partition).is_leader:
+                raise NotCoordinatorError()
+        else:
+            await coordinator.find_coordinator(key_type, key)
     except Exception as e:
         code, message = error_of(e)
         return code, message, -1, "", -1
@@ -51,10 +63,12 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         coordinators = []
         for key in request.coordinator_keys:
             code, message, node, host, port = await _lookup(broker, ctx, key_type, key)
+            # A found coordinator keeps the schema default "" as its message, as Kafka's does.
             coordinators.append(m.make("Coordinator", key=key, node_id=node, host=host, port=port,
-                                       error_code=code, error_message=message))
+                                       error_code=code, error_message="" if code == 0 else message))
         return m.make("FindCoordinatorResponse", throttle_time=response_throttle(broker, ctx),
                       coordinators=tuple(coordinators))
     code, message, node, host, port = await _lookup(broker, ctx, key_type, request.key)
+    # Kafka's pre-v4 answer carries Errors.message(), which is "NONE" on success.
     return m.make("FindCoordinatorResponse", throttle_time=response_throttle(broker, ctx), error_code=code,
-                  error_message=message, node_id=node, host=host, port=port)
+                  error_message="NONE" if code == 0 else message, node_id=node, host=host, port=port)

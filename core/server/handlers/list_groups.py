@@ -33,7 +33,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         return m.make("ListGroupsResponse", throttle_time=response_throttle(broker, ctx),
                       error_code=int(ErrorCode.coordinator_not_available), groups=())
     code, groups = coordinator.list_groups()
-    states = {s.lower() for s in (getattr(request, "states_filter", None) or ())}
+    # Kafka compares states case-insensitively and trimmed (GroupMetadataManager.listGroups).
+    states = {s.strip().lower() for s in (getattr(request, "states_filter", None) or ())}
     types = {t.lower() for t in (getattr(request, "types_filter", None) or ())}
     rows = []
     for group in groups:

@@ -1,4 +1,9 @@
-"""OffsetDelete (key 47): drop committed offsets of partitions the group no longer consumes."""
+"""OffsetDelete (key 47): drop committed offsets of partitions the group no longer consumes.
+
+Partitions of unknown topics (or beyond a topic's partition count) get UNKNOWN_TOPIC_OR_PARTITION;
+a group-level error (unknown group, non-empty classic group of another protocol) comes with
+no topics.
+"""
 
 from __future__ import annotations
 
@@ -28,11 +33,22 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         error = int(ErrorCode.coordinator_not_available)
     else:
         denied = authorize_topics(broker, ctx, "READ", [t.name for t in request.topics])
+        topics = broker.image.topics
+        wanted = []
         for t in request.topics:
+            # As Kafka's KafkaApis: unauthorized topics, then unknown topics and partitions are
+            # answered here; the coordinator only sees partitions that exist.
+            known = topics.get(t.name)
+            valid = []
             for p in t.partitions:
                 if t.name in denied:
                     codes[(t.name, p.partition_index)] = int(ErrorCode.topic_authorization_failed)
-        wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics if t.name not in denied]
+                elif known is None or p.partition_index not in known.partitions:
+                    codes[(t.name, p.partition_index)] = int(ErrorCode.unknown_topic_or_partition)
+                else:
+                    valid.append(p.partition_index)
+            if valid:
+                wanted.append((t.name, valid))
         error, results = await coordinator.delete_offsets(request.group_id, wanted)
         codes.update(results)
     topics = () if error else tuple(

@@ -1,7 +1,8 @@
 """OffsetFetch (key 9): committed offsets of a group (v8+ of several groups; null topics = all).
 
 ``require_stable`` (v7+) answers UNSTABLE_OFFSET_COMMIT for partitions with a transactional
-offset commit still waiting for its marker.
+offset commit still waiting for its marker. A group-level error (unknown member, stale member
+epoch, coordinator errors) comes with no topics from v2 on, as Kafka's error responses.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.exceptions import KafkaError
 from strom.core.protocol.messages import Messages, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, response_throttle
@@ -24,35 +26,46 @@ VERSIONS = (1, 9)
 Row = tuple[str, int, int, int, str, int]
 
 
+def _unknown_group_rows(requested: list[tuple[str, list[int]]] | None) -> list[Row]:
+    """What a group without offsets answers: -1 for every requested partition."""
+    return [] if requested is None else [(name, p, -1, -1, "", 0) for name, ps in requested for p in ps]
+
+
 def _fetch(broker: Broker, ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
            member_id: str | None, member_epoch: int) -> tuple[int, list[Row]]:
+    """(group error, rows); a group error comes with no rows, as Kafka answers it."""
     requested = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     coordinator = coordinator_of(broker)
     if denied_groups(broker, ctx, "DESCRIBE", [group_id]):
-        error = int(ErrorCode.group_authorization_failed)
-    elif coordinator is None:
-        error = int(ErrorCode.coordinator_not_available)
-    else:
-        names = [n for n, _ in requested] if requested is not None else []
-        denied = authorize_topics(broker, ctx, "DESCRIBE", names)
-        allowed = None if requested is None else [(n, ps) for n, ps in requested if n not in denied]
-        error, rows = coordinator.fetch_offsets(group_id, allowed, require_stable, member_id, member_epoch)
-        if not error:
-            if requested is None:
-                seen = sorted({r[0] for r in rows})
-                hidden = authorize_topics(broker, ctx, "DESCRIBE", seen)
-                return 0, [r for r in rows if r[0] not in hidden]
-            found = {(r[0], r[1]): r for r in rows}
-            out = []
-            for name, partitions in requested:
-                for p in partitions:
-                    row = found.get((name, p))
-                    out.append(row if row is not None and name not in denied
-                               else (name, p, -1, -1, "", int(ErrorCode.topic_authorization_failed)))
-            return 0, out
-    if requested is None:
+        return int(ErrorCode.group_authorization_failed), []
+    if coordinator is None:
+        return int(ErrorCode.coordinator_not_available), []
+    if group_id == "":
+        # Kafka looks an empty group id up like any other: no group, so no offsets (no
+        # INVALID_GROUP_ID here, unlike OffsetCommit).
+        try:
+            coordinator.check_available()
+        except KafkaError as e:
+            return e.errno, []
+        return 0, _unknown_group_rows(requested)
+    names = [n for n, _ in requested] if requested is not None else []
+    denied = authorize_topics(broker, ctx, "DESCRIBE", names)
+    allowed = None if requested is None else [(n, ps) for n, ps in requested if n not in denied]
+    error, rows = coordinator.fetch_offsets(group_id, allowed, require_stable, member_id, member_epoch)
+    if error:
         return error, []
-    return error, [(name, p, -1, -1, "", error) for name, ps in requested for p in ps]
+    if requested is None:
+        seen = sorted({r[0] for r in rows})
+        hidden = authorize_topics(broker, ctx, "DESCRIBE", seen)
+        return 0, [r for r in rows if r[0] not in hidden]
+    found = {(r[0], r[1]): r for r in rows}
+    out = []
+    for name, partitions in requested:
+        for p in partitions:
+            row = found.get((name, p))
+            out.append(row if row is not None and name not in denied
+                       else (name, p, -1, -1, "", int(ErrorCode.topic_authorization_failed)))
+    return 0, out
 
 
 def _topics(m: Messages, rows: list[Row], batched: bool) -> tuple[Any, ...]:
@@ -80,7 +93,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         return m.make("OffsetFetchResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(groups))
     error, rows = _fetch(broker, ctx, request.group_id, request.topics, require_stable, None, -1)
     if v < 2 and error:
-        # v1 has no group-level error: it goes into every partition.
-        rows = [(n, p, -1, -1, "", error) for n, p, *_ in rows]
+        # v1 has no group-level error: it goes into every requested partition.
+        rows = [(t.name, p, -1, -1, "", error) for t in request.topics or () for p in t.partition_indexes]
     return m.make("OffsetFetchResponse", throttle_time=response_throttle(broker, ctx),
                   topics=_topics(m, rows, False), error_code=error)
