@@ -69,6 +69,9 @@ class WorkerConfig(BaseModel):
     heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=1)
     rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1)
     scheduled_rebalance_max_delay_ms: int = Field(300000, alias="scheduled.rebalance.max.delay.ms", ge=0)
+    # How long a worker reads the config topic to catch up with an assignment before giving up
+    # the round (Kafka's worker.sync.timeout.ms).
+    worker_sync_timeout_ms: int = Field(3000, alias="worker.sync.timeout.ms", ge=1)
     connect_protocol: str = Field("sessioned", alias="connect.protocol")
     listeners: str = Field("http://127.0.0.1:8083", alias="listeners")
     rest_advertised_host_name: str | None = Field(None, alias="rest.advertised.host.name")

@@ -312,10 +312,10 @@ class DistributedHerder(StandaloneHerder):
         log.info("worker %s: config offset %d behind the assignment's %d; reading the config topic on",
                  self.worker_id, have, offset)
         try:
-            self.config_store.refresh(WRITE_TIMEOUT)
+            self.config_store.refresh(self.config.worker_sync_timeout_ms / 1000)
         except ConnectException as e:
-            log.warning("worker %s: cannot catch up with the assignment's config offset %d: %s",
-                        self.worker_id, offset, e)
+            log.warning("worker %s: cannot catch up with the assignment's config offset %d within "
+                        "worker.sync.timeout.ms=%d: %s", self.worker_id, offset, self.config.worker_sync_timeout_ms, e)
             return False
         return True
 
