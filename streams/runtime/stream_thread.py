@@ -21,6 +21,19 @@ ILLEGAL_GENERATION: the thread outlived ``max.poll.interval.ms``, or a rebalance
 commit) is Kafka Streams' TaskMigratedException: the thread aborts its transaction, closes its
 tasks without committing, and rejoins; the input since the last commit is processed again. A
 REBALANCE_IN_PROGRESS refusal under at_least_once is retried at the next interval, as in Kafka.
+
+Under exactly_once_v2 a fenced producer is handled the same way (Kafka Streams turns
+ProducerFenced/InvalidProducerEpoch into TaskMigrated): a transaction that outlived
+``transaction.timeout.ms`` is aborted by the coordinator, which bumps the producer's epoch, and
+librdkafka then reports the producer fenced (``_FENCED``, fatal). The thread closes its tasks
+without committing, replaces its producer by a new one whose ``init_transactions`` gets a new
+epoch (Kafka Streams' ``reInitializeThreadProducer``) and rejoins. The fence can surface anywhere
+the producer is used (produce, poll, flush, commit, begin); confluent-kafka may even report it as
+a ``SystemError`` from ``flush()``: it runs the delivery callback (which must stay, as it is where
+the changelog end offsets the stores record come from) while the fatal error is already raised,
+and the callback's first call fails on that. So a failure under EOS is classified by the Kafka
+errors in its exception chain and, when in doubt, by the fatal error ``abort_transaction``
+reports.
 """
 
 from __future__ import annotations
@@ -45,6 +58,35 @@ if TYPE_CHECKING:
 
 # Commit refusals meaning another generation of the group may own this thread's tasks now.
 _MIGRATED = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION})
+# Fatal producer errors meaning the producer's epoch is gone (librdkafka reports _FENCED).
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+# What a failure the producer caused may be raised as (SystemError: see the module doc).
+_PRODUCER_FAILURES = (KafkaException, StreamsError, SystemError)
+
+
+def _kafka_errors(exc: BaseException) -> list[KafkaError]:
+    """The Kafka errors in ``exc``'s chain (itself, its causes and contexts), outermost first."""
+    out: list[KafkaError] = []
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+            out.append(e.args[0])
+        todo += [e.__cause__, e.__context__]
+    return out
+
+
+def _has_system_error(exc: BaseException) -> bool:
+    e: BaseException | None = exc
+    while e is not None:
+        if isinstance(e, SystemError):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 class ThreadState(enum.Enum):
@@ -106,12 +148,16 @@ class StreamThread(threading.Thread):
             "bootstrap.servers": config.bootstrap_servers,
             "partitioner": "murmur2_random",  # Kafka's default partitioner (Java clients)
             "linger.ms": 5,
+            # under EOS too: the changelog end offsets the stores record come from here
             "on_delivery": self._on_delivery,
             **config.producer,
         }
         if eos:
             producer_conf["transactional.id"] = transactional_id
+        self._producer_conf = producer_conf
         self.producer = Producer(producer_conf)
+        #: producers this thread replaced after they were fenced (exactly_once_v2)
+        self.producers_replaced = 0
         self.consumer = Consumer(self.consumer_conf)
         self._restore_conf = {k: v for k, v in self.consumer_conf.items()
                               if k not in ("partition.assignment.strategy",)}
@@ -193,14 +239,19 @@ class StreamThread(threading.Thread):
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self.lock:
             clean = True
+            fenced: KafkaError | None = None
             try:
                 self.commit()
-            except (KafkaException, StreamsError) as exc:
+            except _PRODUCER_FAILURES as exc:
                 clean = False
-                self.log(f"[{self.app}] {self.name}: commit on revocation failed ({exc}); "
+                self.log(f"[{self.app}] {self.name}: commit on revocation failed ({exc!r}); "
                          f"closing tasks without committing")
+                fenced = self._fenced(exc)
                 self._abort()
             self._close_tasks(clean)
+            if fenced is not None:
+                # before the next assignment's tasks start: they need a producer that works
+                self._new_producer(fenced)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self.lock:
@@ -215,16 +266,54 @@ class StreamThread(threading.Thread):
         self.tasks.clear()
         self._route.clear()
         self._positions.clear()
+        # every task is closed: end offsets of changelog records no commit took (an aborted
+        # transaction's) must not be recorded by a later task of the same changelog partition
+        self._changelog_end.clear()
 
-    def _abort(self) -> None:
+    def _abort(self) -> KafkaError | None:
+        """Aborts the open transaction (EOS); returns the producer's fatal error if it has one
+        (then there is nothing to abort: the transaction died with the producer's epoch)."""
+        fatal: KafkaError | None = None
         if self.config.exactly_once and self._in_txn:
             try:
-                self.producer.abort_transaction()
-            except KafkaException as exc:
-                self.log(f"[{self.app}] {self.name}: abort_transaction failed: {exc}")
+                self.producer.abort_transaction(30)
+            except (KafkaException, SystemError) as exc:
+                fatal = next((e for e in _kafka_errors(exc) if e.fatal()), None)
+                if fatal is None:
+                    self.log(f"[{self.app}] {self.name}: abort_transaction failed: {exc!r}")
             self._in_txn = False
         self._dirty = False
         self._delivery_errors.clear()
+        return fatal
+
+    def _fenced(self, exc: BaseException) -> KafkaError | None:
+        """Under exactly_once_v2, the error saying this thread's producer was fenced, if ``exc``
+        came from that; None otherwise. Aborts the open transaction on the way (the caller's work
+        failed anyway): ``abort_transaction`` reports the producer's fatal error when the chain
+        does not name it (a send refused with _FATAL, a SystemError from a callback)."""
+        if not self.config.exactly_once:
+            return None
+        errors = _kafka_errors(exc)
+        if not errors and not _has_system_error(exc):
+            return None  # not the producer's doing (a processor's bug, a handler answering FAIL)
+        fatal = [e for e in errors if e.fatal()]
+        probed = self._abort()
+        if probed is not None:
+            fatal.append(probed)
+        return next((e for e in fatal if e.code() in _FENCED), None)
+
+    def _new_producer(self, fenced: KafkaError) -> None:
+        """Replaces the fenced producer (Kafka Streams' ``reInitializeThreadProducer``): the new
+        one's ``init_transactions`` gets a new epoch from the coordinator."""
+        self.log(f"[{self.app}] {self.name}: replacing its fenced producer ({fenced.str()})")
+        self._close_producer()
+        # the old producer's last delivery reports (failures of the dead transaction) are moot
+        self._delivery_errors.clear()
+        self._in_txn = False
+        self._dirty = False
+        self.producer = Producer(self._producer_conf)
+        self.producer.init_transactions(60)
+        self.producers_replaced += 1
 
     # -- commit -----------------------------------------------------------------------------
 
@@ -256,7 +345,8 @@ class StreamThread(threading.Thread):
             if remaining:
                 raise StreamsError(f"{remaining} records not delivered within 30 s")
             if self._delivery_errors:
-                raise StreamsError(f"producing failed: {self._delivery_errors[0]}")
+                err = self._delivery_errors[0]
+                raise StreamsError(f"producing failed: {err}") from KafkaException(err)
             if self.config.exactly_once:
                 if offsets:
                     self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata())
@@ -286,10 +376,21 @@ class StreamThread(threading.Thread):
             self._loop()
             self.state = ThreadState.PENDING_SHUTDOWN
             with self.lock:
-                self.commit()
-                self._close_tasks(clean=True)
-            self.consumer.close()
-            self.producer.flush(10)
+                clean = True
+                try:
+                    self.commit()
+                except _PRODUCER_FAILURES as exc:
+                    fenced = self._fenced(exc)
+                    if fenced is None:
+                        raise
+                    # as Kafka: a fenced producer at shutdown closes the tasks dirty, no error
+                    self.log(f"[{self.app}] {self.name}: last commit failed, its producer was fenced "
+                             f"({fenced.str()}); closing its tasks without committing")
+                    clean = False
+                self._close_tasks(clean=clean)
+            self._close_consumer()
+            if clean:  # a fenced producer has nothing left to deliver
+                self.producer.flush(10)
             self._close_producer()
             self.state = ThreadState.DEAD
         except BaseException as exc:  # the thread dies; KafkaStreams reports ERROR
@@ -306,7 +407,7 @@ class StreamThread(threading.Thread):
                 try:
                     self._close_tasks(clean=False)
                 finally:
-                    self.consumer.close()
+                    self._close_consumer()
                     self._close_producer()
 
     def _subscribe(self) -> None:
@@ -323,21 +424,45 @@ class StreamThread(threading.Thread):
                 self.log(f"[{self.app}] {self.name}: commit refused during a rebalance; retrying at the next interval")
                 return
             if err.code() not in _MIGRATED:
-                raise
-            self.log(f"[{self.app}] {self.name}: commit refused ({err.str()}): the group moved on without this "
-                     f"thread; closing its tasks without committing and rejoining")
-            with self.lock:
-                self._abort()
-                self._close_tasks(clean=False)
-            # A fresh subscription gets a fresh assignment, read from the committed offsets: the
-            # consumer's own positions are past records no task has processed into a commit.
+                raise  # a fenced producer is handled by the loop (it may fail outside commits too)
+            self._task_migrated(f"commit refused ({err.str()}): the group moved on without this thread")
+
+    def _task_migrated(self, why: str, fenced: KafkaError | None = None) -> None:
+        """Kafka Streams' TaskMigrated handling: close every task without committing (under EOS
+        its state is wiped and restored when it reopens), replace a fenced producer, rejoin."""
+        self.log(f"[{self.app}] {self.name}: {why}; closing its tasks without committing and rejoining")
+        with self.lock:
+            self._abort()
+            self._close_tasks(clean=False)
+            if fenced is not None:
+                self._new_producer(fenced)
+        # A fresh subscription gets a fresh assignment, read from the committed offsets: the
+        # consumer's own positions are past records no task has processed into a commit.
+        self.consumer.unsubscribe()
+        self._subscribe()
+
+    def _close_consumer(self) -> None:
+        # librdkafka 2.16 aborts the whole process (assert !rkcg_subscription in
+        # rd_kafka_cgrp_destroy_final) when a consumer is closed while a re-subscription is
+        # pending (unsubscribe + subscribe, the rejoin after TaskMigrated, then a shutdown before
+        # the new assignment); unsubscribing first avoids it. The tasks are closed already.
+        try:
             self.consumer.unsubscribe()
-            self._subscribe()
+        except KafkaException as exc:
+            self.log(f"[{self.app}] {self.name}: unsubscribe before close failed: {exc}")
+        self.consumer.close()
 
     def _close_producer(self) -> None:
         close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.x has Producer.close
-        if close is not None:
+        if close is None:
+            return
+        try:
             close()
+        except (KafkaException, SystemError) as exc:
+            # close() flushes, serving what the producer still had queued: for a fenced producer
+            # its fatal error (raised by confluent-kafka once served) or a delivery callback run
+            # with it pending; the producer is gone either way
+            self.log(f"[{self.app}] {self.name}: closing the producer: {exc!r}")
 
     def _loop(self) -> None:
         consume = self.consumer.consume
@@ -349,38 +474,48 @@ class StreamThread(threading.Thread):
         route = self._route
         next_commit = time.monotonic() + interval
         while not self._stop_event.is_set():
-            msgs: list[Any] = consume(batch, poll_s)
-            if msgs:
-                with self.lock:
-                    if eos and not self._in_txn:
-                        self._begin()
-                    now_ms = int(time.time() * 1000)
-                    for m in msgs:
-                        err = m.error()
-                        if err is not None:
-                            if err.code() == KafkaError._PARTITION_EOF:
+            try:
+                msgs: list[Any] = consume(batch, poll_s)
+                if msgs:
+                    with self.lock:
+                        if eos and not self._in_txn:
+                            self._begin()
+                        now_ms = int(time.time() * 1000)
+                        for m in msgs:
+                            err = m.error()
+                            if err is not None:
+                                if err.code() == KafkaError._PARTITION_EOF:
+                                    continue
+                                if err.fatal():
+                                    raise KafkaException(err)
+                                self.log(f"[{self.app}] consumer error: {err}")
                                 continue
-                            if err.fatal():
-                                raise KafkaException(err)
-                            self.log(f"[{self.app}] consumer error: {err}")
-                            continue
-                        topic = m.topic()
-                        part = m.partition()
-                        proc = route.get((topic, part))
-                        if proc is None:
-                            continue  # revoked meanwhile
-                        offset = m.offset()
-                        ts = m.timestamp()[1]
-                        proc(topic, part, offset, m.key(), m.value(), ts if ts >= 0 else now_ms, m.headers())
-                        positions[(topic, part)] = offset + 1
-            if self.tasks:
-                with self.lock:
-                    if eos and not self._in_txn:
-                        self._begin()
-                    now_ms = int(time.time() * 1000)
-                    for task in self.tasks.values():
-                        task.runtime.punctuate_wall_clock(now_ms)
-            self.producer.poll(0)
-            if time.monotonic() >= next_commit:
-                self._commit_or_rejoin()
+                            topic = m.topic()
+                            part = m.partition()
+                            proc = route.get((topic, part))
+                            if proc is None:
+                                continue  # revoked meanwhile
+                            offset = m.offset()
+                            ts = m.timestamp()[1]
+                            proc(topic, part, offset, m.key(), m.value(), ts if ts >= 0 else now_ms, m.headers())
+                            positions[(topic, part)] = offset + 1
+                if self.tasks:
+                    with self.lock:
+                        if eos and not self._in_txn:
+                            self._begin()
+                        now_ms = int(time.time() * 1000)
+                        for task in self.tasks.values():
+                            task.runtime.punctuate_wall_clock(now_ms)
+                self.producer.poll(0)
+                if time.monotonic() >= next_commit:
+                    self._commit_or_rejoin()
+                    next_commit = time.monotonic() + interval
+            except _PRODUCER_FAILURES as exc:
+                # Kafka Streams handles TaskMigrated around a whole iteration: a fenced producer
+                # may fail a send, a poll, a begin, a flush or a commit
+                fenced = self._fenced(exc)
+                if fenced is None:
+                    raise
+                self._task_migrated(f"its producer was fenced ({fenced.str()}; surfaced as "
+                                    f"{type(exc).__name__})", fenced)
                 next_commit = time.monotonic() + interval
