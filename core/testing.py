@@ -3,6 +3,8 @@
 ``BrokerProcess`` starts ``python -m strom.core.cli dev`` (port 0 by default), reads the
 ``bootstrap.servers=HOST:PORT`` line the broker prints once it accepts connections, and can
 stop it cleanly (SIGTERM), kill it (SIGKILL) and start it again on the same data directory.
+``wait_for`` polls a condition until it holds, for everything that reaches a broker or a
+runtime asynchronously.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 READY_PREFIX = "bootstrap.servers="
 
@@ -122,3 +126,28 @@ class BrokerProcess:
         self.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition", *,
+             interval: float = 0.2, ignore: tuple[type[BaseException], ...] = (),
+             detail: Callable[[], str] | None = None) -> Any:
+    """Call ``check`` until it returns a truthy value, and return that value.
+
+    Exceptions of the ``ignore`` types count as "not yet" (a table the sink has not created, a
+    REST server still starting). After ``timeout`` seconds an AssertionError names ``what``,
+    the last value (or exception) and ``detail()`` if given.
+    """
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except ignore as e:
+            last = e
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            extra = f"; {detail()}" if detail is not None else ""
+            raise AssertionError(f"timed out waiting for {what}; last value {last!r}{extra}")
+        time.sleep(interval)

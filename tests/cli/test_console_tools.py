@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from strom.core.testing import wait_for
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns a truthy value (metadata reaches brokers asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last result: {result!r}")
-        time.sleep(0.2)
+wait_until = functools.partial(wait_for, timeout=20.0)
 
 
 def describe_configs(strom: Run, bootstrap: str, topic: str) -> dict[str, str]:

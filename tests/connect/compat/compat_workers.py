@@ -16,9 +16,10 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from strom.core.testing import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "scripts" / "kconnect_ref"))
@@ -29,17 +30,6 @@ from kconnect_ref import KConnectRef, KConnectRefError, ensure_jars, http  # noq
 
 __all__ = ["KConnectRef", "KConnectRefError", "StromConnectProcess", "ensure_jars", "free_port", "http",
            "java_problem", "wait_for", "worker_base"]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 def worker_base(bootstrap: str) -> dict[str, str]:

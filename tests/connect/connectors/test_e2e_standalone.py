@@ -6,9 +6,9 @@ into SQLite and into a real PostgreSQL server; the directory source -> topic -> 
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +19,12 @@ from strom.connect.connectors.datagen import generate
 from strom.connect.plugins import PluginRegistry
 from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.standalone import StandaloneHerder
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 
 JSON = "org.apache.kafka.connect.json.JsonConverter"
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (sqlite3.OperationalError, psycopg.errors.UndefinedTable):
-            last = None  # the sink has not created its table yet
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+wait_for = functools.partial(wait_for, timeout=90.0, interval=0.25, ignore=(sqlite3.OperationalError, psycopg.errors.UndefinedTable))
 
 
 @pytest.fixture

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import time
+import functools
 import uuid
-from collections.abc import Callable
-from typing import Any
 
 from strom.connect.plugins import PluginRegistry
 from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.distributed import DistributedHerder
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 
-
-def wait_for(check: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+wait_for = functools.partial(wait_for, timeout=90.0)
 
 
 class Cluster:

@@ -4,6 +4,7 @@ its session expires and the scheduled rebalance delay has passed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -14,14 +15,14 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 
 READY = "strom connect worker started"
 
@@ -32,19 +33,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except requests.RequestException as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+wait_for = functools.partial(wait_for, interval=0.25, ignore=(requests.RequestException,))
 
 
 class WorkerProcess:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -19,7 +17,7 @@ from strom.connect.exceptions import PluginNotFoundError
 from strom.connect.plugins import PluginDesc, PluginRegistry, PluginType
 from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.standalone import StandaloneHerder
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 from strom.plugins.manager import get_plugin_manager, plugin_names
 
 connect_mod = pytest.importorskip(
@@ -27,17 +25,6 @@ connect_mod = pytest.importorskip(
     reason="install the test plugin: pip install --no-deps -e tests/data/strom_test_plugin")
 CountdownSourceConnector = connect_mod.CountdownSourceConnector
 QUALIFIED = "strom_test_plugin.connect.CountdownSourceConnector"
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 @pytest.fixture(scope="module")

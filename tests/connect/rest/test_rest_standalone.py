@@ -6,8 +6,7 @@ offsets read and altered, and deleted, all over HTTP, as a Kafka Connect user wo
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,7 @@ from strom.connect.plugins import PluginRegistry
 from strom.connect.rest import RestServer
 from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.standalone import StandaloneHerder
-from strom.core.testing import BrokerProcess
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+from strom.core.testing import BrokerProcess, wait_for
 
 
 @pytest.fixture

@@ -31,18 +31,9 @@ from strom.connect.runtime.herder import ConnectorTaskId, State
 from strom.connect.runtime.offsets import FileOffsetBackingStore, OffsetStorageReaderImpl
 from strom.connect.runtime.standalone import StandaloneHerder
 from strom.core.testing import BrokerProcess
+from strom.core.testing import wait_for as wait_until
 
 HERE = Path(__file__).parent
-
-
-def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def uid(prefix: str) -> str:

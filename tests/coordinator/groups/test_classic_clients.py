@@ -7,14 +7,13 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 
 PARTITIONS = 6
 
@@ -32,15 +31,6 @@ def produce(bootstrap: str, topic: str, per_partition: int, partitions: int = PA
         for i in range(per_partition):
             p.produce(topic, value=f"{part}-{i}".encode(), partition=part)
     assert p.flush(30) == 0
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Member(threading.Thread):

@@ -13,14 +13,14 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 
 PARTITIONS = 6
 HEARTBEAT_MS = 300  # group.consumer.heartbeat.interval.ms: fast reconciliation for the test
@@ -158,16 +158,6 @@ class Member(threading.Thread):
             c.close()  # leaves the group (epoch -1)
 
 
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = 60.0,
-             detail: Callable[[], str] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail is not None else ""))
-
-
 def test_three_consumers_join_and_leave(kip848_broker: BrokerProcess) -> None:
     bootstrap = kip848_broker.bootstrap
     topic, group = f"kip848-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
@@ -199,18 +189,18 @@ def test_three_consumers_join_and_leave(kip848_broker: BrokerProcess) -> None:
     members = [Member(f"c{i}", bootstrap, group, topic, owners, consumed, lock) for i in range(3)]
     try:
         members[0].start()
-        wait_for(lambda: len(owners.of("c0")) == PARTITIONS, "c0 to own every partition")
+        wait_for(lambda: len(owners.of("c0")) == PARTITIONS, what="c0 to own every partition")
         members[1].start()
-        wait_for(lambda: len(owners.of("c0")) == len(owners.of("c1")) == 3, "c0/c1 to own 3 each")
+        wait_for(lambda: len(owners.of("c0")) == len(owners.of("c1")) == 3, what="c0/c1 to own 3 each")
         members[2].start()
-        wait_for(lambda: all(len(owners.of(m.who)) == 2 for m in members), "2 partitions each")
+        wait_for(lambda: all(len(owners.of(m.who)) == 2 for m in members), what="2 partitions each")
         members[0].stop.set()
         members[0].join(30)
-        wait_for(lambda: len(owners.of("c1")) == len(owners.of("c2")) == 3, "c1/c2 to take over c0's partitions")
+        wait_for(lambda: len(owners.of("c1")) == len(owners.of("c2")) == 3, what="c1/c2 to take over c0's partitions")
         producing.clear()
         producer.join(30)
         total = sum(produced.values())
-        wait_for(lambda: len(consumed) == total, f"all {total} records consumed")
+        wait_for(lambda: len(consumed) == total, what=f"all {total} records consumed")
     finally:
         producing.clear()
         for m in members:
@@ -252,8 +242,8 @@ def test_group_survives_a_broker_restart(kip848_broker: BrokerProcess) -> None:
     try:
         for m in members:
             m.start()
-        wait_for(lambda: all(len(owners.of(m.who)) == 3 for m in members), "3 partitions each")
-        wait_for(lambda: len(_describe_or_none(admin, group) or ()) == 2, "a stable group of two")
+        wait_for(lambda: all(len(owners.of(m.who)) == 3 for m in members), what="3 partitions each")
+        wait_for(lambda: len(_describe_or_none(admin, group) or ()) == 2, what="a stable group of two")
         before = describe(admin, group)
         kip848_broker.restart()
         # A new admin client: the old one may sit in reconnect backoff, which is not under test.
@@ -263,7 +253,7 @@ def test_group_survives_a_broker_restart(kip848_broker: BrokerProcess) -> None:
         def same() -> bool:
             seen.append(_describe_or_none(admin, group))
             return seen[-1] == before
-        wait_for(same, f"the same group after the restart (before: {before})", detail=lambda: (
+        wait_for(same, what=f"the same group after the restart (before: {before})", detail=lambda: (
             f"last seen {seen[-3:]}; broker log:\n" + "\n".join(kip848_broker.log_text().splitlines()[-40:])))
         time.sleep(HEARTBEAT_MS * 5 / 1000)  # a few heartbeats with the epochs from before
         assert describe(admin, group) == before
@@ -305,12 +295,12 @@ def test_killed_member_is_fenced_after_the_session_timeout(short_session_broker:
                              stdout=subprocess.PIPE, text=True)
     try:
         survivor.start()
-        wait_for(lambda: len(owners.of("c0")) == 3, "the survivor to share the partitions")
-        wait_for(lambda: len(_describe_or_none(admin, group) or ()) == 2, "a stable group of two")
+        wait_for(lambda: len(owners.of("c0")) == 3, what="the survivor to share the partitions")
+        wait_for(lambda: len(_describe_or_none(admin, group) or ()) == 2, what="a stable group of two")
         child.kill()
         child.wait(10)
         killed_at = time.monotonic()
-        wait_for(lambda: len(owners.of("c0")) == PARTITIONS, "the survivor to get every partition")
+        wait_for(lambda: len(owners.of("c0")) == PARTITIONS, what="the survivor to get every partition")
         # Not before the session timeout: the dead member held its partitions until fenced.
         assert time.monotonic() - killed_at >= SESSION_MS / 1000 - 0.5
         assert len(describe(admin, group)) == 1
