@@ -121,6 +121,7 @@ class HeartbeatResult:
     assignment: Partitions | None  # None: the response carries no assignment
     session_deadline_ms: int | None = None
     rebalance_deadline_ms: int | None = None  # set while the member must revoke
+    rebalance_restart: bool = False  # this heartbeat asked for a (new) revocation: restart the timer
 
 
 class CommitPartitionValidator(Protocol):
@@ -376,7 +377,7 @@ class ConsumerGroup:
         member = self.members[mid]
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             current = self._deadlines.rebalance.get(mid)
-            if current is None or current[1] != member.member_epoch:
+            if result.rebalance_restart or current is None or current[1] != member.member_epoch:
                 deadline = result.rebalance_deadline_ms
                 if deadline is not None:
                     self._deadlines.rebalance[mid] = (deadline, member.member_epoch)
@@ -496,7 +497,11 @@ class ConsumerGroup:
             holder = self._owners.get((t, p))
             return updated.member_id if holder in same else holder
 
-        reconciled = reconcile(updated, target_epoch, targets.get(updated.member_id, {}), req.owned, owner)
+        names = list(metadata)
+        subscribed = frozenset(metadata[n][0] for n in self.subscribed_names(updated, names) if n in metadata)
+        reconciled = reconcile(updated, target_epoch, targets.get(updated.member_id, {}), req.owned, owner,
+                               subscribed=subscribed,
+                               subscription_changed=updated.subscription_key() != member.subscription_key())
         if stored is None or reconciled.assignment_key() != stored.assignment_key():
             records.append(CR.current_assignment(gid, reconciled))
 
@@ -504,11 +509,14 @@ class ConsumerGroup:
             req.owned is not None and req.rebalance_timeout_ms >= 0
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)))
         changed = stored is None or normalize(stored.assigned) != normalize(reconciled.assigned)
-        rebalance_deadline = (now_ms + reconciled.rebalance_timeout_ms
-                              if reconciled.state is MemberState.UNREVOKED_PARTITIONS else None)
+        revoking = reconciled.state is MemberState.UNREVOKED_PARTITIONS
+        rebalance_deadline = now_ms + reconciled.rebalance_timeout_ms if revoking else None
         return HeartbeatResult(records, reconciled.member_id, reconciled.member_epoch,
                                reconciled.assigned if (full or changed) else None,
-                               now_ms + env.session_timeout_ms, rebalance_deadline)
+                               now_ms + env.session_timeout_ms, rebalance_deadline,
+                               # Kafka reschedules the revocation timeout whenever it asks anew
+                               # (the epoch may stay the same from one revocation to the next).
+                               revoking and reconciled.assignment_key() != updated.assignment_key())
 
     def leave(self, member_id: str, member_epoch: int, instance_id: str | None, env: GroupEnv) -> HeartbeatResult:
         """A member leaving with epoch -1, or a static member leaving for a while with -2."""

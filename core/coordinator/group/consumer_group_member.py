@@ -5,9 +5,14 @@ A member moves from its current assignment towards its target assignment in step
 let two members own one partition:
 
 * partitions it owns but the target no longer gives it are *pending revocation*; while there
-  are any, the member stays at its epoch in ``UNREVOKED_PARTITIONS`` and gets nothing new;
+  are any, the member stays at its epoch in ``UNREVOKED_PARTITIONS`` and gets nothing new --
+  unless the owned partitions its client reported include none of them: then there is nothing
+  to wait for and they are just dropped;
 * once the client reports (owned partitions in a heartbeat) that it let them go, the member
-  moves to the target epoch and receives the target partitions that are free;
+  moves to the target epoch and receives the target partitions that are free; if by then the
+  target asks it to revoke more, it does so at the same epoch (KAFKA-19974);
+* a subscription change while the member holds partitions of topics it no longer subscribes to
+  moves those to pending revocation at once, without waiting for a new target;
 * target partitions still owned by another member (assigned or pending revocation there) are
   *unreleased*: the member waits for them in ``UNRELEASED_PARTITIONS``.
 
@@ -27,6 +32,10 @@ import enum
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.exceptions import for_code
 
 # Member epochs with a meaning of their own (Kafka's ConsumerGroupHeartbeatRequest).
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -156,33 +165,88 @@ PartitionOwner = Callable[[uuid.UUID, int], "str | None"]
 
 
 def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Partitions,
-              owned_by_client: Partitions | None, owner: PartitionOwner) -> ConsumerGroupMember:
-    """The member's next state towards ``target`` at ``target_epoch`` (CurrentAssignmentBuilder).
+              owned_by_client: Partitions | None, owner: PartitionOwner, *,
+              subscribed: frozenset[uuid.UUID] | None = None,
+              subscription_changed: bool = False) -> ConsumerGroupMember:
+    """The member's next state towards ``target`` at ``target_epoch`` (Kafka 4.3.1's
+    ``CurrentAssignmentBuilder.build``).
 
-    ``owned_by_client`` is what the heartbeat reported (``None``: not sent this time); the
-    member's own partitions count as free for itself.
+    ``owned_by_client`` is what the heartbeat reported (``None``: not sent this time, which
+    counts as still owning everything); ``subscribed`` are the ids of the topics the member
+    subscribes to now (``None``: every target topic), ``subscription_changed`` whether this
+    heartbeat changed its subscription. The member's own partitions count as free for itself.
+    Raises FENCED_MEMBER_EPOCH for a member in an unknown state that may still own partitions.
     """
     if member.state is MemberState.STABLE:
         if member.member_epoch != target_epoch:
-            return _next_assignment(member, member.member_epoch, target_epoch, target, owner)
+            return _next_assignment(member, member.member_epoch, target_epoch, target, owner,
+                                    owned_by_client, subscribed)
+        if subscription_changed and subscribed is not None:
+            return _revoke_unsubscribed(member, subscribed, owned_by_client)
         return member
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         # Revocation is acknowledged by leaving the revoked partitions out of the owned list.
-        if owned_by_client is None or intersects(member.pending_revocation, owned_by_client):
+        if _owns_any(member.pending_revocation, owned_by_client):
+            if subscription_changed and subscribed is not None:
+                return _revoke_unsubscribed(member, subscribed, owned_by_client)
             return member
-        return _next_assignment(member, min(member.member_epoch + 1, target_epoch), target_epoch, target, owner)
-    # UNRELEASED_PARTITIONS (or UNKNOWN after a replay of an unknown state byte): re-check.
-    return _next_assignment(member, member.member_epoch, target_epoch, target, owner)
+        # KAFKA-19974: if it must revoke again it stays at its epoch, so that a partition has
+        # one owner per member epoch; otherwise it moves to the target epoch.
+        return _next_assignment(member, member.member_epoch, target_epoch, target, owner,
+                                owned_by_client, subscribed)
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        return _next_assignment(member, member.member_epoch, target_epoch, target, owner,
+                                owned_by_client, subscribed)
+    # UNKNOWN (a replayed state byte this version does not know): only a client that owns
+    # nothing may go on, straight to the target epoch.
+    if owned_by_client is None or owned_by_client:
+        raise for_code(ErrorCode.fenced_member_epoch)(
+            "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.")
+    return _next_assignment(member, target_epoch, target_epoch, target, owner, owned_by_client, subscribed)
+
+
+def _owns_any(revoking: Partitions, owned_by_client: Partitions | None) -> bool:
+    """Whether the client may still hold one of ``revoking`` (Kafka's ``ownsRevokedPartitions``):
+    an unreported owned list counts as yes."""
+    return owned_by_client is None or intersects(revoking, owned_by_client)
+
+
+def _moved(member: ConsumerGroupMember, epoch: int, state: MemberState) -> ConsumerGroupMember:
+    """Kafka's ``updateMemberEpoch``: the previous epoch is the one left, even when it is the same."""
+    return replace(member, member_epoch=epoch, previous_member_epoch=member.member_epoch, state=state)
+
+
+def _revoke_unsubscribed(member: ConsumerGroupMember, subscribed: frozenset[uuid.UUID],
+                         owned_by_client: Partitions | None) -> ConsumerGroupMember:
+    """Kafka's ``updateCurrentAssignment``: after a subscription change, the partitions of topics
+    no longer subscribed are revoked at once, without waiting for a new target assignment."""
+    dropped = {t: ps for t, ps in member.assigned.items() if t not in subscribed and ps}
+    if not dropped:
+        return member
+    kept = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+    pending: dict[uuid.UUID, set[int]] = {t: set(ps) for t, ps in member.pending_revocation.items()}
+    for t, ps in dropped.items():
+        pending.setdefault(t, set()).update(ps)
+    # Kept and revoked partitions keep their assignment epochs (with_assignment's default).
+    if _owns_any(normalize(pending), owned_by_client):
+        return _moved(member, member.member_epoch, MemberState.UNREVOKED_PARTITIONS).with_assignment(kept, pending)
+    # The client already let them go: they are simply dropped.
+    return _moved(member, member.member_epoch, member.state).with_assignment(kept, member.pending_revocation)
 
 
 def _next_assignment(member: ConsumerGroupMember, revoking_epoch: int, target_epoch: int,
-                     target: Partitions, owner: PartitionOwner) -> ConsumerGroupMember:
+                     target: Partitions, owner: PartitionOwner, owned_by_client: Partitions | None,
+                     subscribed: frozenset[uuid.UUID] | None) -> ConsumerGroupMember:
+    """Kafka's ``computeNextAssignment``: revoke first (at ``revoking_epoch``) if the client still
+    holds something to revoke, else move to ``target_epoch`` with every target partition that
+    is free."""
     assigned: dict[uuid.UUID, set[int]] = {}
     revoking: dict[uuid.UUID, set[int]] = {}
     to_assign: dict[uuid.UUID, set[int]] = {}
     unreleased = False
     for t in set(target) | set(member.assigned):
-        want = target.get(t, frozenset())
+        # A target topic the member no longer subscribes to is not handed out (a stale target).
+        want = target.get(t, frozenset()) if subscribed is None or t in subscribed else frozenset()
         have = member.assigned.get(t, frozenset())
         keep = have & want
         if keep:
@@ -198,12 +262,12 @@ def _next_assignment(member: ConsumerGroupMember, revoking_epoch: int, target_ep
     # Kept and revoked partitions keep their assignment epochs; new ones get the target epoch.
     kept_epochs = {t: {p: e for p, e in es.items() if p in member.assigned.get(t, frozenset())}
                    for t, es in member.with_assignment(member.assigned, {}).assignment_epochs.items()}
-    if revoking:
-        # Keep the epoch and ask the client to revoke first; nothing new is handed out now.
-        return replace(member.with_epoch(revoking_epoch), state=MemberState.UNREVOKED_PARTITIONS).with_assignment(
+    if revoking and _owns_any(normalize(revoking), owned_by_client):
+        # Ask the client to revoke first; nothing new is handed out now.
+        return _moved(member, revoking_epoch, MemberState.UNREVOKED_PARTITIONS).with_assignment(
             assigned, revoking, kept_epochs)
+    # Nothing to revoke, or the client owns none of it any more: no need to wait for an ack.
     for t, ps in to_assign.items():
         assigned.setdefault(t, set()).update(ps)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return replace(member.with_epoch(target_epoch), state=state).with_assignment(
-        assigned, {}, kept_epochs, new_epoch=target_epoch)
+    return _moved(member, target_epoch, state).with_assignment(assigned, {}, kept_epochs, new_epoch=target_epoch)
