@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -37,13 +36,12 @@ from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPI
 from strom.core.exceptions import CorruptMessageError, KafkaError, for_code
 
 if TYPE_CHECKING:
+    from strom.core.coordinator.group.consumer_group import CommitPartitionValidator
     from strom.core.coordinator.runtime import CoordinatorRuntime
     from strom.core.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
-# The per-partition check of a KIP-848 group's commit: (topic, topic id, partition), raises to refuse.
-PartitionCheck = Callable[[str, Any, int], None]
 
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
 TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600",
@@ -204,9 +202,18 @@ class GroupCoordinator:
         return java_hash_partition(group_id, self.num_partitions)
 
     def check_available(self, group_id: str | None = None) -> None:
-        """Raise the error a request for ``group_id`` gets while this coordinator cannot serve it."""
+        """:meth:`check_serving`, refusing an empty group id first (INVALID_GROUP_ID): the APIs
+        that act on a group (join, sync, heartbeat, leave, commits, OffsetDelete) do, as Kafka's."""
         if group_id is not None and group_id == "":
             raise InvalidGroupIdError("the group id is empty")
+        self.check_serving(group_id)
+
+    def check_serving(self, group_id: str | None = None) -> None:
+        """Raise the error a request for ``group_id`` gets while this coordinator cannot serve it.
+
+        Any id, the empty one included, hashes to its partition: the lookups (FindCoordinator,
+        DescribeGroups, DeleteGroups, OffsetFetch) treat "" as a group that does not exist.
+        """
         if self._closed or self.runtime is None:
             raise CoordinatorNotAvailableError()
         if not self.loaded:
@@ -221,7 +228,7 @@ class GroupCoordinator:
         if key_type == KEY_TYPE_GROUP:
             if self.runtime is None:
                 raise CoordinatorNotAvailableError()
-            self.check_available(key)
+            self.check_serving(key)
             return self.partition_for(key)
         if key_type == KEY_TYPE_TRANSACTION:
             if self.runtime is None:
@@ -372,7 +379,7 @@ class GroupCoordinator:
     # -- offsets ------------------------------------------------------------------------------
 
     def _validate_commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                         transactional: bool, api_version: int | None = None) -> PartitionCheck | None:
+                         transactional: bool, api_version: int | None = None) -> CommitPartitionValidator | None:
         """Group-level checks of a commit; returns the per-partition check a KIP-848 group asks for."""
         group = self.groups.get(group_id)
         if group is None:
@@ -384,7 +391,7 @@ class GroupCoordinator:
                 raise GroupIdNotFoundError(f"Group {group_id} not found.")
             raise IllegalGenerationError()
         if not isinstance(group, ClassicGroup):
-            check: PartitionCheck | None = group.validate_offset_commit(
+            check: CommitPartitionValidator | None = group.validate_offset_commit(
                 member_id, generation_id, instance_id=group_instance_id, transactional=transactional,
                 api_version=api_version)
             return check
@@ -413,7 +420,7 @@ class GroupCoordinator:
         return None if found is None else found.topic_id
 
     def _offset_records(self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]],
-                        results: dict[TopicPartition, int], check: PartitionCheck | None = None
+                        results: dict[TopicPartition, int], check: CommitPartitionValidator | None = None
                         ) -> tuple[list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]],
                                    list[tuple[TopicPartition, OffsetAndMetadata]]]:
         """The records of a commit; ``check`` (KIP-848 groups) may refuse it by raising."""
@@ -496,7 +503,7 @@ class GroupCoordinator:
                       ) -> tuple[int, list[tuple[str, int, int, int, str, int]]]:
         """OffsetFetch: (group error, [(topic, partition, offset, leader epoch, metadata, error)])."""
         try:
-            self.check_available(group_id)
+            self.check_serving(group_id)
             group = self.groups.get(group_id)
             validate = getattr(group, "validate_offset_fetch", None)
             if group is not None and validate is not None and member_id is not None and member_epoch >= 0:
@@ -567,7 +574,7 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> tuple[int, Any]:
         """(error, group or None) for DescribeGroups."""
         try:
-            self.check_available(group_id)
+            self.check_serving(group_id)
         except KafkaError as e:
             return e.errno, None
         return 0, self.groups.get(group_id)
@@ -584,7 +591,7 @@ class GroupCoordinator:
         out: dict[str, int] = {}
         for group_id in group_ids:
             try:
-                self.check_available(group_id)
+                self.check_serving(group_id)
                 group: Any = self.groups.get(group_id)
                 if group is None:
                     raise GroupIdNotFoundError()

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
-from strom.core.exceptions import KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
@@ -29,15 +28,6 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     if coordinator is None:
         codes.update({g: int(ErrorCode.coordinator_not_available) for g in todo})
     elif todo:
-        if "" in todo:
-            # Kafka looks an empty id up like any other group: there is none to delete.
-            todo.remove("")
-            try:
-                coordinator.check_available()
-                codes[""] = int(ErrorCode.group_id_not_found)
-            except KafkaError as e:
-                codes[""] = e.errno
-        if todo:
-            codes.update(await coordinator.delete_groups(todo))
+        codes.update(await coordinator.delete_groups(todo))
     out = tuple(m.make("DeletableGroupResult", group_id=g, error_code=codes[g]) for g in dict.fromkeys(names))
     return m.make("DeleteGroupsResponse", throttle_time=response_throttle(broker, ctx), results=out)

@@ -17,28 +17,15 @@ from strom.core.coordinator.group.api_support import (
     denied_groups,
 )
 from strom.core.coordinator.group.classic import ClassicGroup, GroupState
-from strom.core.exceptions import KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.coordinator.group.coordinator import GroupCoordinator
     from strom.core.server.broker import Broker
 
 API_KEY = 15
 VERSIONS = (0, 6)
-
-def _lookup(coordinator: GroupCoordinator, group_id: str) -> tuple[int, Any]:
-    if group_id == "":
-        # Kafka looks an empty id up like any other (and finds nothing); it is not INVALID_GROUP_ID here.
-        try:
-            coordinator.check_available()
-        except KafkaError as e:
-            return e.errno, None
-        return 0, None
-    return coordinator.describe_group(group_id)
-
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     v = ctx.api_version
@@ -55,7 +42,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         elif coordinator is None:
             code = int(ErrorCode.coordinator_not_available)
         else:
-            code, group = _lookup(coordinator, group_id)
+            code, group = coordinator.describe_group(group_id)
             if isinstance(group, ClassicGroup):
                 state, protocol_type = group.state_name, group.protocol_type or ""
                 stable = group.state is GroupState.STABLE

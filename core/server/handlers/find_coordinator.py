@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import coordinator_of
-from strom.core.coordinator.runtime import OFFSETS_TOPIC
-from strom.core.exceptions import for_code
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import error_of, response_throttle
@@ -22,8 +20,6 @@ if TYPE_CHECKING:
 
 API_KEY = 10
 VERSIONS = (0, 6)
-KEY_TYPE_GROUP = 0
-NotCoordinatorError = for_code(ErrorCode.not_coordinator)
 
 
 async def _lookup(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
@@ -37,15 +33,7 @@ async def _lookup(broker: Broker, ctx: RequestContext, key_type: int, key: str) 
     if coordinator is None:
         return int(ErrorCode.coordinator_not_available), None, -1, "", -1
     try:
-        if key_type == KEY_TYPE_GROUP and key == "":
-            # Kafka does not validate the key here: "" hashes to a partition like any group id
-            # (only the group APIs themselves refuse it), so its coordinator is found.
-            coordinator.check_available()
-            partition = coordinator.partition_for(key)
-            if not broker.replica_manager.get_partition(OFFSETS_TOPIC, partition).is_leader:
-                raise NotCoordinatorError()
-        else:
-            await coordinator.find_coordinator(key_type, key)
+        await coordinator.find_coordinator(key_type, key)
     except Exception as e:
         code, message = error_of(e)
         return code, message, -1, "", -1

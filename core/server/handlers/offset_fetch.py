@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
-from strom.core.exceptions import KafkaError
 from strom.core.protocol.messages import Messages, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, response_throttle
@@ -26,11 +25,6 @@ VERSIONS = (1, 9)
 Row = tuple[str, int, int, int, str, int]
 
 
-def _unknown_group_rows(requested: list[tuple[str, list[int]]] | None) -> list[Row]:
-    """What a group without offsets answers: -1 for every requested partition."""
-    return [] if requested is None else [(name, p, -1, -1, "", 0) for name, ps in requested for p in ps]
-
-
 def _fetch(broker: Broker, ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
            member_id: str | None, member_epoch: int) -> tuple[int, list[Row]]:
     """(group error, rows); a group error comes with no rows, as Kafka answers it."""
@@ -40,14 +34,6 @@ def _fetch(broker: Broker, ctx: RequestContext, group_id: str, topics: Any, requ
         return int(ErrorCode.group_authorization_failed), []
     if coordinator is None:
         return int(ErrorCode.coordinator_not_available), []
-    if group_id == "":
-        # Kafka looks an empty group id up like any other: no group, so no offsets (no
-        # INVALID_GROUP_ID here, unlike OffsetCommit).
-        try:
-            coordinator.check_available()
-        except KafkaError as e:
-            return e.errno, []
-        return 0, _unknown_group_rows(requested)
     names = [n for n, _ in requested] if requested is not None else []
     denied = authorize_topics(broker, ctx, "DESCRIBE", names)
     allowed = None if requested is None else [(n, ps) for n, ps in requested if n not in denied]
