@@ -64,29 +64,27 @@ _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.
 _PRODUCER_FAILURES = (KafkaException, StreamsError, SystemError)
 
 
-def _kafka_errors(exc: BaseException) -> list[KafkaError]:
-    """The Kafka errors in ``exc``'s chain (itself, its causes and contexts), outermost first."""
-    out: list[KafkaError] = []
-    seen: set[int] = set()
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception in its chain (causes and contexts), outermost first."""
+    out: list[BaseException] = []
     todo: list[BaseException | None] = [exc]
     while todo:
         e = todo.pop(0)
-        if e is None or id(e) in seen:
+        if e is None or any(e is seen for seen in out):
             continue
-        seen.add(id(e))
-        if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
-            out.append(e.args[0])
+        out.append(e)
         todo += [e.__cause__, e.__context__]
     return out
 
 
+def _kafka_errors(exc: BaseException) -> list[KafkaError]:
+    """The Kafka errors in ``exc``'s chain, outermost first."""
+    return [e.args[0] for e in _chain(exc)
+            if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError)]
+
+
 def _has_system_error(exc: BaseException) -> bool:
-    e: BaseException | None = exc
-    while e is not None:
-        if isinstance(e, SystemError):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
+    return any(isinstance(e, SystemError) for e in _chain(exc))
 
 
 class ThreadState(enum.Enum):
