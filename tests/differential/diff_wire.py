@@ -22,6 +22,8 @@ from typing import Any
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.serial import entity_reader, entity_writer
 
@@ -131,6 +133,26 @@ class WireClient:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no leaders for {topic}: {t}")
             time.sleep(0.1)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """A topic with replication factor 1, once every partition has a leader."""
+        resp = self.request(CreateTopicsRequest(topics=(CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),),
+            timeout=seconds(30), validate_only=False))
+        assert resp.topics[0].error_code == 0, resp
+        self.wait_for_leaders(name, partitions)
+
+    def wait_for_coordinator(self, key: str, key_type: int = 0, timeout: float = 60.0) -> None:
+        """Until ``key`` (0 group, 1 transactional id) has a coordinator: Kafka creates its
+        internal topic on the first lookup and answers COORDINATOR_NOT_AVAILABLE meanwhile
+        (clients retry); strom may still be loading the partition."""
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = self.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,)))
+            if resp.coordinators[0].error_code == 0:
+                return
+            assert time.monotonic() < deadline, resp
+            time.sleep(0.2)
 
 
 def build_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None) -> bytes:

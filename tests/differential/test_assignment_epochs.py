@@ -17,14 +17,12 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from diff_wire import WireClient, seconds
+from diff_wire import WireClient
 from kafka_ref import KafkaRef
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.consumer_group_heartbeat.v1 import request as cgh
-from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
-from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.offset_commit.v8 import request as oc8
 from kio.schema.offset_commit.v9 import request as oc9
@@ -36,26 +34,6 @@ NONE, STALE = int(ErrorCode.none), int(ErrorCode.stale_member_epoch)
 UNSUPPORTED, ILLEGAL = int(ErrorCode.unsupported_version), int(ErrorCode.illegal_generation)
 LOADING = (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available)
 Codes = dict[str, int]  # "topic-partition" -> error code
-
-
-def _create(c: WireClient, name: str, partitions: int) -> None:
-    resp = c.request(CreateTopicsRequest(topics=(CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),),
-        timeout=seconds(30), validate_only=False))
-    assert resp.topics[0].error_code == 0, resp
-    c.wait_for_leaders(name, partitions)
-
-
-def _wait_for_coordinator(c: WireClient, key: str, key_type: int = 0) -> None:
-    """Until ``key`` (0 group, 1 transactional id) has a coordinator (a fresh Kafka creates
-    __consumer_offsets and __transaction_state on demand)."""
-    deadline = time.monotonic() + 60
-    while True:
-        resp = c.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,)))
-        if resp.coordinators[0].error_code == 0:
-            return
-        assert time.monotonic() < deadline, resp
-        time.sleep(0.2)
 
 
 def _topic_ids(c: WireClient, names: list[str]) -> dict[str, uuid.UUID]:
@@ -113,7 +91,7 @@ def _commit(c: WireClient, group: str, member: str, epoch: int, parts: list[tupl
 def _txn_commit(c: WireClient, tid: str, group: str, member: str, epoch: int, parts: list[tuple[str, int]],
                 offset: int) -> Codes:
     """A transaction holding only the offsets, aborted afterwards (the answer is what matters)."""
-    _wait_for_coordinator(c, tid, key_type=1)
+    c.wait_for_coordinator(tid, key_type=1)
     deadline = time.monotonic() + 60
     while True:  # retriable while the coordinator loads or the previous (aborted) transaction ends
         init = c.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout=timedelta(seconds=60),
@@ -156,11 +134,11 @@ def observe(bootstrap: str, tag: str) -> dict[str, Any]:
     t, u, v = f"ae-t-{tag}", f"ae-u-{tag}", f"ae-v-{tag}"
     group, member, tid = f"ae-g-{tag}", uuid.uuid4().hex, f"ae-tx-{tag}"
     with WireClient(bootstrap) as c:
-        _create(c, t, 2)
-        _create(c, u, 1)
-        _create(c, v, 1)
+        c.create_topic(t, 2)
+        c.create_topic(u, 1)
+        c.create_topic(v, 1)
         ids = _topic_ids(c, [t, u])
-        _wait_for_coordinator(c, group)
+        c.wait_for_coordinator(group)
         e1, owned = _reconcile(c, group, member, 0, [t], {}, {ids[t]: [0, 1]})
         e2, owned = _reconcile(c, group, member, e1, [t, u], owned, {ids[t]: [0, 1], ids[u]: [0]})
         out: dict[str, Any] = {"e2 > e1": e2 > e1}
@@ -180,7 +158,7 @@ def observe(bootstrap: str, tag: str) -> dict[str, Any]:
         # A group that does not exist: a member epoch is GROUP_ID_NOT_FOUND from v9 on and
         # ILLEGAL_GENERATION before; -1 (even with a member id) makes a simple group.
         nowhere = f"ae-none-{tag}"
-        _wait_for_coordinator(c, nowhere)
+        c.wait_for_coordinator(nowhere)
         out["unknown group v9"] = _commit(c, nowhere, member, 3, [(t, 0)], 22)
         out["unknown group v8"] = _commit(c, nowhere, member, 3, [(t, 0)], 23, version=8)
         out["unknown group, -1 with member id"] = _commit(c, nowhere, member, -1, [(t, 0)], 24)

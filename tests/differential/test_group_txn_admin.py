@@ -17,7 +17,6 @@ checked against the documented behaviour so a harness mistake cannot make a case
 from __future__ import annotations
 
 import base64
-import os
 import struct
 import time
 import uuid
@@ -31,7 +30,6 @@ from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
-from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as DescribeGroupsV5
 from kio.schema.end_txn.v3.request import EndTxnRequest
@@ -114,26 +112,6 @@ def assignment(parts: dict[str, list[int]]) -> bytes:
 
 
 # -- scenario set-up ---------------------------------------------------------------------------
-
-def create_topic(c: WireClient, name: str, partitions: int) -> None:
-    resp = c.request(CreateTopicsRequest(topics=(CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),),
-        timeout=seconds(30)))
-    assert resp.topics[0].error_code == 0, resp
-    c.wait_for_leaders(name, partitions)
-
-
-def find_coordinator_ready(c: WireClient, key_type: int, key: str, timeout: float = 60.0) -> None:
-    """Until the coordinator answers: Kafka creates its internal topic on the first lookup and
-    answers COORDINATOR_NOT_AVAILABLE meanwhile (clients retry); strom may still be loading."""
-    deadline = time.monotonic() + timeout
-    while True:
-        resp = c.request(FindCoordinatorV6(key_type=key_type, coordinator_keys=(key,)))
-        if resp.coordinators[0].error_code == 0:
-            return
-        assert time.monotonic() < deadline, resp
-        time.sleep(0.3)
-
 
 def admin_commit(c: WireClient, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
     """OffsetCommit with generation -1 and no member: creates an Empty classic group."""
@@ -412,10 +390,10 @@ def observe(bootstrap: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     started = int(time.time() * 1000) - 1000
     with WireClient(bootstrap) as c:
-        find_coordinator_ready(c, 0, G_EMPTY)
-        find_coordinator_ready(c, 1, TX_EMPTY)
-        create_topic(c, TOPIC, 2)
-        create_topic(c, OTHER_TOPIC, 1)
+        c.wait_for_coordinator(G_EMPTY, 0)
+        c.wait_for_coordinator(TX_EMPTY, 1)
+        c.create_topic(TOPIC, 2)
+        c.create_topic(OTHER_TOPIC, 1)
         admin_commit(c, G_EMPTY, {(TOPIC, 0): (5, "m0"), (TOPIC, 1): (7, None), (OTHER_TOPIC, 0): (3, "")})
         admin_commit(c, G_EMPTY2, {(TOPIC, 0): (1, None)})
         join_classic(c, G_CLASSIC, "consumer")
@@ -625,9 +603,6 @@ KAFKA_EXPECTED: dict[str, Any] = {
                                              ("x", E.invalid_request, True, False)],
 }
 
-# Observations where strom is known to differ, with the reason (none at the moment).
-KNOWN_DIFFERENCES: dict[str, str] = {}
-
 
 @pytest.fixture(scope="module")
 def observations(strom: HasBootstrap, kafka: KafkaRef) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
@@ -670,13 +645,7 @@ CASES = [
 ]
 
 
-def _case(name: str) -> Any:
-    # With STROM_DIFF_SUBJECT=kafka (the harness self-check) both sides are Kafka: no known differences.
-    reason = None if os.environ.get("STROM_DIFF_SUBJECT") == "kafka" else KNOWN_DIFFERENCES.get(name)
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else name
-
-
-@pytest.mark.parametrize("case", [_case(n) for n in CASES])
+@pytest.mark.parametrize("case", CASES)
 def test_matches_kafka(case: str, observations: tuple[dict[str, Any], dict[str, Any]]) -> None:
     ours, theirs = observations
     if case in KAFKA_EXPECTED:

@@ -19,17 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from group_harness import Cluster
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
 from strom.core.coordinator.group import records as R
-from strom.core.coordinator.group.consumer_group import ConsumerGroup, GroupEnv, HeartbeatRequest
+from strom.core.coordinator.group.consumer_group import ConsumerGroup, HeartbeatRequest
 from strom.core.coordinator.group.consumer_group_member import MemberState, normalize
-from strom.core.coordinator.group.consumer_group_service import ImageTopics
 from strom.core.exceptions import CorruptMessageError, KafkaError
-from strom.core.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from strom.core.testing import BrokerProcess
-from strom.plugins.manager import get_plugin_manager, load_assignors
 
 _WIRE = str(Path(__file__).resolve().parents[2] / "conformance")
 if _WIRE not in sys.path:
@@ -42,52 +40,18 @@ STALE = ErrorCode.stale_member_epoch
 # -- the state machine, no broker ----------------------------------------------------------------
 
 
-class Group:
-    """A ConsumerGroup whose records go through the real codec into a log and back (the shell's job)."""
+class Group(Cluster):
+    """The harness's group, with commit checks and a member's assignment epochs by name."""
 
     def __init__(self, topics: dict[str, int], assignors: str = "range") -> None:
-        self.ids = {name: uuid.uuid4() for name in topics}
-        images = {name: TopicImage(name=name, topic_id=self.ids[name], partitions={
-            p: PartitionRegistration(replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0)
-            for p in range(n)}) for name, n in topics.items()}
-        self.image = MetadataImage(topics=images, topics_by_id={t.topic_id: t for t in images.values()})
-        pm = get_plugin_manager(autoload=False, env={})
-        self.env = GroupEnv(topics=ImageTopics(self.image), assignors=load_assignors(
-            pm, {"group.consumer.assignors": assignors}))
-        self.group = ConsumerGroup("g")
-        self.log: list[tuple[bytes, bytes | None]] = []
-        self.now = 1_000_000
-
-    def write(self, records: list[tuple[R.CoordinatorMessage, R.CoordinatorMessage | None]]) -> None:
-        for key, value in records:
-            raw = R.encode_record(key, value)
-            self.log.append(raw)
-            self._replay(self.group, *raw)
-
-    @staticmethod
-    def _replay(group: ConsumerGroup, raw_key: bytes, raw_value: bytes | None) -> None:
-        decoded = R.decode_key(raw_key)
-        assert decoded is not None
-        group.replay(decoded[1], R.decode_value(decoded[0], raw_value))
-
-    def replayed(self) -> ConsumerGroup:
-        fresh = ConsumerGroup("g")
-        for raw_key, raw_value in self.log:
-            self._replay(fresh, raw_key, raw_value)
-        return fresh
+        super().__init__(topics, assignors=assignors)
 
     def beat(self, member_id: str, epoch: int, owned: dict[uuid.UUID, frozenset[int]] | None,
              topics: tuple[str, ...] | None = None, instance_id: str | None = None) -> int:
         req = HeartbeatRequest(member_id, epoch, instance_id=instance_id,
                                rebalance_timeout_ms=30000 if epoch == 0 else -1,
                                subscribed_topic_names=topics, owned=owned)
-        result = self.group.heartbeat(req, self.env, self.now)
-        self.write(result.records)
-        self.group.set_deadlines(result)
-        return result.member_epoch
-
-    def tp(self, topic: str, partition: int) -> tuple[uuid.UUID, int]:
-        return self.ids[topic], partition
+        return self.heartbeat(req)[0]
 
     def epochs(self, member_id: str) -> dict[tuple[str, int], int]:
         names = {v: k for k, v in self.ids.items()}
@@ -183,7 +147,7 @@ def test_static_member_leaving_resets_epochs_to_zero() -> None:
     g = Group({"t": 2})
     g.beat("s1", 0, {}, ("t",), instance_id="i")
     assert g.epochs("s1") == {("t", 0): 1, ("t", 1): 1}
-    g.write(g.group.leave("s1", -2, "i", g.env).records)
+    g.write(g.group.leave("s1", -2, "i", g.env()).records)
     assert g.epochs("s1") == {("t", 0): 0, ("t", 1): 0}
     # The instance comes back as a new member: it takes the assignment with its zero epochs.
     assert g.beat("s2", 0, {}, ("t",), instance_id="i") == 1

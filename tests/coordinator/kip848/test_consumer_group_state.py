@@ -15,76 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from group_harness import REBALANCE_MS, SESSION_MS, Cluster
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group import consumer_group_service as service
 from strom.core.coordinator.group import records as R
-from strom.core.coordinator.group.consumer_group import STABLE, ConsumerGroup, GroupEnv, HeartbeatRequest
+from strom.core.coordinator.group.consumer_group import STABLE, ConsumerGroup, HeartbeatRequest
 from strom.core.coordinator.group.consumer_group_member import MemberState, normalize
-from strom.core.coordinator.group.consumer_group_service import ImageTopics
 from strom.core.exceptions import KafkaError, for_code
-from strom.core.metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from strom.plugins.manager import get_plugin_manager, load_assignors
-
-SESSION_MS = 45000
-REBALANCE_MS = 30000
-
-
-def make_image(topics: dict[str, int], ids: dict[str, uuid.UUID] | None = None) -> MetadataImage:
-    ids = ids if ids is not None else {}
-    images = {}
-    for name, n in topics.items():
-        tid = ids.setdefault(name, uuid.uuid4())
-        parts = {p: PartitionRegistration(replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0)
-                 for p in range(n)}
-        images[name] = TopicImage(name=name, topic_id=tid, partitions=parts)
-    return MetadataImage(topics=images, topics_by_id={t.topic_id: t for t in images.values()})
-
-
-class Cluster:
-    """One group, its record log, a clock and the topics (a metadata image)."""
-
-    def __init__(self, topics: dict[str, int], *, assignors: str = "uniform,range") -> None:
-        self.ids: dict[str, uuid.UUID] = {}
-        self.image = make_image(topics, self.ids)
-        pm = get_plugin_manager(autoload=False, env={})
-        self.assignors = load_assignors(pm, {"group.consumer.assignors": assignors})
-        self.group = ConsumerGroup("g")
-        self.log: list[tuple[bytes, bytes | None]] = []
-        self.now = 1_000_000
-
-    def env(self) -> GroupEnv:
-        return GroupEnv(topics=ImageTopics(self.image), assignors=self.assignors, session_timeout_ms=SESSION_MS)
-
-    def set_topics(self, topics: dict[str, int]) -> None:
-        self.image = make_image(topics, self.ids)
-
-    def write(self, records: list[tuple[R.CoordinatorMessage, R.CoordinatorMessage | None]]) -> None:
-        """Persist through the real codec and replay the decoded records (the shell's job)."""
-        for key, value in records:
-            raw_key, raw_value = R.encode_record(key, value)
-            self.log.append((raw_key, raw_value))
-            decoded = R.decode_key(raw_key)
-            assert decoded is not None
-            rtype, k = decoded
-            self.group.replay(k, R.decode_value(rtype, raw_value))
-
-    def replayed(self) -> ConsumerGroup:
-        fresh = ConsumerGroup("g")
-        for raw_key, raw_value in self.log:
-            decoded = R.decode_key(raw_key)
-            assert decoded is not None
-            fresh.replay(decoded[1], R.decode_value(decoded[0], raw_value))
-        return fresh
-
-    def heartbeat(self, req: HeartbeatRequest) -> tuple[int, dict[uuid.UUID, frozenset[int]] | None]:
-        result = self.group.heartbeat(req, self.env(), self.now)
-        self.write(result.records)
-        self.group.set_deadlines(result)
-        return result.member_epoch, (None if result.assignment is None else dict(result.assignment))
-
-    def expire(self) -> None:
-        self.write(self.group.expire(self.now, self.env()))
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """KIP-848 reconciliation parity with Kafka 4.3.1's ``CurrentAssignmentBuilder``.
 
-Same in-process harness as ``test_consumer_group_state.py`` (records through the real codec,
+The in-process harness of ``group_harness.py`` (records through the real codec,
 replayed; simulated clients; fake clock). Each test pins one behaviour read from the 4.3.1 jar:
 
 * a member is only asked to revoke (UNREVOKED_PARTITIONS) when the owned partitions its client
@@ -19,84 +19,18 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
+from group_harness import REBALANCE_MS, Cluster, Parts
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group import records as R
-from strom.core.coordinator.group.consumer_group import STABLE, ConsumerGroup, GroupEnv, HeartbeatRequest
+from strom.core.coordinator.group.consumer_group import STABLE, HeartbeatRequest
 from strom.core.coordinator.group.consumer_group_member import (
     ConsumerGroupMember,
     MemberState,
     normalize,
     reconcile,
 )
-from strom.core.coordinator.group.consumer_group_service import ImageTopics
 from strom.core.exceptions import KafkaError
-from strom.core.metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from strom.plugins.manager import get_plugin_manager, load_assignors
-
-SESSION_MS = 45000
-REBALANCE_MS = 30000
-
-Parts = dict[uuid.UUID, frozenset[int]]
-
-
-def make_image(topics: dict[str, int], ids: dict[str, uuid.UUID]) -> MetadataImage:
-    images = {}
-    for name, n in topics.items():
-        tid = ids.setdefault(name, uuid.uuid4())
-        parts = {p: PartitionRegistration(replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0)
-                 for p in range(n)}
-        images[name] = TopicImage(name=name, topic_id=tid, partitions=parts)
-    return MetadataImage(topics=images, topics_by_id={t.topic_id: t for t in images.values()})
-
-
-class Cluster:
-    """One group, its record log (real codec, replayed), a clock, and a heartbeat counter."""
-
-    def __init__(self, topics: dict[str, int]) -> None:
-        self.ids: dict[str, uuid.UUID] = {}
-        self.image = make_image(topics, self.ids)
-        pm = get_plugin_manager(autoload=False, env={})
-        self.assignors = load_assignors(pm, {"group.consumer.assignors": "uniform,range"})
-        self.group = ConsumerGroup("g")
-        self.log: list[tuple[bytes, bytes | None]] = []
-        self.now = 1_000_000
-        self.heartbeats = 0
-
-    def env(self) -> GroupEnv:
-        return GroupEnv(topics=ImageTopics(self.image), assignors=self.assignors, session_timeout_ms=SESSION_MS)
-
-    def write(self, records: list[tuple[R.CoordinatorMessage, R.CoordinatorMessage | None]]) -> None:
-        for key, value in records:
-            raw_key, raw_value = R.encode_record(key, value)
-            self.log.append((raw_key, raw_value))
-            decoded = R.decode_key(raw_key)
-            assert decoded is not None
-            self.group.replay(decoded[1], R.decode_value(decoded[0], raw_value))
-
-    def replayed(self) -> ConsumerGroup:
-        fresh = ConsumerGroup("g")
-        for raw_key, raw_value in self.log:
-            decoded = R.decode_key(raw_key)
-            assert decoded is not None
-            fresh.replay(decoded[1], R.decode_value(decoded[0], raw_value))
-        return fresh
-
-    def heartbeat(self, req: HeartbeatRequest) -> tuple[int, Parts | None]:
-        self.heartbeats += 1
-        result = self.group.heartbeat(req, self.env(), self.now)
-        self.write(result.records)
-        self.group.set_deadlines(result)
-        return result.member_epoch, (None if result.assignment is None else normalize(result.assignment))
-
-    def expire(self) -> None:
-        self.write(self.group.expire(self.now, self.env()))
-
-    def member(self, client: Client) -> ConsumerGroupMember:
-        return self.group.members[client.member_id]
-
-    def tp(self, topic: str, *partitions: int) -> Parts:
-        return {self.ids[topic]: frozenset(partitions)}
 
 
 @dataclass
@@ -169,8 +103,8 @@ def static_takeover_after_shrink() -> tuple[Cluster, list[Client]]:
     b.beat()  # b gives c one partition ...
     b.beat()
     c.beat()  # ... and c waits for the one the absent a holds
-    assert cluster.member(b).state is MemberState.STABLE
-    assert cluster.member(c).state is MemberState.UNRELEASED_PARTITIONS
+    assert cluster.member(b.member_id).state is MemberState.STABLE
+    assert cluster.member(c.member_id).state is MemberState.UNRELEASED_PARTITIONS
     a2 = Client(cluster, instance_id="i-a")
     a2.join()
     return cluster, [a, b, c, a2]
@@ -184,7 +118,7 @@ def subscription_change_while_revoking() -> tuple[Cluster, list[Client], Parts]:
     b.join()
     still_owned = dict(a.owned)
     a.beat()  # a is told to revoke; its client has not done it yet ...
-    assert cluster.member(a).state is MemberState.UNREVOKED_PARTITIONS
+    assert cluster.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
     # ... and changes its subscription, still reporting every partition it held.
     a.topics = ("t",)
     a.send(HeartbeatRequest(a.member_id, a.epoch, subscribed_topic_names=a.topics, owned=still_owned))
@@ -198,7 +132,7 @@ def test_member_not_owning_the_partitions_to_revoke_skips_revocation() -> None:
     cluster, clients = static_takeover_after_shrink()
     _a, b, c, a2 = clients
     g = cluster.group
-    m = cluster.member(a2)
+    m = cluster.member(a2.member_id)
     # Its client owns none of the partition(s) to revoke: no waiting for an acknowledgement,
     # straight to the target epoch with the kept partitions.
     assert m.state is MemberState.STABLE and m.member_epoch == g.assignment_epoch == a2.epoch
@@ -223,13 +157,13 @@ def test_heartbeat_without_owned_partitions_still_waits_for_revocation() -> None
     a.join()
     b.join()
     cluster.heartbeat(HeartbeatRequest(a.member_id, a.epoch))
-    m = cluster.member(a)
+    m = cluster.member(a.member_id)
     assert m.state is MemberState.UNREVOKED_PARTITIONS and count(m.pending_revocation) == 2
     cluster.heartbeat(HeartbeatRequest(a.member_id, a.epoch))  # still no ack
-    assert cluster.member(a).state is MemberState.UNREVOKED_PARTITIONS
+    assert cluster.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
     # Reporting owned partitions without the revoked ones acknowledges.
     cluster.heartbeat(HeartbeatRequest(a.member_id, a.epoch, owned=normalize(m.assigned)))
-    assert cluster.member(a).state is MemberState.STABLE
+    assert cluster.member(a.member_id).state is MemberState.STABLE
 
 
 def test_second_revocation_keeps_the_epoch_and_restarts_the_timer() -> None:
@@ -238,12 +172,12 @@ def test_second_revocation_keeps_the_epoch_and_restarts_the_timer() -> None:
     a.join()
     b.join()
     a.beat()  # revoke 3 of 6 at epoch 1
-    first = cluster.member(a)
+    first = cluster.member(a.member_id)
     assert first.state is MemberState.UNREVOKED_PARTITIONS and first.member_epoch == 1
     c.join()  # the target moves on (epoch 3) before a acknowledges: a keeps only 2
     cluster.now += REBALANCE_MS - 1000
     a.beat()  # acknowledges, and must revoke one more partition
-    m = cluster.member(a)
+    m = cluster.member(a.member_id)
     assert m.state is MemberState.UNREVOKED_PARTITIONS and count(m.pending_revocation) == 1
     # KAFKA-19974: no epoch bump from UNREVOKED to UNREVOKED (one owner per partition per epoch).
     assert m.member_epoch == 1 and a.epoch == 1 and m.previous_member_epoch == 1
@@ -253,7 +187,7 @@ def test_second_revocation_keeps_the_epoch_and_restarts_the_timer() -> None:
     cluster.expire()
     assert a.member_id in cluster.group.members
     a.beat()
-    m = cluster.member(a)
+    m = cluster.member(a.member_id)
     assert m.state is MemberState.STABLE and m.member_epoch == cluster.group.assignment_epoch == 3
     beats_until_stable(cluster, [a, b, c])
     assert cluster.replayed().snapshot() == cluster.group.snapshot()
@@ -261,7 +195,7 @@ def test_second_revocation_keeps_the_epoch_and_restarts_the_timer() -> None:
 
 def test_subscription_change_while_revoking_revokes_unsubscribed_topics_at_once() -> None:
     cluster, (a, b), still_owned = subscription_change_while_revoking()
-    m = cluster.member(a)
+    m = cluster.member(a.member_id)
     u = cluster.ids["u"]
     assert m.state is MemberState.UNREVOKED_PARTITIONS and m.member_epoch == 1
     assert u not in m.assigned and m.pending_revocation.get(u) == frozenset({0, 1})
@@ -271,7 +205,7 @@ def test_subscription_change_while_revoking_revokes_unsubscribed_topics_at_once(
     assert m.assignment_epoch(u, 0) == m.assignment_epoch(u, 1) == 1
     # One acknowledgement revokes everything: a reaches the target epoch with its t partition.
     a.beat()
-    m = cluster.member(a)
+    m = cluster.member(a.member_id)
     assert m.member_epoch == cluster.group.assignment_epoch and not m.pending_revocation
     assert set(m.assigned) <= {cluster.ids["t"]}
     beats_until_stable(cluster, [a, b])
@@ -290,13 +224,13 @@ def test_unknown_state_fences_unless_the_member_owns_nothing() -> None:
                     R.ConsumerGroupCurrentMemberAssignmentValue(
                         member_epoch=a.epoch, previous_member_epoch=a.epoch - 1, state=42,
                         assigned_partitions=[R.TopicPartitions(topic_id=tid, partitions=mine)]))])
-    assert cluster.member(a).state is MemberState.UNKNOWN
+    assert cluster.member(a.member_id).state is MemberState.UNKNOWN
     for owned in (dict(a.owned), None):
         with pytest.raises(KafkaError) as e:
             cluster.heartbeat(HeartbeatRequest(a.member_id, a.epoch, owned=owned))
         assert e.value.code == ErrorCode.fenced_member_epoch
     cluster.heartbeat(HeartbeatRequest(a.member_id, a.epoch, owned={}))
-    m = cluster.member(a)
+    m = cluster.member(a.member_id)
     assert m.state is MemberState.STABLE and m.member_epoch == cluster.group.assignment_epoch
 
 
