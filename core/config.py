@@ -413,6 +413,15 @@ class BrokerConfig(BaseModel):
         10000, alias="transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1)
     transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
         3600000, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1)
+    # KIP-890: a partition leader checks that a transactional batch's partition is in the
+    # transaction before appending (Produce v11 and older; v12+ always adds it instead).
+    transaction_partition_verification_enable: bool = Field(
+        True, alias="transaction.partition.verification.enable")
+    # How long the implicit add of Produce v12+ retries CONCURRENT_TRANSACTIONS (the producer's
+    # previous transaction still writing its markers) before answering with it.
+    add_partitions_to_txn_retry_backoff_ms: int = Field(20, alias="add.partitions.to.txn.retry.backoff.ms", ge=1)
+    add_partitions_to_txn_retry_backoff_max_ms: int = Field(
+        100, alias="add.partitions.to.txn.retry.backoff.max.ms", ge=1)
 
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
     fetch_max_bytes: int = Field(57671680, alias="fetch.max.bytes", ge=0)

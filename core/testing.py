@@ -30,11 +30,12 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int = 0,
                  config: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                 startup_timeout: float = 60.0) -> None:
+                 startup_timeout: float = 60.0, features: dict[str, int] | None = None) -> None:
         self._tmp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="strom-")
         self.data_dir = Path(data_dir if data_dir is not None else self._tmp.name)  # type: ignore[union-attr]
         self.port = port
         self.config = dict(config or {})
+        self.features = dict(features or {})  # applied when the data dir is first formatted
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[str] | None = None
@@ -49,6 +50,8 @@ class BrokerProcess:
                "--port", str(self.port)]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
+        for name, level in self.features.items():
+            cmd += ["--feature", f"{name}={level}"]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=env, start_new_session=True)

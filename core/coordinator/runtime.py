@@ -117,15 +117,21 @@ class CoordinatorRuntime:
     # -- transaction markers ------------------------------------------------------------------
 
     async def write_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                                commit: bool, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Write a COMMIT or ABORT marker to each partition; returns the error code per partition."""
+                                commit: bool, partitions: list[tuple[str, int]],
+                                transaction_version: int = 0) -> dict[tuple[str, int], int]:
+        """Write a COMMIT or ABORT marker to each partition; returns the error code per partition.
+
+        ``transaction_version`` 2 markers carry the epoch bumped by EndTxn; the partition then
+        refuses a marker at the producer's current epoch unless it is a retry (KIP-890).
+        """
         rm = self.broker.replica_manager
         results: dict[tuple[str, int], int] = {}
         offsets_touched = False
         for topic, index in partitions:
             try:
                 part = rm.get_partition(topic, index)
-                part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+                part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                   transaction_version=transaction_version)
                 rm.fetch_purgatory.check_and_complete(part.key)
                 results[(topic, index)] = 0
                 offsets_touched = offsets_touched or topic == OFFSETS_TOPIC

@@ -63,6 +63,9 @@ _CRC_OFFSET = 2
 _ENTRIES_OFFSET = 6
 
 
+SHORT_MAX = 32767
+
+
 def decrement_sequence(seq: int, dec: int) -> int:
     """Kafka's ``DefaultRecordBatch.decrementSequence`` (sequences wrap at 2**31)."""
     if seq < dec:
@@ -198,7 +201,9 @@ class ProducerAppendInfo:
         invalid = epoch <= current if transaction_version >= 2 else epoch < current
         if not invalid:
             return
-        if transaction_version >= 2 and epoch == current and self.updated.current_txn_first_offset is None:
+        if transaction_version >= 2 and epoch == current and (
+                self.updated.current_txn_first_offset is None or epoch == SHORT_MAX):
+            # A retried marker (no transaction open), or one at the last epoch, which cannot be bumped.
             return
         msg = (f"epoch of producer {self.producer_id} at offset {offset} is {epoch}, "
                f"older than the last seen epoch {current}")

@@ -9,8 +9,8 @@
     directory.id=<random Uuid, one per directory>
 
 and, in the metadata log dir, ``bootstrap.checkpoint`` (snapshot layout: header, a batch with a
-FeatureLevelRecord for ``metadata.version``, footer). The active controller writes these
-bootstrap records as the first batch of an empty metadata log. A directory already formatted
+FeatureLevelRecord for ``metadata.version`` and one per other finalized feature, footer). The
+active controller writes these bootstrap records as the first batch of an empty metadata log. A directory already formatted
 for another cluster is refused (:class:`FormatError`); the same cluster is fine with
 ``ignore_formatted=True``.
 """
@@ -26,7 +26,7 @@ from strom.core.config import BrokerConfig
 from strom.core.exceptions import BrokerError
 from strom.core.log.checkpoint import META_PROPERTIES, write_atomically
 from strom.core.log.checkpoint import read_meta_properties as _read_meta_properties
-from strom.core.metadata.image import METADATA_VERSION_FEATURE
+from strom.core.metadata.features import METADATA_VERSION_FEATURE, default_levels
 from strom.core.metadata.records import FeatureLevelRecord, Message, decode_record, encode_record
 from strom.core.raft.snapshot import read_snapshot_file, write_snapshot_file
 
@@ -39,6 +39,7 @@ METADATA_VERSIONS: dict[str, int] = {
     "4.0": 25, "4.1": 27,
 }
 LATEST_METADATA_VERSION = 27
+MINIMUM_METADATA_VERSION = min(METADATA_VERSIONS.values())  # IBP_3_3_IV3, the oldest KRaft level
 
 
 class FormatError(BrokerError):
@@ -78,13 +79,20 @@ def metadata_level(release_version: str | None) -> int:
     return METADATA_VERSIONS[key]
 
 
-def bootstrap_records(metadata_version: int = LATEST_METADATA_VERSION) -> list[Message]:
-    return [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version)]
+def bootstrap_records(metadata_version: int = LATEST_METADATA_VERSION,
+                      features: dict[str, int] | None = None) -> list[Message]:
+    """metadata.version, then every other feature: its default for that version unless overridden."""
+    levels = {**default_levels(metadata_version), **(features or {})}
+    return [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version),
+            *(FeatureLevelRecord(name, level) for name, level in sorted(levels.items()) if level > 0)]
 
 
 def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool = False,
-                   release_version: str | None = None) -> list[Path]:
-    """Format every log dir and the metadata dir; return the directories written."""
+                   release_version: str | None = None, features: dict[str, int] | None = None) -> list[Path]:
+    """Format every log dir and the metadata dir; return the directories written.
+
+    ``features`` overrides the default level of a feature (``kafka-storage format --feature``).
+    """
     try:
         if len(uuid_from_str(cluster_id).bytes) != 16:
             raise ValueError
@@ -117,7 +125,7 @@ def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: b
                          f"node.id={config.node_id}\nversion=1\n")
     bootstrap = config.metadata_dir / BOOTSTRAP_FILE
     if config.metadata_dir in todo or not bootstrap.exists():
-        write_snapshot_file(bootstrap, [encode_record(r) for r in bootstrap_records(level)], epoch=0)
+        write_snapshot_file(bootstrap, [encode_record(r) for r in bootstrap_records(level, features)], epoch=0)
     return todo
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from strom.core.metadata.features import METADATA_VERSION_FEATURE, TRANSACTION_VERSION_FEATURE
 from strom.core.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -29,7 +30,6 @@ from strom.core.metadata.records import (
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-METADATA_VERSION_FEATURE = "metadata.version"
 
 ConfigResource = tuple[int, str]
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -121,6 +121,11 @@ class MetadataImage:
     @property
     def metadata_version(self) -> int:
         return self.features.get(METADATA_VERSION_FEATURE, 0)
+
+    @property
+    def transaction_version(self) -> int:
+        """The finalized ``transaction.version`` (2: KIP-890 transactions; 0 when not finalized)."""
+        return self.features.get(TRANSACTION_VERSION_FEATURE, 0)
 
     @property
     def next_producer_id(self) -> int:

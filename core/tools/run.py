@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "printed as bootstrap.servers=HOST:PORT)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set one broker config property (e.g. num.partitions=3); repeatable")
+    p.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL",
+                   help="when formatting a new data dir, finalize a feature at this level instead of "
+                        "its default (e.g. transaction.version=1); repeatable")
     p.set_defaults(func=cmd_dev)
 
 
@@ -109,6 +112,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
     cluster_id, missing = existing_cluster_id(config)
     if missing:
         cluster_id = cluster_id or new_cluster_id()
-        format_dirs(config, cluster_id, ignore_formatted=True)
+        format_dirs(config, cluster_id, ignore_formatted=True, features=args.feature)
         print(f"strom dev: formatted {data_dir} (cluster.id {cluster_id})", file=sys.stderr, flush=True)
     return _run(config)

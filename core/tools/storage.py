@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="skip directories that are already formatted instead of failing")
     p.add_argument("--release-version", "-r", metavar="VERSION",
                    help="Kafka release whose metadata.version to start at, e.g. 4.0 (default: latest)")
+    p.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
+                   help="finalize a feature at a level other than its default, e.g. "
+                        "transaction.version=1 (no KIP-890 transactions); repeatable")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override one broker config property; repeatable")
     p.set_defaults(func=cmd_format)
@@ -107,15 +110,15 @@ def check_cluster_id(value: str) -> str:
 
 
 def format_dirs(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool,
-                release_version: str | None = None) -> Any:
+                release_version: str | None = None, features: list[str] | None = None) -> Any:
     """Call the bootstrap formatter; its errors become :class:`ToolError`s."""
     from strom.core.metadata.bootstrap import format_storage
+    from strom.core.metadata.features import parse_feature_levels
 
     try:
-        if release_version is None:
-            return format_storage(config, cluster_id, ignore_formatted=ignore_formatted)
         return format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
-                              release_version=release_version)
+                              release_version=release_version,
+                              features=parse_feature_levels(features or []))
     except (StromError, OSError, ValueError) as e:
         raise ToolError(str(e)) from None
 
@@ -152,7 +155,7 @@ def cmd_format(args: argparse.Namespace) -> int:
     if cluster_id is None:
         cluster_id = current or new_cluster_id()
     format_dirs(config, cluster_id, ignore_formatted=args.ignore_formatted,
-                release_version=args.release_version)
+                release_version=args.release_version, features=args.feature)
     for d in missing:
         print(f"Formatted {d} (cluster.id {cluster_id}, node.id {config.node_id}).")
     return 0

@@ -79,3 +79,31 @@ def test_compare_ranges_flags_out_of_range() -> None:
     assert compare_ranges({0: (3, 13), 18: (0, 4)}, kafka)[0] == []
 
 
+
+
+def features(bootstrap: str, version: int) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """(supported ranges, finalized levels) from an ApiVersions request of ``version`` (3 or 4)."""
+    from importlib import import_module
+
+    request = import_module(f"kio.schema.api_versions.v{version}.request").ApiVersionsRequest
+    with WireClient(bootstrap) as c:
+        resp = c.request(request(client_software_name="strom-diff", client_software_version="1"))
+    supported = {f.name: (int(f.min_version), int(f.max_version)) for f in resp.supported_features}
+    finalized = {f.name: int(f.max_version_level) for f in resp.finalized_features}
+    return supported, finalized
+
+
+def test_transaction_version_feature_as_kafka(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    """A new cluster finalizes transaction.version 2 (KIP-890), which is what makes the Java client
+    use transactions v2; a minimum of 0 is only shown to v4 requests (KIP-1022)."""
+    for version in (3, 4):
+        ours_supported, ours_finalized = features(strom.bootstrap, version)
+        theirs_supported, theirs_finalized = features(kafka.bootstrap, version)
+        name = "transaction.version"
+        assert ours_supported.get(name) == theirs_supported.get(name), version
+        assert ours_finalized.get(name) == theirs_finalized.get(name) == 2, version
+        # Every feature strom shows, Kafka shows with a range that contains strom's.
+        for feature, (lo, hi) in ours_supported.items():
+            assert feature in theirs_supported, feature
+            assert theirs_supported[feature][0] <= lo <= hi <= theirs_supported[feature][1], feature
+        assert set(ours_finalized) <= set(theirs_finalized)

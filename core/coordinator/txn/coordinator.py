@@ -134,6 +134,10 @@ class TransactionCoordinator:
 
     # -- helpers ------------------------------------------------------------------------------
 
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version``: the rules of transitions no client asked for."""
+        return int(self.broker.image.transaction_version)
+
     def partition_of(self, transactional_id: str) -> int:
         return java_hash_partition(transactional_id, self.num_partitions)
 
@@ -187,7 +191,7 @@ class TransactionCoordinator:
             md = self.txns.get(transactional_id)
             if md is None:
                 md = state.new_metadata(transactional_id, await self.broker.producer_ids.generate(), timeout_ms, now)
-            plan = state.plan_init_producer_id(md, timeout_ms, expected, now)
+            plan = state.plan_init_producer_id(md, timeout_ms, expected, now, self.transaction_version())
             if plan.metadata is None:
                 return md.producer_id, md.producer_epoch
             if plan.abort_ongoing:
@@ -206,13 +210,15 @@ class TransactionCoordinator:
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[TopicPartition]) -> None:
+                             partitions: list[TopicPartition], client_version: int = 0) -> None:
+        """Enlist partitions; ``client_version`` 2 for the implicit adds of TV2 producers."""
         self._check_coordinator(transactional_id)
         async with self._lock(transactional_id):
             md = self.txns.get(transactional_id)
             if md is None:
                 raise TxnError(ErrorCode.invalid_producer_id_mapping)
-            new = state.add_partitions(md, producer_id, producer_epoch, set(partitions), self.clock())
+            new = state.add_partitions(md, producer_id, producer_epoch, set(partitions), self.clock(),
+                                       client_version)
             if new is not None:
                 await self._persist(new)
 
@@ -233,8 +239,11 @@ class TransactionCoordinator:
     # -- EndTxn -------------------------------------------------------------------------------
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              commit: bool) -> None:
+                              commit: bool, client_version: int = 0) -> tuple[int, int]:
         """Commit or abort; returns once the decision (PrepareCommit/PrepareAbort) is durable.
+
+        Returns the (producer id, epoch) the producer continues with: under transaction version 2
+        (``client_version`` 2, EndTxn v5) the bumped epoch, or a new producer id at epoch 0.
 
         As in Kafka, the markers and CompleteX are written after the answer. The id's lock goes
         with that work: the producer's next request for this id (its next AddPartitionsToTxn)
@@ -249,18 +258,22 @@ class TransactionCoordinator:
             md = self.txns.get(transactional_id)
             if md is None:
                 raise TxnError(ErrorCode.invalid_producer_id_mapping)
-            new = state.end_transaction(md, producer_id, producer_epoch, commit, self.clock())
-            if new is None:
-                return
+            plan = state.end_transaction(md, producer_id, producer_epoch, commit, self.clock(), client_version)
+            if plan.metadata is None:
+                return state.producer_after_end(md)
+            new = plan.metadata
+            if plan.needs_new_producer_id:
+                new = replace(new, next_producer_id=await self.broker.producer_ids.generate())
             await self._persist(new)
             self._pending_markers[transactional_id] = set(new.partitions)
             if self._closed:  # no task may outlive close(): complete inline
                 await self._try_complete(transactional_id)
-                return
+                return state.producer_after_end(new)
             task = self._spawn(self._complete_after_answer(transactional_id))
             # Released by a done-callback: it runs even if the task is cancelled before its first step.
             task.add_done_callback(lambda _task: lock.release())
             handed_off = True
+            return state.producer_after_end(new)
         finally:
             if not handed_off:
                 lock.release()
@@ -281,7 +294,7 @@ class TransactionCoordinator:
         if pending:
             results = await self.runtime.write_txn_markers(
                 md.producer_id, md.producer_epoch, self._coordinator_epoch(transactional_id),
-                md.state == TxnState.PREPARE_COMMIT, sorted(pending))
+                md.state == TxnState.PREPARE_COMMIT, sorted(pending), md.client_transaction_version)
             for tp, code in results.items():
                 # A deleted topic needs no marker (Kafka drops it the same way).
                 if code in (0, int(ErrorCode.unknown_topic_or_partition)):
@@ -337,7 +350,7 @@ class TransactionCoordinator:
                     continue
                 log.info("aborting transaction %r of producer %d epoch %d: timed out after %d ms",
                          tid, md.producer_id, md.producer_epoch, md.timeout_ms)
-                fenced = state.fence_for_abort(md, now)
+                fenced = state.fence_for_abort(md, now, self.transaction_version())
                 try:
                     await self._persist(fenced)
                 except TxnError as e:

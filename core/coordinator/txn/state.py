@@ -5,8 +5,18 @@ type has a transition function here that either raises :class:`TxnError` with th
 code the request is answered with, or returns the metadata to persist (``None`` when nothing
 changes, e.g. a retried request). The coordinator persists the returned metadata to
 ``__transaction_state`` and only then installs it in memory, so a failed write leaves the old
-state in place. The rules follow Kafka 4.x's TransactionCoordinator / TransactionMetadata for
-transaction version 1 (producers add partitions explicitly; EndTxn does not bump the epoch).
+state in place. The rules follow Kafka 4.3's TransactionCoordinator / TransactionMetadata for both
+transaction versions:
+
+* version 1 (EndTxn v0-v4, AddPartitionsToTxn v0-v3 from the producer): the producer adds its
+  partitions explicitly and keeps one epoch across transactions;
+* version 2 (KIP-890; EndTxn v5, implicit adds by partition leaders): EndTxn bumps the epoch, the
+  markers carry the bumped epoch and the producer continues with it (or, when the epoch is
+  exhausted, with a fresh producer id chosen at prepare time and installed at completion).
+
+Which version applies is decided per request (the client's version), as in Kafka; transitions the
+coordinator starts itself (timeouts, fencing by InitProducerId) use the cluster's finalized
+``transaction.version``.
 """
 
 from __future__ import annotations
@@ -75,6 +85,9 @@ class TransactionMetadata:
     partitions: frozenset[TopicPartition] = field(default_factory=frozenset)
     txn_start_ms: int = -1
     last_update_ms: int = -1
+    # TV2: the producer id installed when a transaction prepared at an exhausted epoch completes.
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0  # of the last transition a client asked for
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -84,11 +97,13 @@ class TransactionMetadata:
             by_topic.setdefault(topic, []).append(index)
         return TransactionLogValue(
             producer_id=self.producer_id, previous_producer_id=self.last_producer_id,
+            next_producer_id=self.next_producer_id,
             producer_epoch=self.producer_epoch, transaction_timeout_ms=self.timeout_ms,
             transaction_status=int(self.state),
             transaction_partitions=[TxnPartitions(t, ids) for t, ids in by_topic.items()],
             transaction_last_update_timestamp_ms=self.last_update_ms,
-            transaction_start_timestamp_ms=self.txn_start_ms)
+            transaction_start_timestamp_ms=self.txn_start_ms,
+            client_transaction_version=self.client_transaction_version)
 
     @classmethod
     def from_log_value(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
@@ -98,9 +113,12 @@ class TransactionMetadata:
             from strom.core.exceptions import CorruptMessageError
             raise CorruptMessageError(f"unknown transaction status {value.transaction_status}") from None
         parts = frozenset((p.topic, i) for p in value.transaction_partitions or () for i in p.partition_ids)
-        return cls(transactional_id, value.producer_id, value.producer_epoch, value.previous_producer_id,
-                   NO_PRODUCER_EPOCH, value.transaction_timeout_ms, state, parts,
-                   value.transaction_start_timestamp_ms, value.transaction_last_update_timestamp_ms)
+        return cls(transactional_id, value.producer_id, value.producer_epoch,
+                   last_producer_id=value.previous_producer_id, timeout_ms=value.transaction_timeout_ms,
+                   state=state, partitions=parts, txn_start_ms=value.transaction_start_timestamp_ms,
+                   last_update_ms=value.transaction_last_update_timestamp_ms,
+                   next_producer_id=value.next_producer_id,
+                   client_transaction_version=value.client_transaction_version)
 
     def topics(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -136,8 +154,11 @@ def _valid_expected(md: TransactionMetadata, expected: tuple[int, int]) -> bool:
 
 
 def plan_init_producer_id(md: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None,
-                          now: int) -> InitPlan:
-    """InitProducerId for an existing (or just created) transactional id."""
+                          now: int, transaction_version: int = 0) -> InitPlan:
+    """InitProducerId for an existing (or just created) transactional id.
+
+    ``transaction_version`` is the cluster's: it decides how an ongoing transaction is fenced.
+    """
     if md.state in PREPARE_STATES or md.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
         raise TxnError(ErrorCode.concurrent_transactions)
     if expected is not None and not _valid_expected(md, expected):
@@ -145,7 +166,7 @@ def plan_init_producer_id(md: TransactionMetadata, timeout_ms: int, expected: tu
     if md.state == TxnState.ONGOING:
         # Abort the ongoing transaction under a bumped epoch (fencing its producer); the client is
         # told to retry, and the retry bumps again (or rotates the producer id when exhausted).
-        return InitPlan(fence_for_abort(md, now), abort_ongoing=True)
+        return InitPlan(fence_for_abort(md, now, transaction_version), abort_ongoing=True)
     if expected is not None and md.producer_epoch != NO_PRODUCER_EPOCH and expected[1] != md.producer_epoch:
         if expected[1] == md.last_producer_epoch:
             return InitPlan(None)   # a retry of a bump whose answer was lost
@@ -159,8 +180,18 @@ def plan_init_producer_id(md: TransactionMetadata, timeout_ms: int, expected: tu
     return InitPlan(replace(base, producer_epoch=md.producer_epoch + 1, last_producer_epoch=last_epoch))
 
 
-def fence_for_abort(md: TransactionMetadata, now: int) -> TransactionMetadata:
-    """PrepareAbort under a bumped epoch (Kafka's PrepareEpochFence, then abort, not from the client)."""
+def fence_for_abort(md: TransactionMetadata, now: int, transaction_version: int = 0) -> TransactionMetadata:
+    """PrepareAbort under a bumped epoch (Kafka's PrepareEpochFence, then abort, not from the client).
+
+    Under transaction version 2 (Kafka 4.3) the bump is the abort's own, with the old epoch kept
+    as the last one: the producer's EndTxn(abort) at that epoch then reads as a retry and gets the
+    new epoch, so a TV2 producer survives its transaction timing out.
+    """
+    if transaction_version >= 2:
+        epoch = md.producer_epoch if md.producer_epoch >= SHORT_MAX else md.producer_epoch + 1
+        return replace(md, producer_epoch=epoch, last_producer_epoch=md.producer_epoch,
+                       state=TxnState.PREPARE_ABORT, next_producer_id=NO_PRODUCER_ID,
+                       client_transaction_version=transaction_version, last_update_ms=now)
     epoch = md.producer_epoch if is_epoch_exhausted(md.producer_epoch) else md.producer_epoch + 1
     return replace(md, producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH,
                    state=TxnState.PREPARE_ABORT, last_update_ms=now)
@@ -174,8 +205,12 @@ def _check_producer(md: TransactionMetadata, producer_id: int, producer_epoch: i
 
 
 def add_partitions(md: TransactionMetadata, producer_id: int, producer_epoch: int,
-                   partitions: set[TopicPartition], now: int) -> TransactionMetadata | None:
-    """AddPartitionsToTxn / AddOffsetsToTxn: the transaction becomes (or stays) Ongoing."""
+                   partitions: set[TopicPartition], now: int, client_version: int = 0) -> TransactionMetadata | None:
+    """AddPartitionsToTxn / AddOffsetsToTxn: the transaction becomes (or stays) Ongoing.
+
+    ``client_version`` is recorded with the transaction: 2 for the adds partition leaders make
+    for TV2 producers (AddPartitionsToTxn v4+), 0 for a producer's own AddPartitionsToTxn.
+    """
     _check_producer(md, producer_id, producer_epoch)
     if md.state in PREPARE_STATES or md.state == TxnState.PREPARE_EPOCH_FENCE:
         raise TxnError(ErrorCode.concurrent_transactions)
@@ -185,7 +220,7 @@ def add_partitions(md: TransactionMetadata, producer_id: int, producer_epoch: in
         return None
     start = md.txn_start_ms if md.state == TxnState.ONGOING else now
     return replace(md, state=TxnState.ONGOING, partitions=md.partitions | partitions, txn_start_ms=start,
-                   last_update_ms=now)
+                   last_update_ms=now, client_transaction_version=client_version)
 
 
 def verify_partitions(md: TransactionMetadata, producer_id: int, producer_epoch: int,
@@ -195,20 +230,33 @@ def verify_partitions(md: TransactionMetadata, producer_id: int, producer_epoch:
     if md.state in PREPARE_STATES or md.state == TxnState.PREPARE_EPOCH_FENCE:
         raise TxnError(ErrorCode.concurrent_transactions)
     ongoing = md.state == TxnState.ONGOING
-    return {tp: ErrorCode.none if ongoing and tp in md.partitions else ErrorCode.invalid_txn_state
+    # TRANSACTION_ABORTABLE: the producer can abort and go on (Kafka 3.8+; the leader maps it to
+    # INVALID_TXN_STATE for producers too old to know the code).
+    return {tp: ErrorCode.none if ongoing and tp in md.partitions else ErrorCode.transaction_abortable
             for tp in partitions}
 
 
+@dataclass(frozen=True, slots=True)
+class EndPlan:
+    """What EndTxn does: persist ``metadata`` (PrepareCommit/PrepareAbort), or answer at once."""
+
+    metadata: TransactionMetadata | None   # None: a retry of a finished end; nothing to write
+    needs_new_producer_id: bool = False    # TV2 at an exhausted epoch: the caller fills next_producer_id
+
+
 def end_transaction(md: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
-                    now: int) -> TransactionMetadata | None:
-    """EndTxn: Ongoing -> PrepareCommit/PrepareAbort; ``None`` for a retry of a finished end."""
+                    now: int, client_version: int = 0) -> EndPlan:
+    """EndTxn: Ongoing -> PrepareCommit/PrepareAbort, by the rules of the client's transaction version."""
+    if client_version >= 2:
+        return _end_transaction_v2(md, producer_id, producer_epoch, commit, now)
     _check_producer(md, producer_id, producer_epoch)
     state = md.state
     if state == TxnState.ONGOING:
-        return replace(md, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, last_update_ms=now)
+        return EndPlan(replace(md, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                               last_update_ms=now, client_transaction_version=client_version))
     if state in COMPLETE_STATES:
         if (state == TxnState.COMPLETE_COMMIT) == commit:
-            return None
+            return EndPlan(None)
         raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
     if state in PREPARE_STATES:
         if (state == TxnState.PREPARE_COMMIT) == commit:
@@ -219,11 +267,69 @@ def end_transaction(md: TransactionMetadata, producer_id: int, producer_epoch: i
     raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
 
 
+def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
+                        now: int) -> EndPlan:
+    """EndTxn v5 (KIP-890). A retry carries the epoch from before the bump (or, after a producer id
+    rotation, the previous id at the last usable epoch); an abort is accepted with no transaction
+    open, since a TV2 producer cannot know whether its partitions were ever added."""
+    state = md.state
+    if state == TxnState.PREPARE_EPOCH_FENCE:
+        raise TxnError(ErrorCode.concurrent_transactions)
+    retry_on_overflow = (producer_id == md.last_producer_id and producer_epoch == SHORT_MAX - 1
+                         and md.producer_epoch == 0)
+    retry_on_bump = md.producer_epoch == producer_epoch + 1
+    if producer_id != md.producer_id and not retry_on_overflow:
+        raise TxnError(ErrorCode.invalid_producer_id_mapping)
+    if state in (TxnState.ONGOING, TxnState.EMPTY):
+        valid = producer_epoch == md.producer_epoch
+    elif state in PREPARE_STATES:
+        valid = retry_on_bump
+    elif state in COMPLETE_STATES:
+        valid = retry_on_bump or retry_on_overflow or producer_epoch == md.producer_epoch
+    else:
+        valid = False
+    if not valid:
+        raise TxnError(ErrorCode.producer_fenced)
+    retry = retry_on_bump or retry_on_overflow
+    if state in PREPARE_STATES:
+        if (state == TxnState.PREPARE_COMMIT) == commit:
+            raise TxnError(ErrorCode.concurrent_transactions)
+        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+    if state in COMPLETE_STATES and retry:
+        if (state == TxnState.COMPLETE_COMMIT) == commit:
+            return EndPlan(None)
+        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+    if state != TxnState.ONGOING and commit:
+        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+    # Ongoing, or an abort with nothing open (Empty / CompleteX at the current epoch).
+    exhausted = is_epoch_exhausted(md.producer_epoch)
+    prepared = replace(
+        md, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+        # At the last epoch (only reachable through a fence) Kafka keeps it rather than overflow.
+        producer_epoch=min(md.producer_epoch + 1, SHORT_MAX), last_producer_epoch=md.producer_epoch,
+        txn_start_ms=md.txn_start_ms if state == TxnState.ONGOING else now,
+        partitions=md.partitions if state == TxnState.ONGOING else frozenset(),
+        next_producer_id=NO_PRODUCER_ID, client_transaction_version=2, last_update_ms=now)
+    return EndPlan(prepared, needs_new_producer_id=exhausted)
+
+
+def producer_after_end(md: TransactionMetadata) -> tuple[int, int]:
+    """The (producer id, epoch) an EndTxn v5 answers: what the producer continues with once ``md``
+    (PrepareX or CompleteX) completes."""
+    if md.state in PREPARE_STATES and md.next_producer_id != NO_PRODUCER_ID:
+        return md.next_producer_id, 0
+    return md.producer_id, md.producer_epoch
+
+
 def complete(md: TransactionMetadata, now: int) -> TransactionMetadata:
     """PrepareCommit/PrepareAbort -> CompleteCommit/CompleteAbort once every marker is written."""
     if md.state not in PREPARE_STATES:
         raise ValueError(f"cannot complete a transaction in state {md.state.display}")
     done = TxnState.COMPLETE_COMMIT if md.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+    if md.next_producer_id != NO_PRODUCER_ID:
+        # TV2 producer id rotation: the markers went out under the old id at the last epoch.
+        return replace(md, state=done, partitions=frozenset(), last_update_ms=now, producer_id=md.next_producer_id,
+                       producer_epoch=0, last_producer_id=md.producer_id, next_producer_id=NO_PRODUCER_ID)
     return replace(md, state=done, partitions=frozenset(), last_update_ms=now)
 
 

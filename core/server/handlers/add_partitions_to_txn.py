@@ -52,7 +52,8 @@ async def _process(broker: Broker, ctx: RequestContext, tid: str, pid: int, epoc
         coord = coordinator(broker)
         if verify_only:
             return {tp: int(c) for tp, c in (await coord.verify_partitions(tid, pid, epoch, wanted)).items()}
-        await coord.add_partitions(tid, pid, epoch, wanted)
+        # Kafka: an add in a broker-to-broker request is on behalf of a TV2 producer.
+        await coord.add_partitions(tid, pid, epoch, wanted, 2 if ctx.api_version >= BATCHED_SINCE else 0)
     except TxnError as e:
         return dict.fromkeys(wanted, client_code(e.code, ctx.api_version, FENCED_SINCE))
     return dict.fromkeys(wanted, 0)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.metadata.bootstrap import MINIMUM_METADATA_VERSION
+from strom.core.metadata.features import FEATURES, METADATA_VERSION_FEATURE
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 
@@ -27,9 +29,15 @@ def build(broker: Broker, version: int, error: ErrorCode = ErrorCode.none) -> An
     level, epoch = broker.metadata_version_level()
     if not hasattr(m.module, "SupportedFeatureKey"):  # v0-v2 carry no features
         return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0)
-    supported = (m.make("SupportedFeatureKey", name="metadata.version", min_version=1, max_version=level),)
-    finalized = (m.make("FinalizedFeatureKey", name="metadata.version", max_version_level=level,
-                        min_version_level=level),)
+    ranges = {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION, level)}
+    ranges.update({name: (spec.min_level, spec.max_level) for name, spec in FEATURES.items()})
+    # KIP-1022: a supported minimum of 0 is only shown from v4; older clients would reject it.
+    supported = tuple(m.make("SupportedFeatureKey", name=name, min_version=lo, max_version=hi)
+                      for name, (lo, hi) in sorted(ranges.items()) if lo > 0 or version >= 4)
+    levels = {name: lvl for name, lvl in broker.image.features.items() if lvl > 0}
+    levels[METADATA_VERSION_FEATURE] = level
+    finalized = tuple(m.make("FinalizedFeatureKey", name=name, max_version_level=lvl, min_version_level=lvl)
+                      for name, lvl in sorted(levels.items()))
     return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0,
                   supported_features=supported, finalized_features_epoch=epoch,
                   finalized_features=finalized)

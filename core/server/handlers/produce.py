@@ -4,6 +4,10 @@ Each partition's records go through ``ReplicaManager.append_records`` (validatio
 assignment by patching batch headers, append). acks=0 gets no response; as in Kafka, an error
 on an acks=0 request closes the connection so the producer notices. acks=-1 waits (through
 the produce purgatory) until the high watermark covers the appended batches.
+
+A transactional batch that would open a transaction on a partition first goes to the transaction
+coordinator (:mod:`strom.core.server.txn_verification`): from v12 (KIP-890 transaction version 2)
+the partition is added to the transaction, before that it is verified to be in it.
 """
 
 from __future__ import annotations
@@ -16,14 +20,24 @@ from kio.schema.errors import ErrorCode
 from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
+from strom.core.records.batch import read_header
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
+from strom.core.server.txn_verification import (
+    TxnBatch,
+    add_or_verify,
+    needs_coordinator,
+    produce_code,
+    still_in_transaction,
+)
 
 if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 0
 VERSIONS = (3, 12)
+ADDS_PARTITIONS_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
+ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
@@ -37,6 +51,11 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
 
     names = [t.name for t in request.topic_data]
     denied = authorize_topics(broker, ctx, "WRITE", names)
+    txn_codes: dict[tuple[str, int], int] = {}
+    guarded: set[tuple[str, int]] = set()
+    txn: TxnBatch | None = None
+    if request.transactional_id is not None:
+        txn, txn_codes, guarded = await _enlist_partitions(broker, request, version, denied)
     total_bytes = 0
     waits: list[tuple[Any, int]] = []
     topics_out: list[tuple[str, list[list[Any]]]] = []
@@ -52,6 +71,12 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 code = int(ErrorCode.topic_authorization_failed)
             elif topic.name not in broker.image.topics:
                 code = int(ErrorCode.unknown_topic_or_partition)
+            elif (topic.name, pd.index) in txn_codes:
+                code = txn_codes[(topic.name, pd.index)]
+            elif ((topic.name, pd.index) in guarded and txn is not None
+                  and not still_in_transaction(broker, request.transactional_id, txn, (topic.name, pd.index))):
+                # The transaction ended (a timeout abort) while the partition was being added.
+                code, message = int(ErrorCode.invalid_txn_state), "the partition is no longer in the transaction"
             else:
                 try:
                     result = rm.append_records(topic.name, pd.index, records, acks)
@@ -88,6 +113,50 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
 
     return ProduceResults(throttle_ms, [
         TopicResults(name, [PartitionResult(*row) for row in parts]) for name, parts in topics_out])
+
+
+async def _enlist_partitions(broker: Broker, request: Any, version: int, denied: set[str]
+                             ) -> tuple[TxnBatch | None, dict[tuple[str, int], int], set[tuple[str, int]]]:
+    """Add (v12+) or verify the partitions where this request's transactional batches would open
+    the producer's transaction. Returns the producer, an error code per partition that must not be
+    appended, and the partitions to re-check right before appending."""
+    batches: dict[tuple[str, int], TxnBatch] = {}
+    for topic in request.topic_data:
+        if topic.name in denied or topic.name not in broker.image.topics:
+            continue
+        for pd in topic.partition_data:
+            try:
+                header = read_header(pd.records or b"", 0)
+            except Exception:
+                continue  # the append reports the malformed records
+            if header.is_transactional:
+                batches[(topic.name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch)
+    if not batches:
+        return None, {}, set()
+    if len({b.producer_id for b in batches.values()}) > 1:
+        code = int(ErrorCode.invalid_producer_id_mapping)  # Kafka: one producer per request
+        return None, dict.fromkeys(batches, code), set()
+    txn = next(iter(batches.values()))
+    add = version >= ADDS_PARTITIONS_SINCE
+    if not add and not broker.config.transaction_partition_verification_enable:
+        return txn, {}, set()
+    codes: dict[tuple[str, int], int] = {}
+    ask: list[tuple[str, int]] = []
+    for tp in batches:
+        try:
+            need = needs_coordinator(broker, tp, txn)
+        except Exception:
+            continue  # not the leader, and so on: the append reports it
+        if need:
+            codes[tp] = need
+        elif need == 0:
+            ask.append(tp)
+    if ask:
+        retry_ms = min(broker.config.add_partitions_to_txn_retry_backoff_max_ms, ms(request.timeout))
+        answers = await add_or_verify(broker, request.transactional_id, txn, ask, add=add,
+                                      legacy=version < ABORTABLE_SINCE, retry_ms=retry_ms)
+        codes.update({tp: produce_code(c, add) for tp, c in answers.items() if c != ErrorCode.none})
+    return txn, codes, {tp for tp in ask if tp not in codes}
 
 
 class ProduceResults:

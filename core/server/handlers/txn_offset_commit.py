@@ -2,8 +2,11 @@
 
 Authorization and topic checks happen here (as in Kafka's KafkaApis); the group coordinator
 validates the group (generation, member) and the producer, and keeps the offsets pending until
-the transaction's marker reaches the group's ``__consumer_offsets`` partition. Versions 0-4
-(v5 belongs to transaction version 2).
+the transaction's marker reaches the group's ``__consumer_offsets`` partition.
+
+Before that, the group's ``__consumer_offsets`` partition must be in the transaction: from v5
+(KIP-890 transaction version 2, whose producers send no AddOffsetsToTxn) the partition is added
+to it; before v5 it is verified to be in it (``transaction.partition.verification.enable``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,20 @@ from strom.core.coordinator.txn.wire import may_write_txn_id
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
+from strom.core.server.txn_verification import (
+    TxnBatch,
+    add_or_verify,
+    needs_coordinator,
+    still_in_transaction,
+)
 
 if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 28
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
+ADDS_PARTITION_SINCE = 5
+ABORTABLE_SINCE = 4  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
 
 TopicPartition = tuple[str, int]
 
@@ -62,8 +73,11 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     group_coordinator: Any = getattr(broker, "group_coordinator", None)
     asked = [(o[0], o[1]) for o in offsets]
     if offsets:
+        enlisted = 0 if group_coordinator is None else await _enlist_offsets_partition(broker, request, ctx.api_version)
         if group_coordinator is None:
             codes.update(dict.fromkeys(asked, int(ErrorCode.coordinator_not_available)))
+        elif enlisted:
+            codes.update(dict.fromkeys(asked, enlisted))
         else:
             try:
                 results = await group_coordinator.commit_transactional_offsets(
@@ -76,3 +90,41 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             except Exception as e:
                 codes.update(dict.fromkeys(asked, error_of(e)[0]))
     return answer({tp: codes[tp] for tp in wanted})
+
+
+# Kafka's CoordinatorOperationExceptionHelper: errors of the write path as a group API answers them.
+_GROUP_API_CODE = {
+    ErrorCode.network_exception: ErrorCode.coordinator_load_in_progress,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+}
+
+
+async def _enlist_offsets_partition(broker: Broker, request: Any, version: int) -> int:
+    """Add (v5) or verify the group's ``__consumer_offsets`` partition in the producer's
+    transaction; 0 to go ahead, else the error code for every partition of the request."""
+    add = version >= ADDS_PARTITION_SINCE
+    if not request.group_id or (not add and not broker.config.transaction_partition_verification_enable):
+        return 0
+    txn_coordinator: Any = getattr(broker, "txn_coordinator", None)
+    if txn_coordinator is None:
+        return int(ErrorCode.coordinator_not_available)
+    tp = txn_coordinator.offsets_partition(request.group_id)
+    batch = TxnBatch(request.producer_id, request.producer_epoch)
+    try:
+        need = needs_coordinator(broker, tp, batch)
+    except Exception as e:
+        code = ErrorCode(error_of(e)[0])
+        return int(_GROUP_API_CODE.get(code, code))
+    if need is None:
+        return 0
+    if need:
+        return need
+    # Unlike Produce, no retry of CONCURRENT_TRANSACTIONS here (as in Kafka): the client retries.
+    code = (await add_or_verify(broker, request.transactional_id, batch, [tp], add=add,
+                                legacy=version < ABORTABLE_SINCE))[tp]
+    if code == ErrorCode.none and not still_in_transaction(broker, request.transactional_id, batch, tp):
+        code = ErrorCode.invalid_txn_state
+    return int(_GROUP_API_CODE.get(code, code))

@@ -35,12 +35,17 @@ def _config(data_dir: Path) -> Any:
     return dev_config(data_dir, 0, OVERRIDES)
 
 
-def run(data_dir: Path, body: Callable[[Broker], Awaitable[Any]], *, fresh: bool = True) -> Any:
-    """Start a broker on ``data_dir``, run ``body(broker)``, stop the broker cleanly."""
+def run(data_dir: Path, body: Callable[[Broker], Awaitable[Any]], *, fresh: bool = True,
+        transaction_version: int | None = None) -> Any:
+    """Start a broker on ``data_dir``, run ``body(broker)``, stop the broker cleanly.
+
+    ``transaction_version``: format the cluster at that ``transaction.version`` (default: 2).
+    """
     async def main() -> Any:
         config = _config(data_dir)
         if fresh:
-            format_dirs(config, new_cluster_id(), ignore_formatted=True)
+            features = [] if transaction_version is None else [f"transaction.version={transaction_version}"]
+            format_dirs(config, new_cluster_id(), ignore_formatted=True, features=features)
         broker = Broker(config)
         await broker.start()
         try:
@@ -171,7 +176,7 @@ def test_prepare_commit_found_at_load_is_completed(tmp_path: Path) -> None:
         await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
         produce_txn(broker, pid, epoch, 0, [b"x"])
         # Persist only the decision, as EndTxn does before writing any marker.
-        prepared = state.end_transaction(coord.describe("tx"), pid, epoch, True, coord.clock())
+        prepared = state.end_transaction(coord.describe("tx"), pid, epoch, True, coord.clock()).metadata
         assert prepared is not None
         await coord._persist(prepared)
         assert markers(broker) == [] and not stable(broker)
@@ -192,7 +197,8 @@ def test_prepare_commit_found_at_load_is_completed(tmp_path: Path) -> None:
     run(tmp_path, restart, fresh=False)
 
 
-def test_init_producer_id_aborts_an_ongoing_transaction_and_fences(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tv", [1, 2])
+def test_init_producer_id_aborts_an_ongoing_transaction_and_fences(tmp_path: Path, tv: int) -> None:
     async def body(broker: Broker) -> None:
         coord = broker.txn_coordinator
         await create_topic(broker)
@@ -216,10 +222,11 @@ def test_init_producer_id_aborts_an_ongoing_transaction_and_fences(tmp_path: Pat
         aborted = part.log.collect_aborted_transactions(0, part.high_watermark)
         assert [a[0] for a in aborted] == [pid]
 
-    run(tmp_path, body)
+    run(tmp_path, body, transaction_version=tv)
 
 
-def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tv", [1, 2])
+def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path, tv: int) -> None:
     async def body(broker: Broker) -> None:
         coord = broker.txn_coordinator
         await create_topic(broker)
@@ -233,11 +240,17 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path) -> 
         md = coord.describe("tx")
         assert (md.state, md.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
         assert markers(broker) == [(pid, False)] and stable(broker)
-        with pytest.raises(TxnError) as e:
-            await coord.end_transaction("tx", pid, epoch, True)
+        with pytest.raises(TxnError) as e:   # transaction version 1: the producer is fenced
+            await coord.end_transaction("tx", pid, epoch, False)
         assert e.value.code == ErrorCode.producer_fenced
+        # Version 2 (EndTxn v5): the old epoch reads as a retry. Its commit is refused; its
+        # abort succeeds and hands out the bumped epoch, so the producer goes on.
+        with pytest.raises(TxnError) as e:
+            await coord.end_transaction("tx", pid, epoch, True, 2)
+        assert e.value.code == ErrorCode.invalid_txn_state
+        assert await coord.end_transaction("tx", pid, epoch, False, 2) == (pid, epoch + 1)
 
-    run(tmp_path, body)
+    run(tmp_path, body, transaction_version=tv)
 
 
 def test_invalid_requests(tmp_path: Path) -> None:

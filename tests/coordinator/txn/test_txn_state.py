@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -181,15 +182,16 @@ def test_add_partitions_starts_the_transaction_once() -> None:
     more = state.add_partitions(on, 100, 0, {("b", 3)}, NOW + 3)
     assert more is not None and more.partitions == {("a", 0), ("b", 3)} and more.txn_start_ms == NOW + 1
     assert state.verify_partitions(more, 100, 0, [("a", 0), ("c", 0)]) == {
-        ("a", 0): ErrorCode.none, ("c", 0): ErrorCode.invalid_txn_state}
+        ("a", 0): ErrorCode.none, ("c", 0): ErrorCode.transaction_abortable}
 
 
 @pytest.mark.parametrize("commit", [True, False])
 def test_end_transaction_two_phase(commit: bool) -> None:
     on = state.add_partitions(_fresh(), 100, 0, {("a", 0)}, NOW)
     assert on is not None
-    prep = state.end_transaction(on, 100, 0, commit, NOW + 1)
+    prep = state.end_transaction(on, 100, 0, commit, NOW + 1).metadata
     assert prep is not None
+    assert prep.producer_epoch == 0   # transaction version 1: no bump
     assert prep.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
     with pytest.raises(TxnError) as e:   # a retry while the markers are written
         state.end_transaction(prep, 100, 0, commit, NOW + 2)
@@ -203,7 +205,7 @@ def test_end_transaction_two_phase(commit: bool) -> None:
     done = state.complete(prep, NOW + 3)
     assert done.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
     assert done.partitions == frozenset()
-    assert state.end_transaction(done, 100, 0, commit, NOW + 4) is None   # retried end: OK
+    assert state.end_transaction(done, 100, 0, commit, NOW + 4).metadata is None   # retried end: OK
     with pytest.raises(TxnError) as e:
         state.end_transaction(done, 100, 0, not commit, NOW + 4)
     assert e.value.code == ErrorCode.invalid_txn_state
@@ -256,3 +258,89 @@ def test_expiration_only_for_idle_ids() -> None:
     assert state.expired(md, NOW + 100, 100)
     on = state.add_partitions(md, 100, 0, {("a", 0)}, NOW)
     assert on is not None and not state.expired(on, NOW + 10**9, 100)
+
+
+# -- transaction version 2 (KIP-890): EndTxn v5 ---------------------------------------------------
+
+
+def _ongoing_v2(epoch: int = 5) -> state.TransactionMetadata:
+    md = replace(_fresh(), producer_epoch=epoch)
+    on = state.add_partitions(md, 100, epoch, {("a", 0)}, NOW, client_version=2)
+    assert on is not None and on.client_transaction_version == 2
+    return on
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_v2_end_bumps_the_epoch_and_answers_the_bumped_one(commit: bool) -> None:
+    on = _ongoing_v2()
+    plan = state.end_transaction(on, 100, 5, commit, NOW + 1, client_version=2)
+    prep = plan.metadata
+    assert prep is not None and not plan.needs_new_producer_id
+    assert (prep.producer_epoch, prep.last_producer_epoch) == (6, 5)   # the markers carry 6
+    assert prep.partitions == {("a", 0)} and prep.txn_start_ms == NOW
+    assert state.producer_after_end(prep) == (100, 6)
+    # A retry with the old epoch while the markers are written: the client waits.
+    with pytest.raises(TxnError) as e:
+        state.end_transaction(prep, 100, 5, commit, NOW + 2, client_version=2)
+    assert e.value.code == ErrorCode.concurrent_transactions
+    with pytest.raises(TxnError) as e:   # the opposite decision
+        state.end_transaction(prep, 100, 5, not commit, NOW + 2, client_version=2)
+    assert e.value.code == ErrorCode.invalid_txn_state
+    with pytest.raises(TxnError) as e:   # the new epoch before completion
+        state.end_transaction(prep, 100, 6, commit, NOW + 2, client_version=2)
+    assert e.value.code == ErrorCode.producer_fenced
+    done = state.complete(prep, NOW + 3)
+    assert (done.producer_id, done.producer_epoch) == (100, 6)
+    # A retry after completion gets the producer's new epoch again.
+    retry = state.end_transaction(done, 100, 5, commit, NOW + 4, client_version=2)
+    assert retry.metadata is None and state.producer_after_end(done) == (100, 6)
+    # The next transaction runs at the bumped epoch; the old one is fenced.
+    with pytest.raises(TxnError) as e:
+        state.add_partitions(done, 100, 5, {("a", 0)}, NOW + 5, client_version=2)
+    assert e.value.code == ErrorCode.producer_fenced
+    assert state.add_partitions(done, 100, 6, {("a", 0)}, NOW + 5, client_version=2) is not None
+
+
+@pytest.mark.parametrize("start", [TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT])
+def test_v2_abort_with_nothing_open_still_bumps(start: TxnState) -> None:
+    """A TV2 producer cannot know whether its first batch was added: it may abort an empty transaction."""
+    md = replace(_fresh(), producer_epoch=3, state=start)
+    prep = state.end_transaction(md, 100, 3, False, NOW, client_version=2).metadata
+    assert prep is not None and prep.state == TxnState.PREPARE_ABORT
+    assert prep.producer_epoch == 4 and prep.partitions == frozenset() and prep.txn_start_ms == NOW
+    with pytest.raises(TxnError) as e:   # but there is nothing to commit
+        state.end_transaction(md, 100, 3, True, NOW, client_version=2)
+    assert e.value.code == ErrorCode.invalid_txn_state
+
+
+def test_v2_retry_rules_after_completion() -> None:
+    done = replace(_fresh(), producer_epoch=6, last_producer_epoch=5, state=TxnState.COMPLETE_COMMIT)
+    with pytest.raises(TxnError) as e:   # an abort retry of a committed transaction
+        state.end_transaction(done, 100, 5, False, NOW, client_version=2)
+    assert e.value.code == ErrorCode.invalid_txn_state
+    with pytest.raises(TxnError) as e:   # two epochs behind: a zombie
+        state.end_transaction(done, 100, 4, True, NOW, client_version=2)
+    assert e.value.code == ErrorCode.producer_fenced
+    with pytest.raises(TxnError) as e:
+        state.end_transaction(done, 999, 6, False, NOW, client_version=2)
+    assert e.value.code == ErrorCode.invalid_producer_id_mapping
+
+
+def test_v2_exhausted_epoch_rotates_the_producer_id_at_completion() -> None:
+    on = _ongoing_v2(epoch=state.SHORT_MAX - 1)
+    plan = state.end_transaction(on, 100, state.SHORT_MAX - 1, True, NOW, client_version=2)
+    assert plan.needs_new_producer_id and plan.metadata is not None
+    prep = replace(plan.metadata, next_producer_id=200)   # what the coordinator fills in
+    assert prep.producer_epoch == state.SHORT_MAX   # the markers still go out under 100
+    assert state.producer_after_end(prep) == (200, 0)
+    done = state.complete(prep, NOW + 1)
+    assert (done.producer_id, done.producer_epoch, done.last_producer_id, done.next_producer_id) == (200, 0, 100, -1)
+    # The client's retry with the old id at the last usable epoch is recognised.
+    retry = state.end_transaction(done, 100, state.SHORT_MAX - 1, True, NOW + 2, client_version=2)
+    assert retry.metadata is None and state.producer_after_end(done) == (200, 0)
+
+
+def test_v2_fields_survive_the_log() -> None:
+    prep = replace(_ongoing_v2(), state=TxnState.PREPARE_COMMIT, next_producer_id=777)
+    back = state.TransactionMetadata.from_log_value("t", records.decode_value(records.encode_value(prep.to_log_value())))
+    assert (back.next_producer_id, back.client_transaction_version) == (777, 2)

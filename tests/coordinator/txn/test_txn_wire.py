@@ -130,7 +130,7 @@ def test_batched_add_partitions_and_verify_only(sock: socket.socket, topic: str)
     assert send(txn(a, int(ra.producer_id), [0], False), txn(b, int(rb.producer_id), [1], False, epoch=5)) == {
         a: {0: ErrorCode.none}, b: {1: ErrorCode.producer_fenced}}
     assert send(txn(a, int(ra.producer_id), [0, 1], True)) == {
-        a: {0: ErrorCode.none, 1: ErrorCode.invalid_txn_state}}
+        a: {0: ErrorCode.none, 1: ErrorCode.transaction_abortable}}
 
 
 def test_fencing_errors_by_version(sock: socket.socket, topic: str) -> None:
