@@ -45,6 +45,14 @@ class TxnBatch:
 
     producer_id: int
     producer_epoch: int
+    base_sequence: int = -1  # of the first batch (-1: offsets, which carry no sequence)
+
+
+def bad_first_sequence(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> bool:
+    """A TV2 producer the partition does not know must start at sequence 0 (Kafka 4.x): with
+    verification the leader knows this batch opens the producer's first transaction here."""
+    part = broker.replica_manager.get_partition(*tp)
+    return batch.base_sequence != 0 and part.log.producer_state.last_entry(batch.producer_id) is None
 
 
 def needs_coordinator(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> int | None:

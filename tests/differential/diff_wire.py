@@ -12,6 +12,7 @@ implementation of the format.
 
 from __future__ import annotations
 
+import importlib
 import io
 import socket
 import struct
@@ -20,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
@@ -154,6 +156,146 @@ class WireClient:
             assert time.monotonic() < deadline, resp
             time.sleep(0.2)
 
+    # -- transactions (KIP-890 differential tests) -------------------------------------------
+
+    def init_producer_id(self, tid: str, timeout_ms: int = 60000, version: int = 5, wait: float = 60.0,
+                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int, int]:
+        """(error, producer id, epoch); retried while the coordinator loads or a previous
+        transaction of the id is still completing. ``producer_id``/``producer_epoch`` are the
+        ids a producer expects to hold (KIP-360 re-initialisation; -1 for a fresh start)."""
+        m = kio_schema("init_producer_id", version)
+        deadline = time.monotonic() + wait
+        while True:
+            resp = self.request(m.InitProducerIdRequest(
+                transactional_id=tid, transaction_timeout=timedelta(milliseconds=timeout_ms),
+                producer_id=producer_id, producer_epoch=producer_epoch))
+            code = int(resp.error_code)
+            if code in (*_RETRIABLE_COORDINATOR, CONCURRENT_TRANSACTIONS) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            return code, int(resp.producer_id), int(resp.producer_epoch)
+
+    def produce_batches(self, batches: dict[tuple[str, int], bytes], version: int = 12,
+                        transactional_id: str | None = None, acks: int = -1) -> dict[tuple[str, int], int]:
+        """One Produce request; the error code per (topic, partition)."""
+        m = kio_schema("produce", version)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, p), records in batches.items():
+            by_topic.setdefault(topic, []).append(m.PartitionProduceData(index=p, records=records))
+        resp = self.request(m.ProduceRequest(
+            transactional_id=transactional_id, acks=acks, timeout=timedelta(seconds=30),
+            topic_data=tuple(m.TopicProduceData(name=t, partition_data=tuple(ps)) for t, ps in by_topic.items())))
+        return {(t.name, int(p.index)): int(p.error_code) for t in resp.responses for p in t.partition_responses}
+
+    def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool,
+                version: int = 5, retry_concurrent: bool = False) -> tuple[int, int, int]:
+        """(error, producer id, epoch) of EndTxn; v<5 answers carry no ids (-1, -1)."""
+        m = kio_schema("end_txn", version)
+        deadline = time.monotonic() + 30
+        while True:
+            resp = self.request(m.EndTxnRequest(transactional_id=tid, producer_id=producer_id,
+                                                producer_epoch=producer_epoch, committed=commit))
+            code = int(resp.error_code)
+            if retry_concurrent and code == CONCURRENT_TRANSACTIONS and time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            return code, int(getattr(resp, "producer_id", -1)), int(getattr(resp, "producer_epoch", -1))
+
+    def add_partitions_v3(self, tid: str, producer_id: int, producer_epoch: int,
+                          parts: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+        """Client-side AddPartitionsToTxn v3 (the TV1 way); the error per partition."""
+        m = kio_schema("add_partitions_to_txn", 3)
+        resp = self.request(m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid, v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=producer_epoch,
+            v3_and_below_topics=tuple(m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
+                                      for t, ps in parts.items())))
+        return {(r.name, int(p.partition_index)): int(p.partition_error_code)
+                for r in resp.results_by_topic_v3_and_below for p in r.results_by_partition}
+
+    def add_partitions_v5(self, transactions: list[tuple[str, int, int, bool, dict[str, list[int]]]]
+                          ) -> tuple[int, dict[str, dict[tuple[str, int], int]]]:
+        """The broker-to-coordinator AddPartitionsToTxn v5 (batched; VerifyOnly per transaction):
+        ``(transactional id, producer id, epoch, verify only, {topic: partitions})`` each. The
+        top-level error and the error per transaction and partition."""
+        m = kio_schema("add_partitions_to_txn", 5)
+        resp = self.request(m.AddPartitionsToTxnRequest(transactions=tuple(
+            m.AddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=verify_only,
+                topics=tuple(m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps)) for t, ps in parts.items()))
+            for tid, pid, epoch, verify_only, parts in transactions)))
+        return int(resp.error_code), {
+            r.transactional_id: {(t.name, int(p.partition_index)): int(p.partition_error_code)
+                                 for t in r.topic_results for p in t.results_by_partition}
+            for r in resp.results_by_transaction}
+
+    def describe_transactions(self, ids: tuple[str, ...]) -> list[dict[str, Any]]:
+        """DescribeTransactions v0, decoded by hand, as dicts named like the schema's fields."""
+        body = _uvarint(len(ids) + 1) + b"".join(_uvarint(len(t.encode()) + 1) + t.encode() for t in ids) + b"\x00"
+        r = _RawReader(self.send_raw(65, 0, body, flexible=True))
+        r.skip_tags()  # response header v1
+        r.fixed(">i")  # throttle
+        out = []
+        for _ in range(r.uvarint() - 1):
+            s: dict[str, Any] = {"error_code": r.fixed(">h"), "transactional_id": r.string(),
+                                 "transaction_state": r.string(), "transaction_timeout_ms": r.fixed(">i"),
+                                 "transaction_start_time_ms": r.fixed(">q"), "producer_id": r.fixed(">q"),
+                                 "producer_epoch": r.fixed(">h"), "topics": []}
+            for _ in range(r.uvarint() - 1):
+                topic = r.string()
+                s["topics"].append((topic, sorted(r.fixed(">i") for _ in range(r.uvarint() - 1))))
+                r.skip_tags()
+            r.skip_tags()
+            out.append(s)
+        return out
+
+    def wait_txn_state(self, tid: str, states: tuple[str, ...],
+                       timeout: float = 30.0) -> dict[str, Any]:
+        """DescribeTransactions until the id is in one of ``states``; that description."""
+        deadline = time.monotonic() + timeout
+        while True:
+            d = self.describe_transactions((tid,))[0]
+            if d["transaction_state"] in states:
+                return d
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{tid} never reached {states}: {d}")
+            time.sleep(0.1)
+
+    def list_offset(self, topic: str, partition: int, isolation: int, timestamp: int = -1) -> int:
+        """ListOffsets v9 (latest by default): the high watermark (isolation 0) or the last
+        stable offset (isolation 1)."""
+        m = kio_schema("list_offsets", 9)
+        resp = self.request(m.ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=(
+            m.ListOffsetsTopic(name=topic, partitions=(m.ListOffsetsPartition(
+                partition_index=partition, timestamp=timestamp),)),)))
+        p = resp.topics[0].partitions[0]
+        if p.error_code != 0:
+            raise RuntimeError(f"ListOffsets {topic}-{partition}: error {p.error_code}")
+        return int(p.offset)
+
+    def fetch_log(self, topic: str, partition: int, isolation: int) -> dict[str, Any]:
+        """Fetch v12 from offset 0: the partition's error, high watermark, last stable offset,
+        aborted transactions and batches (base offset, control, transactional, producer id,
+        epoch, base sequence, record values - a control record's value is its raw bytes)."""
+        m = kio_schema("fetch", 12)
+        resp = self.request(m.FetchRequest(
+            max_wait=timedelta(milliseconds=0), min_bytes=0, isolation_level=isolation,
+            topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
+                partition=partition, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+            forgotten_topics_data=()))
+        p = resp.responses[0].partitions[0]
+        batches = []
+        records = MemoryRecords(bytes(p.records or b""))
+        while (batch := records.next_batch()) is not None:
+            batches.append({"base_offset": batch.base_offset, "control": batch.is_control_batch,
+                            "transactional": batch.is_transactional, "producer_id": batch.producer_id,
+                            "producer_epoch": batch.producer_epoch, "base_sequence": batch.base_sequence,
+                            "values": [r.key if batch.is_control_batch else r.value for r in batch]})
+        return {"error_code": int(p.error_code), "high_watermark": int(p.high_watermark),
+                "last_stable_offset": int(p.last_stable_offset),
+                "aborted": sorted((int(a.producer_id), int(a.first_offset)) for a in p.aborted_transactions or ()),
+                "batches": batches}
+
 
 def build_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None) -> bytes:
     """A RecordBatch v2 (uncompressed) with the given (key, value) records."""
@@ -168,3 +310,62 @@ def build_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: 
 
 def seconds(s: float) -> timedelta:
     return timedelta(seconds=s)
+
+
+# -- transactions (KIP-890 differential tests) ---------------------------------------------------
+
+_RETRIABLE_COORDINATOR = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+CONCURRENT_TRANSACTIONS = 51
+
+
+def build_txn_batch(values: list[bytes], producer_id: int, producer_epoch: int, base_sequence: int,
+                    transactional: bool = True) -> bytes:
+    """A RecordBatch v2 from a transactional (or idempotent) producer, keyless records."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=base_sequence, batch_size=1 << 20)
+    ts = int(time.time() * 1000)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=ts, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def kio_schema(api: str, version: int, kind: str = "request") -> Any:
+    """The kio module of one API version, e.g. ``kiokio_schema("produce", 11)``."""
+    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
+
+
+class _RawReader:
+    """Decodes flexible responses by hand where kio's types refuse valid values (DescribeTransactions
+    answers a start time of -1 for a transactional id with nothing in flight)."""
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf, self.pos = buf, 0
+
+    def fixed(self, fmt: str) -> int:
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return int(value)
+
+    def uvarint(self) -> int:
+        value, self.pos = _read_uvarint(self.buf, self.pos)
+        return value
+
+    def string(self) -> str:
+        n = self.uvarint() - 1
+        self.pos += n
+        return self.buf[self.pos - n:self.pos].decode()
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

@@ -142,6 +142,8 @@ class TransactionCoordinator:
         return java_hash_partition(transactional_id, self.num_partitions)
 
     def _check_coordinator(self, transactional_id: str) -> None:
+        if not transactional_id:
+            raise TxnError(ErrorCode.invalid_request, "empty transactional id")
         if not self.loaded:
             raise TxnError(ErrorCode.coordinator_load_in_progress)
         part = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))

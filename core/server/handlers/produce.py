@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.coordinator.txn.wire import may_write_txn_id
 from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
@@ -26,6 +27,7 @@ from strom.core.server.handlers._common import authorize_topics, error_of, throt
 from strom.core.server.txn_verification import (
     TxnBatch,
     add_or_verify,
+    bad_first_sequence,
     needs_coordinator,
     produce_code,
     still_in_transaction,
@@ -51,11 +53,18 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
 
     names = [t.name for t in request.topic_data]
     denied = authorize_topics(broker, ctx, "WRITE", names)
+    batches = _transactional_batches(request)
     txn_codes: dict[tuple[str, int], int] = {}
     guarded: set[tuple[str, int]] = set()
-    txn: TxnBatch | None = None
-    if request.transactional_id is not None:
-        txn, txn_codes, guarded = await _enlist_partitions(broker, request, version, denied)
+    if batches:
+        tid = request.transactional_id
+        if tid is None or not may_write_txn_id(broker, ctx, tid):
+            # Kafka refuses the whole request: transactional records need an authorized id.
+            if acks == 0:
+                raise MalformedRequestError("transactional records without an authorized transactional id")
+            return _all_failed(m, request, int(ErrorCode.transactional_id_authorization_failed), None)
+        known = {tp: b for tp, b in batches.items() if tp[0] not in denied and tp[0] in broker.image.topics}
+        txn_codes, guarded = await _enlist_partitions(broker, tid, known, version, ms(request.timeout))
     total_bytes = 0
     waits: list[tuple[Any, int]] = []
     topics_out: list[tuple[str, list[list[Any]]]] = []
@@ -73,10 +82,10 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 code = int(ErrorCode.unknown_topic_or_partition)
             elif (topic.name, pd.index) in txn_codes:
                 code = txn_codes[(topic.name, pd.index)]
-            elif ((topic.name, pd.index) in guarded and txn is not None
-                  and not still_in_transaction(broker, request.transactional_id, txn, (topic.name, pd.index))):
-                # The transaction ended (a timeout abort) while the partition was being added.
-                code, message = int(ErrorCode.invalid_txn_state), "the partition is no longer in the transaction"
+            elif (topic.name, pd.index) in guarded and (
+                    refused := _refuse_guarded(broker, request.transactional_id, batches[(topic.name, pd.index)],
+                                               (topic.name, pd.index), version)):
+                code, message = refused
             else:
                 try:
                     result = rm.append_records(topic.name, pd.index, records, acks)
@@ -115,31 +124,35 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         TopicResults(name, [PartitionResult(*row) for row in parts]) for name, parts in topics_out])
 
 
-async def _enlist_partitions(broker: Broker, request: Any, version: int, denied: set[str]
-                             ) -> tuple[TxnBatch | None, dict[tuple[str, int], int], set[tuple[str, int]]]:
-    """Add (v12+) or verify the partitions where this request's transactional batches would open
-    the producer's transaction. Returns the producer, an error code per partition that must not be
-    appended, and the partitions to re-check right before appending."""
+def _transactional_batches(request: Any) -> dict[tuple[str, int], TxnBatch]:
+    """The producer of each partition whose records are transactional (first batch's header)."""
     batches: dict[tuple[str, int], TxnBatch] = {}
     for topic in request.topic_data:
-        if topic.name in denied or topic.name not in broker.image.topics:
-            continue
         for pd in topic.partition_data:
             try:
                 header = read_header(pd.records or b"", 0)
             except Exception:
                 continue  # the append reports the malformed records
             if header.is_transactional:
-                batches[(topic.name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch)
+                batches[(topic.name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch,
+                                                           header.base_sequence)
+    return batches
+
+
+async def _enlist_partitions(broker: Broker, transactional_id: str, batches: dict[tuple[str, int], TxnBatch],
+                             version: int, timeout_ms: int) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
+    """Add (v12+) or verify the partitions where the transactional batches would open the
+    producer's transaction. Returns an error code per partition that must not be appended, and
+    the partitions to re-check right before appending."""
     if not batches:
-        return None, {}, set()
+        return {}, set()
     if len({b.producer_id for b in batches.values()}) > 1:
         code = int(ErrorCode.invalid_producer_id_mapping)  # Kafka: one producer per request
-        return None, dict.fromkeys(batches, code), set()
-    txn = next(iter(batches.values()))
+        return dict.fromkeys(batches, code), set()
     add = version >= ADDS_PARTITIONS_SINCE
     if not add and not broker.config.transaction_partition_verification_enable:
-        return txn, {}, set()
+        return {}, set()
+    txn = next(iter(batches.values()))
     codes: dict[tuple[str, int], int] = {}
     ask: list[tuple[str, int]] = []
     for tp in batches:
@@ -152,11 +165,24 @@ async def _enlist_partitions(broker: Broker, request: Any, version: int, denied:
         elif need == 0:
             ask.append(tp)
     if ask:
-        retry_ms = min(broker.config.add_partitions_to_txn_retry_backoff_max_ms, ms(request.timeout))
-        answers = await add_or_verify(broker, request.transactional_id, txn, ask, add=add,
+        retry_ms = min(broker.config.add_partitions_to_txn_retry_backoff_max_ms, timeout_ms)
+        answers = await add_or_verify(broker, transactional_id, txn, ask, add=add,
                                       legacy=version < ABORTABLE_SINCE, retry_ms=retry_ms)
         codes.update({tp: produce_code(c, add) for tp, c in answers.items() if c != ErrorCode.none})
-    return txn, codes, {tp for tp in ask if tp not in codes}
+    return codes, {tp for tp in ask if tp not in codes}
+
+
+def _refuse_guarded(broker: Broker, transactional_id: str, batch: TxnBatch, tp: tuple[str, int],
+                    version: int) -> tuple[int, str] | None:
+    """Why a partition the coordinator just added or verified must not be appended after all."""
+    if not still_in_transaction(broker, transactional_id, batch, tp):
+        # The transaction ended (a timeout abort) while the partition was being added.
+        return int(ErrorCode.invalid_txn_state), "the partition is no longer in the transaction"
+    if version >= ADDS_PARTITIONS_SINCE and bad_first_sequence(broker, tp, batch):
+        return (int(ErrorCode.out_of_order_sequence_number),
+                f"producer {batch.producer_id} is new to {tp[0]}-{tp[1]}: its first sequence must be 0, "
+                f"not {batch.base_sequence}")
+    return None
 
 
 class ProduceResults:
@@ -172,7 +198,7 @@ class ProduceResults:
         return encode_produce_response(version, correlation_id, self.throttle_ms, self.topics)
 
 
-def _all_failed(m: Any, request: Any, code: int, message: str) -> Any:
+def _all_failed(m: Any, request: Any, code: int, message: str | None) -> Any:
     return m.make("ProduceResponse", throttle_time=0, responses=tuple(
         m.make("TopicProduceResponse", name=t.name, partition_responses=tuple(
             m.make("PartitionProduceResponse", index=p.index, error_code=code, base_offset=-1,
