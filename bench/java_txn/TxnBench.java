@@ -1,0 +1,326 @@
+/*
+ * Transactional vs idempotent produce with the official Java client (kafka-clients), one phase
+ * per JVM. Driven by bench/txn_java.py, which compiles this file against the kafka-clients jar of
+ * the reference broker (.cache/kafka-ref/lib) and runs it once per broker, round and mode.
+ *
+ * Usage:
+ *   java TxnBench <bootstrap> <topic> <records> <txn-size> <value-bytes> <idempotent|transactional>
+ *        [--warmup-topic T --warmup-records N] [--wait-go] [--prop key=value ...]
+ *
+ * Flow: (1) optional untimed warm-up of the same mode on another topic (the JIT compiles the send
+ * path before anything is timed); (2) a fresh producer loads the topic's metadata and, when
+ * transactional, runs initTransactions() (once per producer lifetime, so not timed); (3) prints
+ * {"op":"ready"} and, with --wait-go, blocks until a line arrives on stdin (the driver starts its
+ * CPU clocks in between); (4) the timed phase: idempotent = send all, flush; transactional = per
+ * transaction beginTransaction, send txn-size records, commitTransaction; (5) prints one
+ * {"op":"result", ...} line. Progress lines ({"op":"progress"}) go to stdout every 2 s.
+ *
+ * Records go round-robin to the partitions by explicit partition number (record i to partition
+ * i % P), as bench/groups_txn.py does, so the driver can predict the high watermarks.
+ *
+ * The transaction version the client used is not part of the public API: it is read by
+ * reflection from KafkaProducer's private "transactionManager" field (TransactionManager has
+ * public isTransactionV2Enabled() in kafka-clients 4.x), together with the producer epoch before
+ * and after the timed phase. Under KIP-890 (TV2) every EndTxn bumps the epoch, so the epoch delta
+ * is an independent witness of TV2 (TV1 leaves it unchanged).
+ */
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.Random;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class TxnBench {
+    private static final long PROGRESS_NANOS = 2_000_000_000L;
+
+    /** Delivery failures of the async sends (the callback runs on the producer's I/O thread). */
+    private static final class Failures implements Callback {
+        final AtomicLong count = new AtomicLong();
+        final AtomicReference<Exception> first = new AtomicReference<>();
+
+        @Override
+        public void onCompletion(org.apache.kafka.clients.producer.RecordMetadata md, Exception e) {
+            if (e != null) {
+                count.incrementAndGet();
+                first.compareAndSet(null, e);
+            }
+        }
+    }
+
+    /** What one run of a mode did. */
+    private static final class Outcome {
+        long transactions;
+        double seconds;
+        Boolean tv2;  // null: no transaction manager, or the field could not be read
+        Integer epochBefore;
+        Integer epochAfter;
+        long producerId = -1;
+    }
+
+    private static String bootstrap;
+    // Where the run is (for the error line): Kafka's ApiExceptions carry no stack trace.
+    private static volatile String stage = "start";
+    private static final List<String[]> PROPS = new ArrayList<>();
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 6) {
+            System.err.println("usage: TxnBench <bootstrap> <topic> <records> <txn-size> <value-bytes> "
+                    + "<idempotent|transactional> [--warmup-topic T --warmup-records N] [--wait-go] [--prop k=v ...]");
+            System.exit(2);
+        }
+        bootstrap = argv[0];
+        String topic = argv[1];
+        long records = Long.parseLong(argv[2]);
+        int txnSize = Integer.parseInt(argv[3]);
+        int valueBytes = Integer.parseInt(argv[4]);
+        String mode = argv[5];
+        if (!mode.equals("idempotent") && !mode.equals("transactional")) {
+            throw new IllegalArgumentException("mode must be idempotent or transactional, not " + mode);
+        }
+        String warmupTopic = null;
+        long warmupRecords = 0;
+        boolean waitGo = false;
+        for (int i = 6; i < argv.length; i++) {
+            switch (argv[i]) {
+                case "--warmup-topic": warmupTopic = argv[++i]; break;
+                case "--warmup-records": warmupRecords = Long.parseLong(argv[++i]); break;
+                case "--wait-go": waitGo = true; break;
+                case "--prop": {
+                    String kv = argv[++i];
+                    int eq = kv.indexOf('=');
+                    PROPS.add(new String[] {kv.substring(0, eq), kv.substring(eq + 1)});
+                    break;
+                }
+                default: throw new IllegalArgumentException("unknown option " + argv[i]);
+            }
+        }
+        boolean txn = mode.equals("transactional");
+        byte[] payload = new byte[valueBytes];
+        new Random(42).nextBytes(payload);
+
+        if (warmupTopic != null && warmupRecords > 0) {
+            long t0 = System.nanoTime();
+            Outcome w;
+            try {
+                w = run(warmupTopic, warmupRecords, txnSize, payload, txn, false, false);
+            } catch (Exception e) {
+                stage = "warm-up " + stage;
+                fail(e);
+                throw e;
+            }
+            emit("{\"op\":\"warmup\",\"records\":" + warmupRecords + ",\"transactions\":" + w.transactions
+                    + ",\"seconds\":" + secs(System.nanoTime() - t0) + "}");
+        }
+        Outcome o;
+        try {
+            o = run(topic, records, txnSize, payload, txn, waitGo, true);
+        } catch (Exception e) {
+            fail(e);
+            throw e;
+        }
+        StringBuilder sb = new StringBuilder("{\"op\":\"result\",\"mode\":\"").append(mode)
+                .append("\",\"records\":").append(records)
+                .append(",\"transactions\":").append(o.transactions)
+                .append(",\"seconds\":").append(o.seconds)
+                .append(",\"tv2_enabled\":").append(o.tv2)
+                .append(",\"transaction_version\":")
+                .append(txn && o.tv2 != null ? (o.tv2 ? "2" : "1") : "null")
+                .append(",\"producer_id\":").append(o.producerId)
+                .append(",\"epoch_before\":").append(o.epochBefore)
+                .append(",\"epoch_after\":").append(o.epochAfter)
+                .append(",\"client\":\"").append(org.apache.kafka.common.utils.AppInfoParser.getVersion())
+                .append("\"}");
+        emit(sb.toString());
+    }
+
+    private static Properties config(boolean txn) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        for (String[] kv : PROPS) {
+            p.put(kv[0], kv[1]);
+        }
+        if (txn) {
+            // A fresh id per producer: no earlier producer's state to fence or recover.
+            p.put("transactional.id", "bench-java-txn-" + UUID.randomUUID().toString().substring(0, 12));
+        }
+        return p;
+    }
+
+    private static Outcome run(String topic, long records, int txnSize, byte[] payload, boolean txn,
+                               boolean waitGo, boolean report) throws Exception {
+        Outcome out = new Outcome();
+        Failures failures = new Failures();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config(txn))) {
+            int partitions = producer.partitionsFor(topic).size();  // metadata loaded before the clock
+            if (txn) {
+                stage = "initTransactions";
+                producer.initTransactions();
+            }
+            Object tm = transactionManager(producer);
+            if (report) {
+                emit("{\"op\":\"ready\",\"partitions\":" + partitions + "}");
+                if (waitGo) {
+                    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+                    if (in.readLine() == null) {
+                        throw new IllegalStateException("stdin closed before the go line");
+                    }
+                }
+            }
+            stage = "timed loop";
+            long t0 = System.nanoTime();
+            long nextProgress = t0 + PROGRESS_NANOS;
+            long done = 0;
+            if (!txn) {
+                for (long i = 0; i < records; i++) {
+                    producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
+                    if ((i & 0x3FFF) == 0 && report) {
+                        long now = System.nanoTime();
+                        if (now >= nextProgress) {
+                            nextProgress = now + PROGRESS_NANOS;
+                            progress(i, "sent", now - t0);
+                        }
+                    }
+                }
+                stage = "flush";
+                producer.flush();
+            } else {
+                while (done < records) {
+                    long n = Math.min(txnSize, records - done);
+                    stage = "beginTransaction (transaction " + (out.transactions + 1) + ")";
+                    producer.beginTransaction();
+                    if (out.epochBefore == null) {
+                        // After initTransactions and the first begin: the epoch the first txn uses.
+                        out.epochBefore = epoch(tm);
+                    }
+                    stage = "send (transaction " + (out.transactions + 1) + ")";
+                    for (long i = done; i < done + n; i++) {
+                        producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
+                    }
+                    stage = "commitTransaction (transaction " + (out.transactions + 1) + ")";
+                    producer.commitTransaction();
+                    done += n;
+                    out.transactions++;
+                    if (report) {
+                        long now = System.nanoTime();
+                        if (now >= nextProgress) {
+                            nextProgress = now + PROGRESS_NANOS;
+                            progress(done, "committed", now - t0);
+                        }
+                    }
+                }
+            }
+            out.seconds = secs(System.nanoTime() - t0);
+            if (failures.count.get() > 0) {
+                throw new IllegalStateException(failures.count.get() + " delivery failures, first: "
+                        + failures.first.get(), failures.first.get());
+            }
+            out.tv2 = tv2(tm);
+            out.epochAfter = epoch(tm);
+            out.producerId = producerId(tm);
+        }
+        return out;
+    }
+
+    // -- reflection into the client's internals (read-only) -------------------------------------
+
+    private static Object transactionManager(KafkaProducer<?, ?> producer) {
+        try {
+            Field f = KafkaProducer.class.getDeclaredField("transactionManager");
+            f.setAccessible(true);
+            return f.get(producer);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            System.err.println("TxnBench: cannot read KafkaProducer.transactionManager: " + e);
+            return null;
+        }
+    }
+
+    private static Boolean tv2(Object tm) {
+        if (tm == null) {
+            return null;
+        }
+        try {
+            Method m = tm.getClass().getMethod("isTransactionV2Enabled");
+            return (Boolean) m.invoke(tm);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            System.err.println("TxnBench: cannot call TransactionManager.isTransactionV2Enabled(): " + e);
+            return null;
+        }
+    }
+
+    private static Object producerIdAndEpoch(Object tm) throws ReflectiveOperationException {
+        Field f = tm.getClass().getDeclaredField("producerIdAndEpoch");
+        f.setAccessible(true);
+        return f.get(tm);
+    }
+
+    private static Integer epoch(Object tm) {
+        if (tm == null) {
+            return null;
+        }
+        try {
+            Object pe = producerIdAndEpoch(tm);
+            return ((Number) pe.getClass().getField("epoch").get(pe)).intValue();
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            System.err.println("TxnBench: cannot read the producer epoch: " + e);
+            return null;
+        }
+    }
+
+    private static long producerId(Object tm) {
+        if (tm == null) {
+            return -1;
+        }
+        try {
+            Object pe = producerIdAndEpoch(tm);
+            return ((Number) pe.getClass().getField("producerId").get(pe)).longValue();
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return -1;
+        }
+    }
+
+    /** One error line: the stage, the exception chain and the delivery failures' first cause. */
+    private static void fail(Exception e) {
+        StringBuilder chain = new StringBuilder();
+        for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (chain.length() > 0) {
+                chain.append(" <- caused by ");
+            }
+            chain.append(t.getClass().getName()).append(": ").append(t.getMessage());
+        }
+        emit("{\"op\":\"error\",\"stage\":\"" + json(stage) + "\",\"exception\":\"" + json(chain.toString()) + "\"}");
+    }
+
+    private static String json(String s) {
+        return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
+    }
+
+    // -- output -------------------------------------------------------------------------------
+
+    private static double secs(long nanos) {
+        return Math.round(nanos / 1e5) / 1e4;
+    }
+
+    private static void progress(long done, String what, long nanos) {
+        emit("{\"op\":\"progress\",\"done\":" + done + ",\"what\":\"" + what + "\",\"seconds\":" + secs(nanos) + "}");
+    }
+
+    private static synchronized void emit(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+}

@@ -1,0 +1,478 @@
+"""Transactional vs idempotent produce with the official Java client, strom beside Apache Kafka.
+
+Issue 3's workload ("transactional produce, 1,000 records of 100 bytes per transaction, as a
+ratio to idempotent produce in the same run, target >= 0.8x") measured with kafka-clients (the
+jar of the reference broker, ``.cache/kafka-ref/lib``) instead of librdkafka: the Java client 4.x
+speaks KIP-890 "transaction version 2" when the broker finalizes ``transaction.version`` >= 2 (no
+AddPartitionsToTxn round trip per transaction; EndTxn bumps the epoch), which librdkafka cannot.
+
+For every broker of ``--brokers`` (started fresh, once) and ``--repeat`` rounds, each round runs
+``idempotent`` then ``transactional``; ``--warmup-rounds`` (default 1) unmeasured but verified
+rounds of the same size come first, so the broker's own JIT (Kafka) is warm too. A phase is one JVM (``bench/java_txn/TxnBench.java``):
+
+1. an untimed warm-up of the same mode (``--warmup`` records on a separate topic) so the JIT has
+   compiled the send path;
+2. a fresh producer (``enable.idempotence``, ``acks=all``, ``linger.ms=5``, ``batch.size=1048576``,
+   compression none: groups_txn.py's ``PRODUCER_BASE``; the transactional one with a fresh
+   ``transactional.id``) loads metadata and runs ``initTransactions()``, then says it is ready;
+3. the driver starts its CPU clocks and releases it; ``--records`` x 100 B go round-robin over a
+   new topic's ``--partitions`` partitions; idempotent: send all, ``flush()``; transactional:
+   ``beginTransaction()``, ``--txn-size`` sends, ``commitTransaction()``, repeated. msgs/s is
+   the client's own timing of that loop;
+4. verification as groups_txn.py: high watermarks (records + one COMMIT marker per partition per
+   transaction) and a ``read_committed`` count. Any failure makes the exit code 1.
+
+The transaction version the client used (``TransactionManager.isTransactionV2Enabled()``, read
+by reflection) and the producer epoch before/after the timed phase (TV2 bumps it once per
+commit) are shown per broker.
+
+``--transaction-version 1|2`` formats both brokers with that ``transaction.version`` instead of
+their defaults.
+
+Run: ``python bench/txn_java.py [--brokers strom,kafka] [--repeat 3] [--records 1000000]
+[--txn-size 1000] [--partitions 3] [--warmup 50000] [--warmup-rounds 1] [--transaction-version 1|2]
+[--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from broker_throughput import PhaseClock, Progress, _table, create_topic, machine_info
+from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES, TxnResult, summarize_txn, verify_topic
+from peers import KAFKA_REF_DIR, Broker, KafkaBroker, StromBroker, make_broker, tree_cpu_seconds
+
+if str(KAFKA_REF_DIR) not in sys.path:
+    sys.path.insert(0, str(KAFKA_REF_DIR))
+from kafka_ref import REPO_ROOT, KafkaRefError, ensure_jars, java_problem, new_cluster_id
+
+BROKERS = ("strom", "kafka")
+MODES = ("idempotent", "transactional")
+SOURCE = Path(__file__).resolve().parent / "java_txn" / "TxnBench.java"
+BUILD_DIR = REPO_ROOT / ".cache" / "bench-java-txn"
+# Full JIT (no C1 cap, unlike the test client), serial GC: one GC thread on a 2-core machine.
+JVM_OPTS = ["-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            # INFO for the transaction manager: its "Transiting to fatal error state due to ..." line
+            "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.producer.internals.TransactionManager=info"]
+READY_TIMEOUT = 180.0  # JVM start + warm-up + initTransactions
+STALL_TIMEOUT = 60.0  # no output line from the timed phase for this long: the phase fails
+
+
+@dataclass
+class JavaTxnResult(TxnResult):
+    """A groups_txn ``TxnResult`` (so its ``summarize_txn`` applies) plus what the JVM reported."""
+
+    transaction_version: int | None = None  # 1 or 2 for transactional phases, else None
+    epoch_before: int | None = None
+    epoch_after: int | None = None
+    java_wall_s: float = 0.0  # the driver's view of the timed phase (includes the go/result pipe)
+    client: str = ""  # kafka-clients version
+    warmup: bool = False  # an unmeasured round (--warmup-rounds): verified, not summarized
+
+
+# -- brokers formatted with a chosen transaction.version ----------------------------------------
+
+class _StromWithFeatures(StromBroker):
+    """strom formatted with ``--feature transaction.version=N`` (``BrokerProcess(features=...)``)."""
+
+    def __init__(self, level: int) -> None:
+        from strom.core.testing import BrokerProcess
+
+        self._proc = BrokerProcess(features={"transaction.version": level})
+
+
+class _KafkaWithFeatures(KafkaBroker):
+    """Kafka formatted with ``kafka-storage format --feature transaction.version=N``.
+
+    KafkaRef.format() takes no feature arguments, so this adapter runs the same StorageTool
+    command with the one extra flag in its place (the data dir is fresh: it always formats)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        ref = self._ref
+
+        def format_with_feature() -> None:
+            if (ref.log_dir / "meta.properties").exists():
+                return
+            cmd = [*ref._java(), "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
+                   "-c", str(ref.properties_file), "--feature", f"transaction.version={level}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0:
+                raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+
+        ref.format = format_with_feature
+
+
+def new_broker(name: str, transaction_version: int | None) -> Broker:
+    """A not-yet-started broker; with ``transaction_version``, formatted at that level."""
+    if transaction_version is None:
+        return make_broker(name)
+    if name == "strom":
+        return _StromWithFeatures(transaction_version)
+    if name == "kafka":
+        return _KafkaWithFeatures(transaction_version)
+    raise ValueError(f"unknown broker {name!r}")
+
+
+# -- build -------------------------------------------------------------------------------------
+
+def build() -> tuple[Path, Path]:
+    """Compile TxnBench.java against the kafka-clients jar (cached by source + jar name);
+    returns (class dir, jar lib dir)."""
+    problem = java_problem()
+    javac = shutil.which("javac")
+    if problem is not None or javac is None:
+        raise KafkaRefError(problem or "no javac on PATH (install a JDK, not only a JRE)")
+    lib = ensure_jars()
+    jars = sorted(lib.glob("kafka-clients-*.jar"))
+    if not jars:
+        raise KafkaRefError(f"no kafka-clients jar in {lib}")
+    digest = hashlib.sha256(SOURCE.read_bytes() + jars[-1].name.encode()).hexdigest()
+    stamp = BUILD_DIR / ".source.sha256"
+    if stamp.exists() and stamp.read_text() == digest and (BUILD_DIR / "TxnBench.class").exists():
+        return BUILD_DIR, lib
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    for old in BUILD_DIR.glob("*.class"):
+        old.unlink()
+    proc = subprocess.run([javac, "-Xlint:all", "-Xlint:-options", "-cp", str(jars[-1]), "-d", str(BUILD_DIR),
+                           str(SOURCE)], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise KafkaRefError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
+    stamp.write_text(digest)
+    return BUILD_DIR, lib
+
+
+def java_props() -> list[str]:
+    """groups_txn's librdkafka PRODUCER_BASE as Java producer properties (same names)."""
+    out: list[str] = []
+    for key, value in PRODUCER_BASE.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        out += ["--prop", f"{key}={text}"]
+    return out
+
+
+# -- one phase = one JVM -----------------------------------------------------------------------
+
+class JavaPhase:
+    """A running TxnBench JVM: its stdout JSON lines arrive on a queue, stderr is kept (tail)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.stderr: collections.deque[str] = collections.deque(maxlen=200)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._threads = [threading.Thread(target=self._read_out, args=(self.proc.stdout,), daemon=True),
+                         threading.Thread(target=self._read_err, args=(self.proc.stderr,), daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _read_out(self, stream: IO[str]) -> None:
+        for line in stream:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    self.lines.put(json.loads(line))
+                except json.JSONDecodeError:
+                    self.stderr.append(f"(unparsable stdout) {line}")
+            elif line:
+                self.stderr.append(f"(stdout) {line}")
+        self.lines.put(None)  # end of output
+
+    def _read_err(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.stderr.append(line.rstrip("\n"))
+
+    def next_line(self, timeout: float) -> dict[str, Any]:
+        """The next JSON line; raises if the JVM ended or stayed silent for ``timeout`` s."""
+        try:
+            item = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"TxnBench silent for {timeout:.0f}s{self.tail()}") from None
+        if item is None:
+            rc = self.proc.wait(30)
+            self._threads[1].join(5)  # the whole stderr (the exception's stack) before quoting it
+            raise RuntimeError(f"TxnBench exited ({rc}) without a result{self.tail()}")
+        if item.get("op") == "error":
+            self.finish(30)
+            raise RuntimeError(f"TxnBench failed in {item.get('stage')}: {item.get('exception')}{self.tail()}")
+        return item
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def tail(self) -> str:
+        """The last lines of the JVM's stderr (an exception's stack trace ends up there)."""
+        lines = list(self.stderr)
+        if not lines:
+            return ""
+        return "\n  java stderr (tail):\n    " + "\n    ".join(lines[-40:])
+
+    def finish(self, timeout: float = 60.0) -> int:
+        """Wait for the JVM to exit (it closes its producer first); kill it after ``timeout``."""
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            rc = self.proc.wait()
+        for t in self._threads:
+            t.join(5)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, partitions: int, txn_size: int,
+              warmup_topic: str, warmup: int, label: str) -> None:
+    """Run one mode through a TxnBench JVM into ``res`` (raises on any failure)."""
+    topic = f"bench-java-{res.mode}-{uuid.uuid4().hex[:8]}"
+    print(f"  [{label}] {res.records:,} x {VALUE_BYTES} B on {topic} ({partitions} partitions"
+          + (f", {txn_size:,} per transaction" if res.mode == "transactional" else "") + ")",
+          file=sys.stderr, flush=True)
+    create_topic(broker.bootstrap, topic, partitions)
+    java = shutil.which("java")
+    assert java is not None
+    argv = [java, *JVM_OPTS, "-cp", f"{classes}:{lib}/*", "TxnBench", broker.bootstrap, topic, str(res.records),
+            str(txn_size), str(VALUE_BYTES), res.mode, "--wait-go", *java_props()]
+    if warmup > 0:
+        argv += ["--warmup-topic", warmup_topic, "--warmup-records", str(warmup)]
+    phase = JavaPhase(argv)
+    try:
+        while (line := phase.next_line(READY_TIMEOUT)).get("op") != "ready":
+            if line.get("op") == "warmup":
+                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
+                      file=sys.stderr, flush=True)
+        progress = Progress(label, res.records)
+        with PhaseClock(broker.pid) as clock:
+            java0 = tree_cpu_seconds(phase.proc.pid)
+            phase.go()
+            while (line := phase.next_line(STALL_TIMEOUT)).get("op") != "result":
+                if line.get("op") == "progress":
+                    progress.maybe(int(line["done"]), time.monotonic(), str(line["what"]))
+            java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
+        rc = phase.finish()
+        if rc != 0:
+            raise RuntimeError(f"TxnBench exited {rc} after its result{phase.tail()}")
+    except BaseException:
+        phase.kill()
+        raise
+    if int(line["records"]) != res.records:
+        raise RuntimeError(f"TxnBench reports {line['records']} records, asked for {res.records}")
+    res.seconds = float(line["seconds"])
+    res.transactions = int(line["transactions"])
+    res.transaction_version = line.get("transaction_version")
+    res.epoch_before, res.epoch_after = line.get("epoch_before"), line.get("epoch_after")
+    res.client = str(line.get("client", ""))
+    res.java_wall_s = round(clock.seconds, 4)
+    res.broker_cpu_s = round(clock.broker_cpu, 3)
+    res.client_cpu_s = round(java_cpu, 3)  # the JVM's CPU (the driver idles during the phase)
+    res.other_cpu_s = round(max(0.0, clock.other_cpu - java_cpu), 3)
+    res.notes += verify_topic(broker.bootstrap, topic, res.records, partitions, res.mode == "transactional",
+                              txn_size)
+    if res.mode == "transactional" and res.epoch_before is not None and res.epoch_after is not None:
+        # TV2: every EndTxn bumps the epoch (a fresh transactional.id starts far from the overflow
+        # that would switch producer id); TV1: the epoch never moves within a producer's life.
+        want = res.epoch_before + res.transactions if res.transaction_version == 2 else res.epoch_before
+        if res.epoch_after != want:
+            res.notes.append(f"producer epoch {res.epoch_before} -> {res.epoch_after} after {res.transactions} "
+                             f"transactions on TV{res.transaction_version}, expected {want}")
+    tv = f", client used TV{res.transaction_version}" if res.transaction_version else ""
+    epoch = (f", epoch {res.epoch_before} -> {res.epoch_after}" if res.mode == "transactional" else "")
+    print(f"  [{label}] {res.msgs_per_s:,.0f} msgs/s in {res.seconds:.2f}s"
+          + (f" ({res.transactions} transactions{tv}{epoch})" if res.transactions else "")
+          + (f"; {'; '.join(res.notes)}" if res.notes else "; verified"), file=sys.stderr, flush=True)
+
+
+def run_broker(name: str, args: argparse.Namespace, classes: Path, lib: Path) -> list[JavaTxnResult]:
+    print(f"== {name}: starting", file=sys.stderr, flush=True)
+    # Warm-up rounds first (round numbers 1 - warmup_rounds .. 0), then the measured 1..repeat.
+    results = [JavaTxnResult(name, mode, rnd, args.records, warmup=rnd < 1)
+               for rnd in range(1 - args.warmup_rounds, args.repeat + 1) for mode in MODES]
+    broker: Broker | None = None
+    try:
+        broker = new_broker(name, args.transaction_version).start()
+    except Exception as exc:
+        traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        for r in results:
+            r.error = f"broker did not start: {type(exc).__name__}: {first}"
+        return results
+    try:
+        print(f"== {name}: {broker.bootstrap} (pid {broker.pid})", file=sys.stderr, flush=True)
+        warmup_topic = f"bench-java-warmup-{uuid.uuid4().hex[:8]}"
+        if args.warmup > 0:
+            create_topic(broker.bootstrap, warmup_topic, args.partitions)
+        for res in results:
+            label = f"{name} {res.mode} " + ("warm-up round" if res.warmup else f"{res.round}/{args.repeat}")
+            try:
+                run_phase(broker, classes, lib, res, args.partitions, args.txn_size, warmup_topic, args.warmup, label)
+            except Exception as exc:
+                res.error = f"{type(exc).__name__}: {exc}{broker_log_problems(broker)}"
+                print(f"  [{label}] FAILED: {res.error}", file=sys.stderr, flush=True)
+        return results
+    finally:
+        broker.stop()
+
+
+def broker_log_problems(broker: Broker, limit: int = 15) -> str:
+    """The broker log's last WARN/ERROR lines (and exception lines), to quote with a failure."""
+    lines: list[str] = []
+    if isinstance(broker, StromBroker):
+        lines = broker._proc.log_text().splitlines()
+    elif isinstance(broker, KafkaBroker):
+        lines = list(broker._ref.output)
+    keep = [ln for ln in lines if " WARN " in ln or " ERROR " in ln or "Exception" in ln or "Traceback" in ln]
+    if not keep:
+        return ""
+    return f"\n  {broker.name} log (last WARN/ERROR lines):\n    " + "\n    ".join(keep[-limit:])
+
+
+# -- report ------------------------------------------------------------------------------------
+
+def tv_used(results: list[JavaTxnResult], broker: str) -> str:
+    """The transaction version(s) the client used in the broker's successful transactional phases."""
+    seen = sorted({r.transaction_version for r in results if r.broker == broker and r.mode == "transactional"
+                   and r.error is None and r.transaction_version is not None})
+    return "/".join(f"TV{v}" for v in seen) or "-"
+
+
+def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: argparse.Namespace) -> str:
+    rows = []
+    for s in summary:
+        for mode in MODES:
+            r = s[mode]
+            if r is None:
+                rows.append([s["broker"], mode, f"{args.records:,}", "-", "-", "-", "-", "-", "-", "-", "FAILED"])
+                continue
+            epochs = "-" if r["epoch_before"] is None or mode != "transactional" \
+                else f"{r['epoch_before']}->{r['epoch_after']}"
+            rows.append([s["broker"], mode, f"{r['records']:,}", str(r["transactions"] or "-"),
+                         f"{r['seconds']:.2f}", f"{r['msgs_per_s']:,.0f}", f"{r['broker_cpu_s']:.2f}",
+                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", epochs,
+                         "; ".join(r["notes"]) or "ok"])
+    client = next((r.client for r in results if r.client), "?")
+    head = (f"txn (Java client kafka-clients {client}): {VALUE_BYTES} B records, {args.partitions} partitions "
+            f"round-robin, acks=all, linger.ms=5, batch.size=1048576; transactions of {args.txn_size:,} records; "
+            f"median round by msgs/s of {args.repeat} (after {args.warmup_rounds} unmeasured); brokers formatted with "
+            + ("their default transaction.version" if args.transaction_version is None
+               else f"transaction.version={args.transaction_version}"))
+    target = "target >= 0.8x" if args.txn_size == TXN_SIZE else f"target (for {TXN_SIZE:,}) >= 0.8x"
+    ratio_rows = []
+    for s in summary:
+        idem, txn = s["idempotent"], s["transactional"]
+        ratio_rows.append([s["broker"], "-" if idem is None else f"{idem['msgs_per_s']:,.0f}",
+                           "-" if txn is None else f"{txn['msgs_per_s']:,.0f}",
+                           "-" if s["ratio"] is None else f"{s['ratio']:.2f}",
+                           ", ".join(f"{x:.2f}" for x in s["round_ratios"]) or "-",
+                           tv_used(results, s["broker"]),
+                           "-" if s["ratio"] is None else ("met" if s["ratio"] >= 0.8 else "MISSED")])
+    return "\n".join([head, _table(["broker", "mode", "records", "txns", "secs", "msgs/s", "broker CPU s",
+                                    "client CPU s", "other CPU s", "epoch", "status"], rows), "",
+                      _table(["broker", "idempotent msgs/s", "transactional msgs/s", "txn/idempotent", "per round",
+                              "client TV", target], ratio_rows)])
+
+
+def _round(r: JavaTxnResult) -> str:
+    return "warm-up round" if r.warmup else f"round {r.round}"
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+# -- driver ------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--brokers", default=",".join(BROKERS), help="subset of strom,kafka, run in this order")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (idempotent then transactional) per broker")
+    ap.add_argument("--records", type=int, default=1_000_000, help="records per phase")
+    ap.add_argument("--txn-size", type=int, default=TXN_SIZE,
+                    help=f"records per transaction (issue 3's workload: {TXN_SIZE:,})")
+    ap.add_argument("--partitions", type=int, default=3, help="partitions of every topic")
+    ap.add_argument("--warmup", type=int, default=50_000,
+                    help="untimed records of the same mode at the start of every JVM (0: none)")
+    ap.add_argument("--warmup-rounds", type=int, default=1,
+                    help="unmeasured rounds per broker before the measured ones (the broker's JIT: Kafka's "
+                         "CPU per transactional phase keeps falling over its first ~2,000 transactions)")
+    ap.add_argument("--transaction-version", type=int, choices=(1, 2), default=None,
+                    help="format both brokers with this transaction.version (default: each broker's "
+                         "default for its metadata.version, 2 on Kafka 4.x)")
+    ap.add_argument("--json", dest="json_path", type=Path, default=None, help="also write results here")
+    args = ap.parse_args(argv)
+    args.brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    if not args.brokers or set(args.brokers) - set(BROKERS):
+        ap.error(f"--brokers takes names from {','.join(BROKERS)}")
+    if args.repeat < 1 or args.records < 1 or args.partitions < 1 or args.txn_size < 1 or args.warmup < 0 \
+            or args.warmup_rounds < 0:
+        ap.error("--repeat, --records, --partitions and --txn-size must be positive, --warmup(-rounds) >= 0")
+    return args
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through run_broker's finally: the broker is stopped
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    classes, lib = build()
+    load_before = _load()
+    print(f"load average before: {load_before}", file=sys.stderr, flush=True)
+    results: list[JavaTxnResult] = []
+    for name in args.brokers:
+        results += run_broker(name, args, classes, lib)
+    load_after = _load()
+    measured = [r for r in results if not r.warmup]
+    base: list[TxnResult] = list(measured)  # summarize_txn reads only TxnResult's fields
+    summary = summarize_txn(base)
+    parts = [render(summary, measured, args), f"load average (1, 5, 15 min): before {load_before}, after {load_after}"]
+    errors = [f"{r.broker} {r.mode} {_round(r)}: {r.error}" for r in results if r.error]
+    notes = [f"{r.broker} {r.mode} {_round(r)}: {'; '.join(r.notes)}" for r in results if r.notes]
+    if errors or notes:
+        parts.append("VERIFICATION/RUN FAILURES:\n  " + "\n  ".join(errors + notes))
+    print("\n\n".join(parts))
+    if args.json_path is not None:
+        doc = {"machine": machine_info(), "load_before": load_before, "load_after": load_after,
+               "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+               "settings": {"brokers": args.brokers, "repeat": args.repeat,
+                            "broker_transaction_version": args.transaction_version, "records": args.records,
+                            "txn_size": args.txn_size, "partitions": args.partitions, "warmup": args.warmup,
+                            "warmup_rounds": args.warmup_rounds,
+                            "value_bytes": VALUE_BYTES, "producer_config": PRODUCER_BASE, "jvm_opts": JVM_OPTS},
+               "summary": summary, "rounds": [r.to_json() for r in results]}
+        args.json_path.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {args.json_path}")
+    if errors or notes:
+        print(f"txn_java: {len(errors)} failed phase(s), {len(notes)} verification failure(s); see above",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
