@@ -160,10 +160,21 @@ def build() -> tuple[Path, Path]:
     return BUILD_DIR, lib
 
 
-def java_props() -> list[str]:
-    """groups_txn's librdkafka PRODUCER_BASE as Java producer properties (same names)."""
+def producer_config(overrides: list[str]) -> dict[str, Any]:
+    """groups_txn's librdkafka PRODUCER_BASE (same property names in Java), then ``KEY=VALUE`` overrides."""
+    config: dict[str, Any] = dict(PRODUCER_BASE)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--producer-prop {item!r} is not KEY=VALUE")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def java_props(config: dict[str, Any]) -> list[str]:
+    """``config`` as TxnBench ``--prop`` arguments."""
     out: list[str] = []
-    for key, value in PRODUCER_BASE.items():
+    for key, value in config.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)
         out += ["--prop", f"{key}={text}"]
     return out
@@ -246,7 +257,7 @@ class JavaPhase:
 
 
 def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, partitions: int, txn_size: int,
-              warmup_topic: str, warmup: int, label: str) -> None:
+              warmup_topic: str, warmup: int, label: str, props: list[str]) -> None:
     """Run one mode through a TxnBench JVM into ``res`` (raises on any failure)."""
     topic = f"bench-java-{res.mode}-{uuid.uuid4().hex[:8]}"
     print(f"  [{label}] {res.records:,} x {VALUE_BYTES} B on {topic} ({partitions} partitions"
@@ -256,7 +267,7 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
     java = shutil.which("java")
     assert java is not None
     argv = [java, *JVM_OPTS, "-cp", f"{classes}:{lib}/*", "TxnBench", broker.bootstrap, topic, str(res.records),
-            str(txn_size), str(VALUE_BYTES), res.mode, "--wait-go", *java_props()]
+            str(txn_size), str(VALUE_BYTES), res.mode, "--wait-go", *props]
     if warmup > 0:
         argv += ["--warmup-topic", warmup_topic, "--warmup-records", str(warmup)]
     phase = JavaPhase(argv)
@@ -328,7 +339,8 @@ def run_broker(name: str, args: argparse.Namespace, classes: Path, lib: Path) ->
         for res in results:
             label = f"{name} {res.mode} " + ("warm-up round" if res.warmup else f"{res.round}/{args.repeat}")
             try:
-                run_phase(broker, classes, lib, res, args.partitions, args.txn_size, warmup_topic, args.warmup, label)
+                run_phase(broker, classes, lib, res, args.partitions, args.txn_size, warmup_topic, args.warmup, label,
+                          java_props(producer_config(args.producer_prop)))
             except Exception as exc:
                 res.error = f"{type(exc).__name__}: {exc}{broker_log_problems(broker)}"
                 print(f"  [{label}] FAILED: {res.error}", file=sys.stderr, flush=True)
@@ -374,8 +386,10 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                          f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", epochs,
                          "; ".join(r["notes"]) or "ok"])
     client = next((r.client for r in results if r.client), "?")
+    config = producer_config(args.producer_prop)
+    settings = ", ".join(f"{k}={config[k]}" for k in ("acks", "linger.ms", "batch.size") if k in config)
     head = (f"txn (Java client kafka-clients {client}): {VALUE_BYTES} B records, {args.partitions} partitions "
-            f"round-robin, acks=all, linger.ms=5, batch.size=1048576; transactions of {args.txn_size:,} records; "
+            f"round-robin, {settings}; transactions of {args.txn_size:,} records; "
             f"median round by msgs/s of {args.repeat} (after {args.warmup_rounds} unmeasured); brokers formatted with "
             + ("their default transaction.version" if args.transaction_version is None
                else f"transaction.version={args.transaction_version}"))
@@ -422,6 +436,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--transaction-version", type=int, choices=(1, 2), default=None,
                     help="format both brokers with this transaction.version (default: each broker's "
                          "default for its metadata.version, 2 on Kafka 4.x)")
+    ap.add_argument("--producer-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a producer property of both phases, e.g. batch.size=16384 (the Java "
+                         "client's default); repeatable")
     ap.add_argument("--json", dest="json_path", type=Path, default=None, help="also write results here")
     args = ap.parse_args(argv)
     args.brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
@@ -463,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                             "broker_transaction_version": args.transaction_version, "records": args.records,
                             "txn_size": args.txn_size, "partitions": args.partitions, "warmup": args.warmup,
                             "warmup_rounds": args.warmup_rounds,
-                            "value_bytes": VALUE_BYTES, "producer_config": PRODUCER_BASE, "jvm_opts": JVM_OPTS},
+                            "value_bytes": VALUE_BYTES, "producer_config": producer_config(args.producer_prop), "jvm_opts": JVM_OPTS},
                "summary": summary, "rounds": [r.to_json() for r in results]}
         args.json_path.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"\nwrote {args.json_path}")
