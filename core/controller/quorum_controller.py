@@ -9,7 +9,7 @@ the whole request.
 
 Entry points: :meth:`create_topics`, :meth:`delete_topics`, :meth:`create_partitions`,
 :meth:`incremental_alter_configs`, :meth:`legacy_alter_configs`, :meth:`register_broker`,
-:meth:`allocate_producer_ids`. Single node today: a partition's replicas are chosen round-robin
+:meth:`allocate_producer_ids`, :meth:`update_features`. Single node today: a partition's replicas are chosen round-robin
 from the registered brokers (so one broker gives replicas=isr=[node], leader=node, epoch 0).
 """
 
@@ -26,11 +26,14 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.config import TOPIC_CONFIGS, BrokerConfig, format_config_value, parse_topic_config
 from strom.core.exceptions import ConfigError, KafkaError, for_code
+from strom.core.metadata.bootstrap import MINIMUM_METADATA_VERSION
+from strom.core.metadata.features import FEATURES, METADATA_VERSION_FEATURE
 from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from strom.core.metadata.loader import MetadataLoader
 from strom.core.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
+    FeatureLevelRecord,
     Message,
     PartitionRecord,
     ProducerIdsRecord,
@@ -49,6 +52,9 @@ ZERO_UUID = uuid.UUID(int=0)
 _RESERVED_IDS = (ZERO_UUID, uuid.UUID(int=1))
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+# FeatureUpdate.UpgradeType codes (UpdateFeatures v1+; v0 requests are taken as UPGRADE, as Kafka does).
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
 def _err(code: ErrorCode, message: str) -> KafkaError:
@@ -439,6 +445,80 @@ class QuorumController:
             elif current.get(key) != new[key]:
                 out.append(ConfigRecord(rtype, name, key, new[key]))
         return out
+
+    # -- features ------------------------------------------------------------------------------
+
+    def supported_feature_range(self, name: str) -> tuple[int, int]:
+        """The levels this node supports for ``name`` (0-0: not supported), as ApiVersions shows them.
+
+        ``metadata.version`` goes from the oldest KRaft level to the finalized one: strom behaves
+        as its finalized level and implements no upgrade path beyond it.
+        """
+        if name == METADATA_VERSION_FEATURE:
+            return MINIMUM_METADATA_VERSION, self.image.metadata_version
+        spec = FEATURES.get(name)
+        return (spec.min_level, spec.max_level) if spec is not None else (0, 0)
+
+    async def update_features(self, updates: Sequence[tuple[str, int, int]], *,
+                              validate_only: bool = False) -> KafkaError | None:
+        """UpdateFeatures: ``(feature, level, upgrade type)`` each; None on success, else the error.
+
+        As Kafka's FeatureControlManager: every update is checked against the current levels and
+        the first invalid one fails the whole request (no record is written); otherwise one
+        FeatureLevelRecord per feature (level 0 removes it) is committed as one atomic batch.
+        A later duplicate of a feature name replaces the earlier one.
+        """
+        async with self._lock:
+            image = self.image
+            wanted: dict[str, tuple[int, int]] = {}
+            for name, level, upgrade_type in updates:
+                wanted.pop(name, None)
+                wanted[name] = (level, upgrade_type)
+            records: list[Message] = []
+            for name, (level, upgrade_type) in wanted.items():
+                try:
+                    records.append(self._update_feature(image, name, level, upgrade_type))
+                except KafkaError as e:
+                    return e
+            if records and not validate_only:
+                await self._commit(records)
+            return None
+
+    def _update_feature(self, image: MetadataImage, name: str, level: int, upgrade_type: int) -> Message:
+        def invalid(reason: str) -> KafkaError:
+            return _err(ErrorCode.invalid_update_version,
+                        f"Invalid update version {level} for feature {name}. {reason}")
+
+        if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            raise invalid("The controller does not support the given upgrade type.")
+        current = image.metadata_version if name == METADATA_VERSION_FEATURE else image.features.get(name, 0)
+        if level < 0:
+            raise invalid("A feature version cannot be less than 0.")
+        lo, hi = self.supported_feature_range(name)
+        if not lo <= level <= hi:
+            # Kafka's QuorumFeatures.reasonNotSupported: an unknown feature has the range 0-0.
+            who = f"Local controller {self.config.node_id}"
+            raise invalid(f"{who} does not support this feature." if hi == 0
+                          else f"{who} only supports versions {lo}-{hi}")
+        if level < current and upgrade_type == UPGRADE:
+            raise invalid("Can't downgrade the version of this feature without setting the upgrade type to "
+                          "either safe or unsafe downgrade.")
+        if level > current and upgrade_type != UPGRADE:
+            raise invalid("Can't downgrade to a newer version.")
+        if name == METADATA_VERSION_FEATURE:
+            if level < current:
+                # strom keeps no per-version metadata layouts to downgrade to; Kafka answers these
+                # words for every downgrade that would change the metadata.
+                reason = ("Unsafe metadata downgrade is not supported in this version."
+                          if upgrade_type == UNSAFE_DOWNGRADE else
+                          "Refusing to perform the requested downgrade because it might delete "
+                          "metadata information.")
+                raise _err(ErrorCode.invalid_update_version,
+                           f"Unsupported metadata.version downgrade from {current} to {level}. {reason}")
+        elif name not in FEATURES:
+            # Level 0 of an unknown feature passes the range check; Kafka's Feature lookup fails next.
+            raise invalid(f"Feature {name} not found.")
+        return FeatureLevelRecord(name, level)
 
     # -- brokers and producer ids -------------------------------------------------------------
 
