@@ -20,6 +20,7 @@ from strom.core.metadata.bootstrap import (
     read_meta_properties,
     uuid_from_str,
 )
+from strom.core.metadata.features import FeatureError, parse_feature_levels
 from strom.core.metadata.image import TOPIC_RESOURCE
 from strom.core.metadata.records import FeatureLevelRecord
 from strom.core.metadata.system import MetadataSystem
@@ -186,7 +187,9 @@ def test_format_storage(tmp_path: Path) -> None:
         dir_ids.add(props["directory.id"])
         assert len(uuid_from_str(props["directory.id"]).bytes) == 16
     assert len(dir_ids) == 3
-    assert read_bootstrap(tmp_path / "m") == [FeatureLevelRecord("metadata.version", 25)]
+    # 4.0 (level 25) is past 4.0-IV2: transaction.version 2 is finalized by default, as in Kafka.
+    assert read_bootstrap(tmp_path / "m") == [FeatureLevelRecord("metadata.version", 25),
+                                              FeatureLevelRecord("transaction.version", 2)]
     with pytest.raises(FormatError, match="already formatted"):
         format_storage(cfg, cid)
     assert format_storage(cfg, cid, ignore_formatted=True) == []
@@ -194,6 +197,29 @@ def test_format_storage(tmp_path: Path) -> None:
         format_storage(cfg, random_uuid(), ignore_formatted=True)
     with pytest.raises(FormatError):
         format_storage(cfg, "not-a-uuid!")
+
+
+@pytest.mark.parametrize(("release", "features", "expected"), [
+    ("3.9", None, [FeatureLevelRecord("metadata.version", 21)]),   # before KIP-890's feature
+    (None, {"transaction.version": 1}, [FeatureLevelRecord("metadata.version", 27),
+                                        FeatureLevelRecord("transaction.version", 1)]),
+    (None, {"transaction.version": 0}, [FeatureLevelRecord("metadata.version", 27)]),  # 0: not finalized
+])
+def test_format_storage_feature_levels(tmp_path: Path, release: str | None, features: dict[str, int] | None,
+                                       expected: list[FeatureLevelRecord]) -> None:
+    cfg = BrokerConfig.from_mapping({"node.id": 1, "log.dirs": str(tmp_path / "a"),
+                                     "metadata.log.dir": str(tmp_path / "m")})
+    format_storage(cfg, random_uuid(), release_version=release, features=features)
+    assert read_bootstrap(tmp_path / "m") == expected
+
+
+def test_feature_levels_are_checked() -> None:
+    assert parse_feature_levels(["transaction.version=1"]) == {"transaction.version": 1}
+    for bad, why in [("transaction.version=3", "outside the supported levels 0..2"),
+                     ("group.version=1", "unknown feature 'group.version'"),
+                     ("transaction.version", "is not NAME=LEVEL")]:
+        with pytest.raises(FeatureError, match=why):
+            parse_feature_levels([bad])
 
 
 def test_random_uuid_form() -> None:

@@ -167,10 +167,12 @@ def test_zombie_of_old_generation_is_fenced(cluster: Cluster, connect_broker: Br
     # Reconfigure 3 -> 2 tasks; the new generation starts only after the fencing round.
     leader.put_connector_config("eos", datagen(topic_name, 2), allow_replace=True)
     wait_for(lambda: leader.config_store.snapshot().task_count_record("eos") == 2, what="task count record 2")
+    # The status topic can still show the old generation's tasks 0 and 1 RUNNING for a moment,
+    # so the new generation counts as started once no worker is waiting for the fencing round.
     wait_for(lambda: running(2) and all(leader.task_configs("eos")[i].config.get("tasks.max") == "2"
-                                        for i in range(2)), what="2 new tasks RUNNING")
+                                        for i in range(2))
+             and a.awaiting_fencing() == [] and b.awaiting_fencing() == [], what="2 new tasks RUNNING")
     assert sorted(a.assigned_tasks() + b.assigned_tasks()) == [ConnectorTaskId("eos", 0), ConnectorTaskId("eos", 1)]
-    assert a.awaiting_fencing() == [] and b.awaiting_fencing() == []
 
     try:
         with pytest.raises(KafkaException) as err:
