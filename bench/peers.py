@@ -158,10 +158,10 @@ class StromBroker:
 
     name = "strom"
 
-    def __init__(self, config: dict[str, str] | None = None) -> None:
+    def __init__(self, config: dict[str, str] | None = None, features: dict[str, int] | None = None) -> None:
         from strom.core.testing import BrokerProcess
 
-        self._proc = BrokerProcess(config=config)
+        self._proc = BrokerProcess(config=config, features=features)
 
     @property
     def bootstrap(self) -> str:
@@ -203,7 +203,7 @@ class KafkaBroker:
     name = "kafka"
     BENCH_HEAP = "1g"
 
-    def __init__(self) -> None:
+    def __init__(self, features: dict[str, int] | None = None) -> None:
         if not (KAFKA_REF_DIR / "kafka_ref.py").exists():
             raise RuntimeError(f"{KAFKA_REF_DIR / 'kafka_ref.py'} does not exist (reference Kafka launcher)")
         if str(KAFKA_REF_DIR) not in sys.path:
@@ -211,7 +211,7 @@ class KafkaBroker:
         import kafka_ref
 
         self._module: Any = kafka_ref
-        self._ref: Any = kafka_ref.KafkaRef(heap=self.BENCH_HEAP)
+        self._ref: Any = kafka_ref.KafkaRef(heap=self.BENCH_HEAP, features=features)
 
     @property
     def bootstrap(self) -> str:

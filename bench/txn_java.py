@@ -62,7 +62,7 @@ from peers import KAFKA_REF_DIR, Broker, KafkaBroker, StromBroker, make_broker, 
 
 if str(KAFKA_REF_DIR) not in sys.path:
     sys.path.insert(0, str(KAFKA_REF_DIR))
-from kafka_ref import REPO_ROOT, KafkaRefError, ensure_jars, java_problem, new_cluster_id
+from kafka_ref import REPO_ROOT, KafkaRefError, ensure_jars, java_problem
 
 BROKERS = ("strom", "kafka")
 MODES = ("idempotent", "transactional")
@@ -88,47 +88,15 @@ class JavaTxnResult(TxnResult):
     warmup: bool = False  # an unmeasured round (--warmup-rounds): verified, not summarized
 
 
-# -- brokers formatted with a chosen transaction.version ----------------------------------------
-
-class _StromWithFeatures(StromBroker):
-    """strom formatted with ``--feature transaction.version=N`` (``BrokerProcess(features=...)``)."""
-
-    def __init__(self, level: int) -> None:
-        from strom.core.testing import BrokerProcess
-
-        self._proc = BrokerProcess(features={"transaction.version": level})
-
-
-class _KafkaWithFeatures(KafkaBroker):
-    """Kafka formatted with ``kafka-storage format --feature transaction.version=N``.
-
-    KafkaRef.format() takes no feature arguments, so this adapter runs the same StorageTool
-    command with the one extra flag in its place (the data dir is fresh: it always formats)."""
-
-    def __init__(self, level: int) -> None:
-        super().__init__()
-        ref = self._ref
-
-        def format_with_feature() -> None:
-            if (ref.log_dir / "meta.properties").exists():
-                return
-            cmd = [*ref._java(), "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
-                   "-c", str(ref.properties_file), "--feature", f"transaction.version={level}"]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            if proc.returncode != 0:
-                raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-
-        ref.format = format_with_feature
-
-
 def new_broker(name: str, transaction_version: int | None) -> Broker:
     """A not-yet-started broker; with ``transaction_version``, formatted at that level."""
     if transaction_version is None:
         return make_broker(name)
+    features = {"transaction.version": transaction_version}
     if name == "strom":
-        return _StromWithFeatures(transaction_version)
+        return StromBroker(features=features)
     if name == "kafka":
-        return _KafkaWithFeatures(transaction_version)
+        return KafkaBroker(features=features)
     raise ValueError(f"unknown broker {name!r}")
 
 

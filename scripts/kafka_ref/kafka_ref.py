@@ -148,13 +148,15 @@ class KafkaRef:
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int = 0,
                  config: dict[str, str] | None = None, heap: str = "512m",
-                 startup_timeout: float = 120.0, host: str = "127.0.0.1", echo: bool = False) -> None:
+                 startup_timeout: float = 120.0, host: str = "127.0.0.1", echo: bool = False,
+                 features: dict[str, int] | None = None) -> None:
         self._tmp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="kafka-ref-")
         self.data_dir = Path(data_dir if data_dir is not None else self._tmp.name)  # type: ignore[union-attr]
         self.host = host
         self.port = port
         self.controller_port = 0
         self.config = dict(config or {})
+        self.features = dict(features or {})  # `kafka-storage format --feature NAME=LEVEL`, on first start
         self.heap = heap
         self.startup_timeout = startup_timeout
         self.echo = echo  # copy Kafka's log to stderr as it comes
@@ -204,6 +206,8 @@ class KafkaRef:
             return
         cmd = [*self._java(), "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
                "-c", str(self.properties_file)]
+        for name, level in self.features.items():
+            cmd += ["--feature", f"{name}={level}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")

@@ -232,68 +232,6 @@ def end_txn(c: WireClient, tid: str, pid: int, epoch: int, commit: bool) -> None
         time.sleep(0.2)
 
 
-class _Reader:
-    """Decodes the flexible DescribeTransactions v0 response by hand: kio refuses the -1 start
-    time of a transactional id with no transaction in flight ("negative timestamp")."""
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf, self.pos = buf, 0
-
-    def fixed(self, fmt: str) -> int:
-        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return int(value)
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def string(self) -> str:
-        n = self.uvarint() - 1
-        self.pos += n
-        return self.buf[self.pos - n:self.pos].decode()
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
-
-
-def describe_txns(c: WireClient, ids: tuple[str, ...]) -> list[dict[str, Any]]:
-    """DescribeTransactions v0 as a list of dicts named like the schema's fields."""
-    body = struct.pack("B", len(ids) + 1) + b"".join(
-        bytes([len(t.encode()) + 1]) + t.encode() for t in ids) + b"\x00"
-    r = _Reader(c.send_raw(65, 0, body, flexible=True))
-    r.skip_tags()  # response header v1
-    r.fixed(">i")  # throttle
-    out = []
-    for _ in range(r.uvarint() - 1):
-        s: dict[str, Any] = {"error_code": r.fixed(">h"), "transactional_id": r.string(),
-                             "transaction_state": r.string(), "transaction_timeout_ms": r.fixed(">i"),
-                             "transaction_start_time_ms": r.fixed(">q"), "producer_id": r.fixed(">q"),
-                             "producer_epoch": r.fixed(">h"), "topics": []}
-        for _ in range(r.uvarint() - 1):
-            topic = r.string()
-            s["topics"].append((topic, sorted(r.fixed(">i") for _ in range(r.uvarint() - 1))))
-            r.skip_tags()
-        r.skip_tags()
-        out.append(s)
-    return out
-
-
-def wait_txn_state(c: WireClient, tid: str, state: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while describe_txns(c, (tid,))[0]["transaction_state"] != state:
-        assert time.monotonic() < deadline, f"{tid} never reached {state}"
-        time.sleep(0.2)
-
-
 # -- reductions: what must be equal ------------------------------------------------------------
 
 def coordinators(resp: Any, bootstrap: str) -> list[tuple[Any, ...]]:
@@ -427,13 +365,13 @@ def observe(bootstrap: str) -> dict[str, Any]:
         done_pid, done_epoch = init_pid(c, TX_DONE)
         add_partitions(c, TX_DONE, done_pid, done_epoch, {TOPIC: [0]})
         end_txn(c, TX_DONE, done_pid, done_epoch, commit=True)
-        wait_txn_state(c, TX_DONE, "CompleteCommit")
+        c.wait_txn_state(TX_DONE, ("CompleteCommit",))
         aborted_pid, aborted_epoch = init_pid(c, TX_ABORTED)
         add_partitions(c, TX_ABORTED, aborted_pid, aborted_epoch, {OTHER_TOPIC: [0]})
         end_txn(c, TX_ABORTED, aborted_pid, aborted_epoch, commit=False)
-        wait_txn_state(c, TX_ABORTED, "CompleteAbort")
+        c.wait_txn_state(TX_ABORTED, ("CompleteAbort",))
         seen["describe_txns"] = txn_states(
-            describe_txns(c, (TX_EMPTY, TX_ONGOING, TX_DONE, TX_ABORTED, TX_UNKNOWN, "")), started)
+            c.describe_transactions((TX_EMPTY, TX_ONGOING, TX_DONE, TX_ABORTED, TX_UNKNOWN, "")), started)
         seen["list_txns_v0_all"] = txn_list(c.request(ListTransactionsV0(state_filters=(), producer_id_filters=())))
         for name, states in {"ongoing": ("Ongoing",), "complete_commit": ("CompleteCommit",),
                              "complete_abort": ("CompleteAbort",),

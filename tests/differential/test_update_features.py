@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -32,7 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 import pytest
 from diff_wire import WireClient, kio_schema
-from kafka_ref import KafkaRef, KafkaRefError, new_cluster_id
+from kafka_ref import KafkaRef
 from kio.schema.errors import ErrorCode
 from ref_fixtures import SHARED_BROKER_CONFIG, skip_without_java
 
@@ -58,23 +57,6 @@ class Node(Protocol):
     def kill(self) -> None: ...
 
 
-class KafkaRefWithFeatures(KafkaRef):
-    """KafkaRef whose ``kafka-storage format`` finalizes the given feature levels."""
-
-    def __init__(self, features: dict[str, int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.features = features
-
-    def format(self) -> None:
-        if (self.log_dir / "meta.properties").exists():
-            return
-        cmd = [*self._java(), "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
-               "-c", str(self.properties_file)]
-        for name, level in self.features.items():
-            cmd += ["--feature", f"{name}={level}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
-            raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
 
 
 class Pair(NamedTuple):
@@ -89,10 +71,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     root = tmp_path_factory.mktemp("update-features")
     subject: Node
     if os.environ.get("STROM_DIFF_SUBJECT") == "kafka":  # harness self-check: Kafka against Kafka
-        subject = KafkaRefWithFeatures({TV: 1}, data_dir=root / "subject", config=SHARED_BROKER_CONFIG)
+        subject = KafkaRef(features={TV: 1}, data_dir=root / "subject", config=SHARED_BROKER_CONFIG)
     else:
         subject = BrokerProcess(root / "strom", features={TV: 1}, config=SHARED_BROKER_CONFIG)
-    kafka = KafkaRefWithFeatures({TV: 1}, data_dir=root / "kafka", config=SHARED_BROKER_CONFIG)
+    kafka = KafkaRef(features={TV: 1}, data_dir=root / "kafka", config=SHARED_BROKER_CONFIG)
     try:
         subject.start()
         kafka.start()

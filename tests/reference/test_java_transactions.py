@@ -19,7 +19,6 @@ Records are checked with an independent client (confluent-kafka / librdkafka), r
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections import Counter
@@ -31,7 +30,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_client import ClientRun, JavaClient
-from kafka_ref import KafkaRef, KafkaRefError, new_cluster_id
+from kafka_ref import KafkaRef
 from ref_fixtures import SHARED_BROKER_CONFIG, HasBootstrap, skip_without_java
 
 from strom.core.testing import BrokerProcess
@@ -336,23 +335,6 @@ def test_timeout_abort(any_broker: HasBootstrap, java_client: JavaClient) -> Non
 
 # ---- both brokers formatted with transaction.version=1 ------------------------------------------
 
-class KafkaRefWithFeatures(KafkaRef):
-    """KafkaRef whose ``kafka-storage format`` finalizes the given feature levels."""
-
-    def __init__(self, features: dict[str, int], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.features = features
-
-    def format(self) -> None:
-        if (self.log_dir / "meta.properties").exists():
-            return
-        cmd = [*self._java(), "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
-               "-c", str(self.properties_file)]
-        for name, level in self.features.items():
-            cmd += ["--feature", f"{name}={level}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
-            raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
 
 
 @pytest.fixture(scope="module", params=["strom", "kafka"])
@@ -365,7 +347,7 @@ def tv1_broker(request: pytest.FixtureRequest,
             yield proc
         return
     skip_without_java()
-    ref = KafkaRefWithFeatures(TV1, data_dir=data, config=SHARED_BROKER_CONFIG)
+    ref = KafkaRef(features=TV1, data_dir=data, config=SHARED_BROKER_CONFIG)
     try:
         yield ref.start()
     finally:
