@@ -210,10 +210,12 @@ def add_partitions(md: TransactionMetadata, producer_id: int, producer_epoch: in
 
     ``client_version`` is recorded with the transaction: 2 for the adds partition leaders make
     for TV2 producers (AddPartitionsToTxn v4+), 0 for a producer's own AddPartitionsToTxn.
+    A PrepareX state a request can see means its markers are still being written (Kafka's
+    pending CompleteX), which Kafka 4.3 answers before looking at the producer.
     """
-    _check_producer(md, producer_id, producer_epoch)
     if md.state in PREPARE_STATES or md.state == TxnState.PREPARE_EPOCH_FENCE:
         raise TxnError(ErrorCode.concurrent_transactions)
+    _check_producer(md, producer_id, producer_epoch)
     if md.state == TxnState.DEAD:
         raise TxnError(ErrorCode.invalid_txn_state)
     if md.state == TxnState.ONGOING and partitions <= md.partitions:
@@ -273,7 +275,9 @@ def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoc
     rotation, the previous id at the last usable epoch); an abort is accepted with no transaction
     open, since a TV2 producer cannot know whether its partitions were ever added."""
     state = md.state
-    if state == TxnState.PREPARE_EPOCH_FENCE:
+    if state in PREPARE_STATES or state == TxnState.PREPARE_EPOCH_FENCE:
+        # Markers still being written (Kafka: a pending CompleteX), checked first since 4.0
+        # (KAFKA-18464): the producer retries and then sees the completed transaction.
         raise TxnError(ErrorCode.concurrent_transactions)
     retry_on_overflow = (producer_id == md.last_producer_id and producer_epoch == SHORT_MAX - 1
                          and md.producer_epoch == 0)
@@ -282,8 +286,6 @@ def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoc
         raise TxnError(ErrorCode.invalid_producer_id_mapping)
     if state in (TxnState.ONGOING, TxnState.EMPTY):
         valid = producer_epoch == md.producer_epoch
-    elif state in PREPARE_STATES:
-        valid = retry_on_bump
     elif state in COMPLETE_STATES:
         valid = retry_on_bump or retry_on_overflow or producer_epoch == md.producer_epoch
     else:
@@ -291,10 +293,6 @@ def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoc
     if not valid:
         raise TxnError(ErrorCode.producer_fenced)
     retry = retry_on_bump or retry_on_overflow
-    if state in PREPARE_STATES:
-        if (state == TxnState.PREPARE_COMMIT) == commit:
-            raise TxnError(ErrorCode.concurrent_transactions)
-        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
     if state in COMPLETE_STATES and retry:
         if (state == TxnState.COMPLETE_COMMIT) == commit:
             return EndPlan(None)
