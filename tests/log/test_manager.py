@@ -74,6 +74,33 @@ def test_unclean_restart_recovers(tmp_path: Path, appender: Any) -> None:
     mgr2.shutdown()
 
 
+def test_unclean_restart_of_an_intact_log_is_quiet(tmp_path: Path, appender: Any,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """After kill -9 the active segment's preallocated indexes hold zeros past their entries.
+    That is expected: recovery rebuilds them once, without calling them corrupt."""
+    dirs = [tmp_path / "d"]
+    mgr = LogManager(dirs, broker(dirs, **{"log.index.interval.bytes": "1"}))
+    mgr.startup()
+    log = mgr.get_or_create_log("t", 0)
+    for i in range(20):
+        appender(log, recs(5, i * 5))
+    log.flush()
+    # No shutdown(): no clean-shutdown marker, indexes left at their preallocated size.
+    caplog.set_level("INFO")
+    mgr2 = LogManager(dirs, broker(dirs, **{"log.index.interval.bytes": "1"}))
+    mgr2.startup()
+    assert not mgr2.had_clean_shutdown[dirs[0]]
+    assert not [r for r in caplog.records if "corrupt" in r.getMessage()], caplog.text
+    log2 = mgr2.get_log("t", 0)
+    assert log2 is not None and log2.log_end_offset == 100
+    seg = log2.active_segment
+    assert seg.offset_index.entries == 19  # one entry per batch after the first, rebuilt by recovery
+    for offset in (0, 37, 99):
+        got = log2.read(offset, 1_000_000, None, True)
+        assert got.records and offset - 4 <= got.first_batch_offset <= offset
+    mgr2.shutdown()
+
+
 def test_meta_properties_node_id_mismatch(tmp_path: Path) -> None:
     d = tmp_path / "d"
     d.mkdir()
