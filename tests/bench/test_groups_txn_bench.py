@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from strom.core.testing import wait_for
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -157,6 +159,14 @@ def test_txn_rounds_verify_records_and_markers(kafka: peers.Broker) -> None:
     assert summary["ratio"] is not None and summary["ratio"] > 0
 
 
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"hw-{uuid.uuid4().hex[:8]}"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
 def test_verification_catches_aborted_and_missing_records(kafka: peers.Broker,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gt, "VERIFY_STALL", 2.0)
@@ -172,6 +182,8 @@ def test_verification_catches_aborted_and_missing_records(kafka: peers.Broker,
         p.produce(topic, b"x" * 100, partition=i % 3)
     assert p.flush(30) == 0  # written to the log first: abort_transaction() purges unsent records
     p.abort_transaction(30)
+    # Kafka writes the ABORT markers after answering EndTxn: wait until they are in.
+    wait_for(lambda: high_watermarks(kafka.bootstrap, topic, 3) == 1306, timeout=30, what="the ABORT markers")
     # Counted as 1300 records in transactions: the watermarks (1000 + 300 + 3 COMMIT + 3 ABORT
     # markers) match, the read_committed count does not.
     notes = gt.verify_topic(kafka.bootstrap, topic, 1300, 3, transactional=True)
