@@ -64,6 +64,7 @@ class MetadataSystem:
         self.controller = QuorumController(config, raft, loader)
         self.snapshot_bytes = config.metadata_log_max_record_bytes_between_snapshots
         self._snapshot_tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
         self._started = False
 
     @classmethod
@@ -107,9 +108,12 @@ class MetadataSystem:
             return None
         sid = SnapshotId(image.offset + 1, image.epoch)
         if self.raft.latest_snapshot is not None and sid <= self.raft.latest_snapshot:
+            self.loader.bytes_since_snapshot = 0  # nothing newer to write
             return self.raft.latest_snapshot
+        covered = self.loader.bytes_since_snapshot  # what this image holds
         await self.raft.write_snapshot(sid, [encode_record(r) for r in image.to_records()])
-        self.loader.bytes_since_snapshot = 0
+        # Batches committed while the snapshot was written are not in it: they still count.
+        self.loader.bytes_since_snapshot = max(self.loader.bytes_since_snapshot - covered, 0)
         await asyncio.to_thread(delete_snapshots_before, self.raft.directory, sid)
         log.info("wrote metadata snapshot %s", sid.file_name)
         return sid
@@ -119,7 +123,13 @@ class MetadataSystem:
             return
         task = asyncio.get_running_loop().create_task(self._snapshot_quietly())
         self._snapshot_tasks.add(task)
-        task.add_done_callback(self._snapshot_tasks.discard)
+        task.add_done_callback(self._after_snapshot)
+
+    def _after_snapshot(self, task: asyncio.Task[None]) -> None:
+        self._snapshot_tasks.discard(task)
+        # A commit that arrived during the snapshot found it running and started none.
+        if self._started and not self._closing:
+            self._maybe_snapshot()
 
     async def _snapshot_quietly(self) -> None:
         try:
@@ -128,6 +138,7 @@ class MetadataSystem:
             log.exception("metadata snapshot failed")
 
     async def close(self) -> None:
+        self._closing = True
         if self._snapshot_tasks:
             await asyncio.gather(*self._snapshot_tasks, return_exceptions=True)
         self.raft.close()
