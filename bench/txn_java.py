@@ -12,9 +12,9 @@ rounds of the same size come first, so the broker's own JIT (Kafka) is warm too.
 
 1. an untimed warm-up of the same mode (``--warmup`` records on a separate topic) so the JIT has
    compiled the send path;
-2. a fresh producer (``enable.idempotence``, ``acks=all``, ``linger.ms=5``, ``batch.size=1048576``,
-   compression none: groups_txn.py's ``PRODUCER_BASE``; the transactional one with a fresh
-   ``transactional.id``) loads metadata and runs ``initTransactions()``, then says it is ready;
+2. a fresh producer (``--settings``, below; the transactional one with a fresh ``transactional.id``)
+   loads metadata and runs ``initTransactions()``, then says it is ready, with the batching
+   settings it resolved (defaults included), which the report prints;
 3. the driver starts its CPU clocks and releases it; ``--records`` x 100 B go round-robin over a
    new topic's ``--partitions`` partitions; idempotent: send all, ``flush()``; transactional:
    ``beginTransaction()``, ``--txn-size`` sends, ``commitTransaction()``, repeated. msgs/s is
@@ -26,11 +26,25 @@ The transaction version the client used (``TransactionManager.isTransactionV2Ena
 by reflection) and the producer epoch before/after the timed phase (TV2 bumps it once per
 commit) are shown per broker.
 
+``--settings`` picks the producer settings of both phases:
+
+- ``client-defaults`` (the default): ``acks=all`` and ``enable.idempotence=true`` stated, everything
+  else the Java client's own defaults (kafka-clients 4.x: ``linger.ms=5``, ``batch.size=16384``,
+  no compression). This is the producer a Kafka user runs, and issue 3's figure.
+- ``librdkafka``: groups_txn.py's ``PRODUCER_BASE`` (``linger.ms=5``, ``batch.size=1048576``, no
+  compression), librdkafka's own batching, to compare with ``groups_txn.py --bench txn``. With
+  1 MB batches nothing leaves the client until ``commitTransaction()`` flushes, so each
+  transaction's send loop, flush and commit run one after the other: the client's share of a
+  transaction alone holds the ratio near 0.75 for any broker (docs/benchmarks.md).
+
+``--producer-prop KEY=VALUE`` overrides one property on top of either.
+
 ``--transaction-version 1|2`` formats both brokers with that ``transaction.version`` instead of
 their defaults.
 
 Run: ``python bench/txn_java.py [--brokers strom,kafka] [--repeat 3] [--records 1000000]
-[--txn-size 1000] [--partitions 3] [--warmup 50000] [--warmup-rounds 1] [--transaction-version 1|2]
+[--txn-size 1000] [--partitions 3] [--warmup 50000] [--warmup-rounds 1]
+[--settings client-defaults|librdkafka] [--producer-prop KEY=VALUE] [--transaction-version 1|2]
 [--json out.json]``.
 """
 
@@ -50,7 +64,7 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -72,6 +86,11 @@ BUILD_DIR = REPO_ROOT / ".cache" / "bench-java-txn"
 JVM_OPTS = ["-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             # INFO for the transaction manager: its "Transiting to fatal error state due to ..." line
             "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.producer.internals.TransactionManager=info"]
+# Producer settings of both phases (--settings); the Java client's defaults fill in the rest.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "client-defaults": {"acks": "all", "enable.idempotence": True},
+    "librdkafka": dict(PRODUCER_BASE),
+}
 READY_TIMEOUT = 180.0  # JVM start + warm-up + initTransactions
 STALL_TIMEOUT = 60.0  # no output line from the timed phase for this long: the phase fails
 
@@ -85,6 +104,7 @@ class JavaTxnResult(TxnResult):
     epoch_after: int | None = None
     java_wall_s: float = 0.0  # the driver's view of the timed phase (includes the go/result pipe)
     client: str = ""  # kafka-clients version
+    effective: dict[str, str] = field(default_factory=dict)  # batching settings the client resolved
     warmup: bool = False  # an unmeasured round (--warmup-rounds): verified, not summarized
 
 
@@ -128,9 +148,9 @@ def build() -> tuple[Path, Path]:
     return BUILD_DIR, lib
 
 
-def producer_config(overrides: list[str]) -> dict[str, Any]:
-    """groups_txn's librdkafka PRODUCER_BASE (same property names in Java), then ``KEY=VALUE`` overrides."""
-    config: dict[str, Any] = dict(PRODUCER_BASE)
+def producer_config(settings: str, overrides: list[str]) -> dict[str, Any]:
+    """The ``SETTINGS[settings]`` properties, then ``KEY=VALUE`` overrides."""
+    config: dict[str, Any] = dict(SETTINGS[settings])
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -244,6 +264,7 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
             if line.get("op") == "warmup":
                 print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
                       file=sys.stderr, flush=True)
+        res.effective = {str(k): str(v) for k, v in line.get("effective", {}).items()}
         progress = Progress(label, res.records)
         with PhaseClock(broker.pid) as clock:
             java0 = tree_cpu_seconds(phase.proc.pid)
@@ -308,7 +329,7 @@ def run_broker(name: str, args: argparse.Namespace, classes: Path, lib: Path) ->
             label = f"{name} {res.mode} " + ("warm-up round" if res.warmup else f"{res.round}/{args.repeat}")
             try:
                 run_phase(broker, classes, lib, res, args.partitions, args.txn_size, warmup_topic, args.warmup, label,
-                          java_props(producer_config(args.producer_prop)))
+                          java_props(producer_config(args.settings, args.producer_prop)))
             except Exception as exc:
                 res.error = f"{type(exc).__name__}: {exc}{broker_log_problems(broker)}"
                 print(f"  [{label}] FAILED: {res.error}", file=sys.stderr, flush=True)
@@ -354,8 +375,9 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                          f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", epochs,
                          "; ".join(r["notes"]) or "ok"])
     client = next((r.client for r in results if r.client), "?")
-    config = producer_config(args.producer_prop)
-    settings = ", ".join(f"{k}={config[k]}" for k in ("acks", "linger.ms", "batch.size") if k in config)
+    effective = next((r.effective for r in results if r.effective), {})
+    settings = f"--settings {args.settings}" + "".join(f" {p}" for p in args.producer_prop) \
+        + " (" + ", ".join(f"{k}={v}" for k, v in effective.items()) + ")"
     head = (f"txn (Java client kafka-clients {client}): {VALUE_BYTES} B records, {args.partitions} partitions "
             f"round-robin, {settings}; transactions of {args.txn_size:,} records; "
             f"median round by msgs/s of {args.repeat} (after {args.warmup_rounds} unmeasured); brokers formatted with "
@@ -404,9 +426,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--transaction-version", type=int, choices=(1, 2), default=None,
                     help="format both brokers with this transaction.version (default: each broker's "
                          "default for its metadata.version, 2 on Kafka 4.x)")
+    ap.add_argument("--settings", choices=sorted(SETTINGS), default="client-defaults",
+                    help="producer settings of both phases: the Java client's defaults (issue 3's figure) "
+                         "or librdkafka's batching (linger.ms=5, batch.size=1048576) as in groups_txn.py")
     ap.add_argument("--producer-prop", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a producer property of both phases, e.g. batch.size=16384 (the Java "
-                         "client's default); repeatable")
+                    help="override a producer property of both phases on top of --settings; repeatable")
     ap.add_argument("--json", dest="json_path", type=Path, default=None, help="also write results here")
     args = ap.parse_args(argv)
     args.brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
@@ -448,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
                             "broker_transaction_version": args.transaction_version, "records": args.records,
                             "txn_size": args.txn_size, "partitions": args.partitions, "warmup": args.warmup,
                             "warmup_rounds": args.warmup_rounds,
-                            "value_bytes": VALUE_BYTES, "producer_config": producer_config(args.producer_prop), "jvm_opts": JVM_OPTS},
+                            "value_bytes": VALUE_BYTES, "settings_name": args.settings,
+                            "producer_config": producer_config(args.settings, args.producer_prop), "jvm_opts": JVM_OPTS},
                "summary": summary, "rounds": [r.to_json() for r in results]}
         args.json_path.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"\nwrote {args.json_path}")

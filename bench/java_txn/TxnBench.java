@@ -10,7 +10,8 @@
  * Flow: (1) optional untimed warm-up of the same mode on another topic (the JIT compiles the send
  * path before anything is timed); (2) a fresh producer loads the topic's metadata and, when
  * transactional, runs initTransactions() (once per producer lifetime, so not timed); (3) prints
- * {"op":"ready"} and, with --wait-go, blocks until a line arrives on stdin (the driver starts its
+ * {"op":"ready", "effective": {...}} (batch.size, linger.ms, acks and max.in.flight as the client
+ * resolves them, defaults included) and, with --wait-go, blocks until a line arrives on stdin (the driver starts its
  * CPU clocks in between); (4) the timed phase: idempotent = send all, flush; transactional = per
  * transaction beginTransaction, send txn-size records, commitTransaction; (5) prints one
  * {"op":"result", ...} line. Progress lines ({"op":"progress"}) go to stdout every 2 s.
@@ -32,6 +33,7 @@ import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.Random;
 import java.util.UUID;
@@ -40,6 +42,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -173,7 +176,14 @@ public final class TxnBench {
             }
             Object tm = transactionManager(producer);
             if (report) {
-                emit("{\"op\":\"ready\",\"partitions\":" + partitions + "}");
+                // The settings in force, defaults included, so the driver prints what was measured.
+                Map<String, ?> eff = new ProducerConfig(config(txn)).values();
+                emit("{\"op\":\"ready\",\"partitions\":" + partitions
+                        + ",\"effective\":{\"batch.size\":\"" + eff.get("batch.size")
+                        + "\",\"linger.ms\":\"" + eff.get("linger.ms")
+                        + "\",\"acks\":\"" + eff.get("acks")
+                        + "\",\"max.in.flight.requests.per.connection\":\""
+                        + eff.get("max.in.flight.requests.per.connection") + "\"}}");
                 if (waitGo) {
                     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
                     if (in.readLine() == null) {
