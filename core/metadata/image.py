@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from strom.core.metadata.features import METADATA_VERSION_FEATURE, TRANSACTION_VERSION_FEATURE
 from strom.core.metadata.records import (
+    ZERO_UUID,
     BrokerEndpoint,
     ConfigRecord,
     FeatureLevelRecord,
@@ -104,6 +105,16 @@ class MetadataImage:
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         return self.topics_by_id.get(topic_id)
+
+    def topic_name(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the topic with ``topic_id``; None when unknown (the zero id included)."""
+        found = self.topics_by_id.get(topic_id) if topic_id is not None else None
+        return None if found is None else found.name
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The id of topic ``name``; the zero id when there is no such topic (any more)."""
+        found = self.topics.get(name)
+        return ZERO_UUID if found is None else found.topic_id
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.topics.get(topic)

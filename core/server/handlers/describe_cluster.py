@@ -1,4 +1,9 @@
-"""DescribeCluster (key 60): cluster id, controller and brokers (what AdminClient.describeCluster shows)."""
+"""DescribeCluster (key 60): cluster id, controller and brokers (what AdminClient.describeCluster shows).
+
+Brokers come from the metadata image's registrations. A fenced broker is left out unless a v2
+request sets ``include_fenced_brokers`` (KIP-1073), and then shows ``is_fenced``, as Kafka
+answers; before the broker's own registration is in the image, it answers with itself.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +17,27 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 60
-VERSIONS = (0, 1)
+VERSIONS = (0, 2)
+
+
+def cluster_brokers(broker: Broker, listener: str) -> list[tuple[int, str, int, str | None, bool]]:
+    """(node id, host, port, rack, fenced) of every broker registered with ``listener``."""
+    out = []
+    for b in broker.image.brokers.values():
+        ep = b.endpoint(listener)
+        if ep is not None:
+            out.append((b.broker_id, ep.host, ep.port, b.rack, b.fenced))
+    if not out:
+        out = [(node, host, port, rack, False) for node, host, port, rack in broker.broker_endpoints(listener)]
+    return sorted(out)
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     m = response_messages(API_KEY, ctx.api_version)
-    brokers = tuple(m.make("DescribeClusterBroker", broker_id=node, host=host, port=port, rack=rack, is_fenced=False)
-                    for node, host, port, rack in broker.broker_endpoints(ctx.listener_name))
+    include_fenced = bool(getattr(request, "include_fenced_brokers", False))
+    brokers = tuple(m.make("DescribeClusterBroker", broker_id=node, host=host, port=port, rack=rack, is_fenced=fenced)
+                    for node, host, port, rack, fenced in cluster_brokers(broker, ctx.listener_name)
+                    if include_fenced or not fenced)
     return m.make("DescribeClusterResponse", throttle_time=response_throttle(broker, ctx), error_code=0,
                   error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
                   controller_id=broker.controller_id(), brokers=brokers,

@@ -1,4 +1,8 @@
-"""DescribeLogDirs (key 35): per log directory, the size of each hosted partition and disk space."""
+"""DescribeLogDirs (key 35): per log directory, the size of each hosted partition and disk space.
+
+v5 (KIP-1066) adds ``is_cordoned``: strom cannot cordon a log directory, so it is always false,
+which is also what Kafka answers for a directory not listed in ``cordoned.log.dirs``.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 35
-VERSIONS = (1, 4)
+VERSIONS = (1, 5)
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
@@ -43,6 +47,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             total = usable = -1
         results.append(m.make(
             "DescribeLogDirsResult", error_code=0, log_dir=log_dir, total_bytes=total, usable_bytes=usable,
+            is_cordoned=False,
             topics=tuple(m.make("DescribeLogDirsTopic", name=name, partitions=tuple(parts))
                          for name, parts in sorted(topics.items()))))
     return m.make("DescribeLogDirsResponse", throttle_time=response_throttle(broker, ctx), error_code=0,

@@ -1,4 +1,12 @@
-"""ListOffsets (key 2): offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3)."""
+"""ListOffsets (key 2): offsets by timestamp and by the special timestamps below.
+
+Special (negative) timestamps each need a minimum request version, checked as Kafka's
+ReplicaManager does: an older request, or a negative timestamp Kafka does not know, answers
+UNSUPPORTED_VERSION for that partition; a partition asked for twice in one request answers
+INVALID_REQUEST for every copy. The tiered-storage timestamps (-5 latest tiered, KIP-1005;
+-6 earliest pending upload, KIP-1023, the reason for v11) answer what Kafka answers for a
+topic without remote storage, which every strom topic is: no offset (-1, -1, epoch -1).
+"""
 
 from __future__ import annotations
 
@@ -14,25 +22,45 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 2
-VERSIONS = (1, 10)
+VERSIONS = (1, 11)
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+# The first request version that may carry each special timestamp (Kafka's table).
+MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+               EARLIEST_PENDING_UPLOAD: 11}
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     m = response_messages(API_KEY, ctx.api_version)
     isolation = getattr(request, "isolation_level", 0)
     denied = authorize_topics(broker, ctx, "DESCRIBE", [t.name for t in request.topics])
+    seen: set[tuple[str, int]] = set()
+    duplicates: set[tuple[str, int]] = set()
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            (duplicates if tp in seen else seen).add(tp)
+    answered: set[tuple[str, int]] = set()
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if (t.name, p.partition_index) in answered:
+                continue  # a partition asked for twice is answered once (Kafka keys answers by partition)
+            answered.add((t.name, p.partition_index))
             offset, timestamp, epoch, code, _message = -1, -1, -1, 0, None
             if t.name in denied:
                 code = int(ErrorCode.topic_authorization_failed)
+            elif (t.name, p.partition_index) in duplicates:
+                code = int(ErrorCode.invalid_request)
+            elif p.timestamp < 0 and ctx.api_version < MIN_VERSION.get(p.timestamp, 1 << 15):
+                code = int(ErrorCode.unsupported_version)
             else:
                 try:
                     part = broker.replica_manager.get_partition(t.name, p.partition_index)
@@ -42,8 +70,10 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                         offset = part.last_stable_offset if isolation == 1 else part.high_watermark
                         epoch = part.leader_epoch
                     elif ts in (EARLIEST, EARLIEST_LOCAL):
-                        offset = part.log.log_start_offset
-                        epoch = part.log.epoch_for_offset(offset) if hasattr(part.log, "epoch_for_offset") else -1
+                        # The log answers the start offset with the epoch of its leader-epoch cache.
+                        offset, _, epoch = part.log.fetch_offset_by_timestamp(ts) or (part.log.log_start_offset, -1, -1)
+                    elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+                        pass  # no remote storage: nothing tiered, nothing pending upload
                     else:
                         found = part.log.fetch_offset_by_timestamp(ts)
                         if found is not None:

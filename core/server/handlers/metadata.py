@@ -3,6 +3,11 @@
 Answers from the latest committed MetadataImage. Requested topics that do not exist are
 created through the controller when the request allows it and ``auto.create.topics.enable``
 is on; creation commits before the answer, so the client sees the new topic at once.
+
+Topics asked for by an id the image does not know answer UNKNOWN_TOPIC_ID with that id, ahead
+of the other topics (Kafka's order). v13 (KIP-1102) adds a top-level error code for
+REBOOTSTRAP_REQUIRED; Kafka 4.3's broker never sets it in a Metadata answer (clients raise it
+themselves when no bootstrap broker is reachable), so neither does strom: it is always 0.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 3
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -35,6 +40,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         requested = None  # v0: an empty list means all topics
 
     errors: dict[str, int] = {}
+    unknown_ids: list[uuid.UUID] = []
     if requested is None:
         names = sorted(image.topics)
     else:
@@ -45,7 +51,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 topic_id = getattr(t, "topic_id", None)
                 found = image.topics_by_id.get(topic_id) if topic_id else None
                 if found is None:
-                    errors[""] = int(ErrorCode.unknown_topic_id)
+                    unknown_ids.append(topic_id or ZERO_UUID)
                     continue
                 name = found.name
             names.append(name)
@@ -83,7 +89,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         for n in denied:
             errors[n] = int(ErrorCode.topic_authorization_failed)
 
-    topics = []
+    topics = [m.make("MetadataResponseTopic", error_code=int(ErrorCode.unknown_topic_id), name=None, topic_id=tid,
+                     is_internal=False, partitions=()) for tid in unknown_ids]
     for name in names:
         if name in errors or name not in image.topics:
             code = errors.get(name, int(ErrorCode.unknown_topic_or_partition))
@@ -102,12 +109,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 replica_nodes=tuple(reg.replicas), isr_nodes=tuple(reg.isr), offline_replicas=()))
         topics.append(m.make("MetadataResponseTopic", error_code=0, name=name, topic_id=topic.topic_id,
                              is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts)))
-    if "" in errors:
-        topics.append(m.make("MetadataResponseTopic", error_code=errors[""], name=None, topic_id=ZERO_UUID,
-                             partitions=()))
 
     brokers = tuple(m.make("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
                     for node, host, port, rack in broker.broker_endpoints(ctx.listener_name))
     return m.make("MetadataResponse", throttle_time=response_throttle(broker, ctx), brokers=brokers,
                   cluster_id=broker.cluster_id, controller_id=broker.controller_id(), topics=tuple(topics),
-                  cluster_authorized_operations=-2147483648)
+                  cluster_authorized_operations=-2147483648, error_code=0)

@@ -2,6 +2,9 @@
 
 Topic checks (authorization, existence) answer per partition here; the group coordinator
 answers the rest, for a KIP-848 group all partitions alike when it refuses the member epoch.
+From v10 (KIP-848) topics are named by topic id in request and response: an id the metadata
+image does not know (the zero UUID included) answers UNKNOWN_TOPIC_ID for its partitions,
+before any authorization or coordinator check, as Kafka does.
 """
 
 from __future__ import annotations
@@ -19,42 +22,62 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 8
-VERSIONS = (2, 9)
+VERSIONS = (2, 10)
+TOPIC_IDS_FROM = 10  # first version that names topics by id (shared with OffsetFetch)
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     m = response_messages(API_KEY, ctx.api_version)
+    by_id = ctx.api_version >= TOPIC_IDS_FROM
     group_id = request.group_id
-    codes: dict[tuple[str, int], int] = {}
+    image = broker.image
+    # The name of each request topic; None for an id the image does not know.
+    names: list[str | None] = [image.topic_name(t.topic_id) if by_id else t.name for t in request.topics]
     coordinator = coordinator_of(broker)
     group_error = 0
     if denied_groups(broker, ctx, "READ", [group_id]):
         group_error = int(ErrorCode.group_authorization_failed)
     elif coordinator is None:
         group_error = int(ErrorCode.coordinator_not_available)
-    denied = authorize_topics(broker, ctx, "READ", [t.name for t in request.topics]) if not group_error else set()
-    topics = broker.image.topics
+    denied = authorize_topics(broker, ctx, "READ", [n for n in names if n is not None]) if not group_error else set()
+    topics = image.topics
+    # A denied group fails every partition; a missing coordinator is found after the topic checks.
+    unknown_id = group_error if group_error == ErrorCode.group_authorization_failed else int(ErrorCode.unknown_topic_id)
+    # Kafka's order: partitions failed here first (by topic, in request order), then the
+    # coordinator's answers; a topic is placed where its first answer falls.
+    answers: dict[int, list[tuple[int, int]]] = {}
+    pending: list[tuple[int, str, int]] = []
     wanted: list[tuple[str, int, int, int, str | None]] = []
-    for t in request.topics:
-        known = topics.get(t.name)
+    for i, (t, name) in enumerate(zip(request.topics, names, strict=True)):
+        known = topics.get(name) if name is not None else None
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            if group_error:
-                codes[tp] = group_error
-            elif t.name in denied:
-                codes[tp] = int(ErrorCode.topic_authorization_failed)
-            elif known is None or p.partition_index not in known.partitions:
-                codes[tp] = int(ErrorCode.unknown_topic_or_partition)
+            index = p.partition_index
+            if name is None:
+                code = unknown_id  # never reaches the coordinator
+            elif group_error:
+                code = group_error
+            elif name in denied:
+                code = int(ErrorCode.topic_authorization_failed)
+            elif known is None or index not in known.partitions:
+                code = int(ErrorCode.unknown_topic_or_partition)
             else:
-                wanted.append((t.name, p.partition_index, p.committed_offset,
-                               getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+                wanted.append((name, index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                               p.committed_metadata))
+                pending.append((i, name, index))
+                continue
+            answers.setdefault(i, []).append((index, code))
+    codes: dict[tuple[str, int], int] = {}
     if wanted and coordinator is not None:
-        codes.update(await coordinator.commit_offsets(
+        codes = await coordinator.commit_offsets(
             group_id, request.generation_id_or_member_epoch, request.member_id,
-            getattr(request, "group_instance_id", None), wanted, api_version=ctx.api_version))
+            getattr(request, "group_instance_id", None), wanted, api_version=ctx.api_version)
+    for i, name, index in pending:
+        answers.setdefault(i, []).append((index, codes.get((name, index), 0)))
     out = []
-    for t in request.topics:
-        parts = tuple(m.make("OffsetCommitResponsePartition", partition_index=p.partition_index,
-                             error_code=codes.get((t.name, p.partition_index), 0)) for p in t.partitions)
-        out.append(m.make("OffsetCommitResponseTopic", name=t.name, partitions=parts))
+    for i, parts in answers.items():
+        t = request.topics[i]
+        # v10 echoes the request's topic id, known or not; older versions the name.
+        out.append(m.make("OffsetCommitResponseTopic", name=names[i], topic_id=getattr(t, "topic_id", None),
+                          partitions=tuple(m.make("OffsetCommitResponsePartition", partition_index=index,
+                                                  error_code=code) for index, code in parts)))
     return m.make("OffsetCommitResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(out))
