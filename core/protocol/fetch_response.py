@@ -1,4 +1,4 @@
-"""Hand-written FetchResponse encoder (v4-v17): the fetch hot path.
+"""Hand-written FetchResponse encoder (v4-v18): the fetch hot path.
 
 kio's pure-Python writer copies every partition's records into one buffer and then into a
 bytes object. This encoder builds only the small framing pieces and returns a list of buffers
@@ -6,7 +6,7 @@ in which each partition's records appear as the very object the log returned, so
 can send them with ``writelines`` (writev under uvloop) without copying them first. The output
 is byte-for-byte what kio writes for the same response (a property test checks every version);
 tagged fields are never set by strom's fetch handler, so flexible versions carry empty tag
-sections.
+sections. v18 changed only the request (a tagged ``high_watermark``): its response is v17's.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hand-written ProduceResponse encoder (v3-v12): the produce hot path.
+"""Hand-written ProduceResponse encoder (v3-v13): the produce hot path.
 
 Every Produce request is answered, and with librdkafka one request carries one partition, so
 the response is encoded once per batch. kio's generic writer (type checks and a writer call per
@@ -6,12 +6,14 @@ field) cost about as much as validating and appending a 30 KB batch; this encode
 same bytes with a few ``struct`` calls. Its output is byte-for-byte what kio writes for the same
 response (a property test checks every version). strom's produce handler never sets per-record
 errors nor the KIP-951 leader hints (``current_leader``, ``node_endpoints``), so those are
-always empty: an empty array and empty tag sections.
+always empty: an empty array and empty tag sections. From v13 (KIP-516) a topic is answered by
+its topic id (the zero id for None) instead of its name.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -21,6 +23,8 @@ PRODUCE_KEY = 0
 FIRST_FLEXIBLE = 9
 FIRST_LOG_START_OFFSET = 5
 FIRST_ERROR_MESSAGE = 8
+FIRST_TOPIC_ID = 13
+_ZERO_ID = bytes(16)
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -38,8 +42,9 @@ class PartitionResult(NamedTuple):
 
 
 class TopicResults(NamedTuple):
-    name: str
+    name: str  # written before v13
     partitions: Sequence[PartitionResult]
+    topic_id: uuid.UUID | None = None  # written from v13; None = the zero id
 
 
 def _string(value: str, flexible: bool) -> bytes:
@@ -64,8 +69,12 @@ def encode_produce_response(version: int, correlation_id: int, throttle_ms: int,
         out += encode_uvarint(len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
+    by_id = version >= FIRST_TOPIC_ID
     for topic in topics:
-        out += _string(topic.name, flexible)
+        if by_id:
+            out += topic.topic_id.bytes if topic.topic_id is not None else _ZERO_ID
+        else:
+            out += _string(topic.name, flexible)
         parts = topic.partitions
         out += encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for p in parts:

@@ -18,13 +18,14 @@ partitions = st.builds(
     log_append_time=st.one_of(st.just(-1), st.integers(0, 4_102_444_800_000)),  # kio's datetimes end at 9999
     error_message=st.one_of(st.none(), st.text(max_size=200)))
 topics = st.lists(st.builds(TopicResults, name=st.text(min_size=1, max_size=300),
-                            partitions=st.lists(partitions, max_size=20)), max_size=3)
+                            partitions=st.lists(partitions, max_size=20),
+                            topic_id=st.one_of(st.none(), st.uuids())), max_size=3)
 
 
 def _kio_frame(version: int, correlation: int, throttle: int, rows: list[TopicResults]) -> bytes:
     m = response_messages(produce.API_KEY, version)
     responses = tuple(
-        m.make("TopicProduceResponse", name=t.name, partition_responses=tuple(
+        m.make("TopicProduceResponse", name=t.name, topic_id=t.topic_id, partition_responses=tuple(
             m.make("PartitionProduceResponse", index=p.partition, error_code=p.error_code, base_offset=p.base_offset,
                    log_append_time=p.log_append_time, log_start_offset=p.log_start_offset, record_errors=(),
                    error_message=p.error_message)

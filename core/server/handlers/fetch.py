@@ -7,11 +7,17 @@ at least one whole batch (KIP-74) so a large batch can never stall a consumer. W
 ``min_bytes`` are available the request waits in the purgatory until appends bring enough or
 ``max_wait`` passes. Fetch sessions (KIP-227) are answered sessionless (session id 0), which
 clients accept as "send full fetches".
+
+Fetch v18 adds ``high_watermark`` (a tagged field of each request partition: the high watermark
+a replica fetcher already knows, KIP-1166) so a leader can answer a follower early when it moved.
+strom's partitions have no remote followers, and a consumer never sets it, so it is decoded (kio)
+and otherwise ignored; the v18 response is the v17 one.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -25,7 +31,7 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 1
-VERSIONS = (4, 17)
+VERSIONS = (4, 18)
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -48,6 +54,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
 
     targets: list[list[_Target]] = []
     names: list[str] = []
+    partitions: list[Mapping[int, Any]] = []  # each request topic's partitions in the image
     for ft in request.topics:
         topic_id = getattr(ft, "topic_id", None)
         name = getattr(ft, "topic", None)
@@ -62,12 +69,19 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             found = image.topics.get(name)
             topic_id = found.topic_id if found is not None else ZERO_UUID
         names.append(name)
+        partitions.append(found.partitions if found is not None else {})
         targets.append([_Target(name, topic_id or ZERO_UUID, fp, error) for fp in ft.partitions])
     denied = authorize_topics(broker, ctx, "READ", [n for n in set(names) if n])
-    for group in targets:
+    for group, known in zip(targets, partitions, strict=True):
         for t in group:
-            if t.error == 0 and t.name in denied:
+            if t.error:
+                continue
+            if t.name in denied:
                 t.error = int(ErrorCode.topic_authorization_failed)
+            elif t.fp.partition not in known:
+                # Like Kafka (KafkaApis), after authorization and before reading: the same
+                # answer as an unknown id or a denied topic (see the aborted list below).
+                t.error = int(ErrorCode.unknown_topic_or_partition)
 
     def read_all() -> tuple[list[tuple[_Target, Any, int, str | None]], int, bool]:
         out = []
@@ -111,7 +125,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     for t, result, code, _message in rows:
         key = (t.name, t.topic_id)
         if result is None:
-            row = PartitionRow(t.fp.partition, code, -1, -1, -1, None, b"")
+            # A partition refused before reading (unknown id, topic or partition; not
+            # authorized) carries an empty aborted list in Kafka's answer, a read error null.
+            row = PartitionRow(t.fp.partition, code, -1, -1, -1, () if t.error else None, b"")
         else:
             row = PartitionRow(t.fp.partition, 0, result.high_watermark, result.last_stable_offset,
                                result.log_start_offset,

@@ -8,11 +8,17 @@ the produce purgatory) until the high watermark covers the appended batches.
 A transactional batch that would open a transaction on a partition first goes to the transaction
 coordinator (:mod:`strom.core.server.txn_verification`): from v12 (KIP-890 transaction version 2)
 the partition is added to the transaction, before that it is verified to be in it.
+
+From v13 (KIP-516) topics are named by topic id in the request and the response. Each id is
+resolved to its name once per topic (never per record or partition), as Fetch v13+ does; an id
+the broker does not know (the zero id included) answers UNKNOWN_TOPIC_ID for its partitions,
+like Kafka. Everything after the lookup (authorization, transactions, the append) works on names.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -37,7 +43,8 @@ if TYPE_CHECKING:
     from strom.core.server.broker import Broker
 
 API_KEY = 0
-VERSIONS = (3, 12)
+VERSIONS = (3, 13)
+TOPIC_IDS_SINCE = 13  # KIP-516: topics named by id instead of by name
 ADDS_PARTITIONS_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
 ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
 
@@ -49,11 +56,14 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     rm = broker.replica_manager
     if acks not in (0, 1, -1):
         bad = f"acks={acks} is not 0, 1 or -1"
-        return _all_failed(m, request, int(ErrorCode.invalid_required_acks), bad) if acks != 0 else None
+        if acks == 0:
+            return None
+        return _all_failed(m, request, _topic_names(broker, request, version)[1], int(ErrorCode.invalid_required_acks),
+                           bad)
 
-    names = [t.name for t in request.topic_data]
-    denied = authorize_topics(broker, ctx, "WRITE", names)
-    batches = _transactional_batches(request)
+    names, ids = _topic_names(broker, request, version)
+    denied = authorize_topics(broker, ctx, "WRITE", [n for n in names if n is not None])
+    batches = _transactional_batches(request, names)
     txn_codes: dict[tuple[str, int], int] = {}
     guarded: set[tuple[str, int]] = set()
     if batches:
@@ -62,46 +72,51 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             # Kafka refuses the whole request: transactional records need an authorized id.
             if acks == 0:
                 raise MalformedRequestError("transactional records without an authorized transactional id")
-            return _all_failed(m, request, int(ErrorCode.transactional_id_authorization_failed), None)
+            return _all_failed(m, request, ids, int(ErrorCode.transactional_id_authorization_failed), None)
         known = {tp: b for tp, b in batches.items() if tp[0] not in denied and tp[0] in broker.image.topics}
         txn_codes, guarded = await _enlist_partitions(broker, tid, known, version, ms(request.timeout))
     total_bytes = 0
     waits: list[tuple[Any, int]] = []
-    topics_out: list[tuple[str, list[list[Any]]]] = []
+    topics_out: list[tuple[str | None, uuid.UUID | None, list[list[Any]]]] = []
     any_error = False
-    for topic in request.topic_data:
+    image_topics = broker.image.topics
+    for topic, name, topic_id in zip(request.topic_data, names, ids, strict=True):
         parts_out = []
+        topic_image = image_topics.get(name) if name is not None else None
         for pd in topic.partition_data:
             records = pd.records or b""
             total_bytes += len(records)
             base_offset, log_append_time, log_start, code = -1, -1, -1, 0
             message: str | None = None
-            if topic.name in denied:
+            if name is None:
+                code = int(ErrorCode.unknown_topic_id)  # v13+: an id the broker does not know
+            elif name in denied:
                 code = int(ErrorCode.topic_authorization_failed)
-            elif topic.name not in broker.image.topics:
+            elif topic_image is None or pd.index not in topic_image.partitions:
+                # Kafka checks its metadata before appending: no error message.
                 code = int(ErrorCode.unknown_topic_or_partition)
-            elif (topic.name, pd.index) in txn_codes:
-                code = txn_codes[(topic.name, pd.index)]
-            elif (topic.name, pd.index) in guarded and (
-                    refused := _refuse_guarded(broker, request.transactional_id, batches[(topic.name, pd.index)],
-                                               (topic.name, pd.index), version)):
+            elif (name, pd.index) in txn_codes:
+                code = txn_codes[(name, pd.index)]
+            elif (name, pd.index) in guarded and (
+                    refused := _refuse_guarded(broker, request.transactional_id, batches[(name, pd.index)],
+                                               (name, pd.index), version)):
                 code, message = refused
             else:
                 try:
-                    result = rm.append_records(topic.name, pd.index, records, acks)
-                    part = rm.get_partition(topic.name, pd.index)
+                    result = rm.append_records(name, pd.index, records, acks)
+                    part = rm.get_partition(name, pd.index)
                     if part.log.needs_flush():
                         # flush.messages / flush.ms: durable before the ack, fsync off the loop.
                         await asyncio.to_thread(part.log.flush)
                     base_offset, log_append_time = result.first_offset, result.log_append_time_ms
                     log_start = result.log_start_offset
                     if acks == -1:
-                        waits.append((rm.get_partition(topic.name, pd.index), result.last_offset + 1))
+                        waits.append((part, result.last_offset + 1))
                 except Exception as e:
                     code, message = error_of(e)
             any_error = any_error or code != 0
             parts_out.append([pd.index, code, base_offset, log_append_time, log_start, message])
-        topics_out.append((topic.name, parts_out))
+        topics_out.append((name, topic_id, parts_out))
 
     throttle_ms = throttle(broker, ctx, "PRODUCE", total_bytes)
     if acks == 0:
@@ -115,26 +130,39 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             [p.key for p, _ in waits], lambda: all(p.high_watermark >= end for p, end in waits), timeout_s)
         if not ok:
             late = {p.key for p, end in waits if p.high_watermark < end}
-            for name, parts in topics_out:
+            for name, _tid, parts in topics_out:
                 for row in parts:
                     if (name, row[0]) in late and row[1] == 0:
                         row[1], row[5] = int(ErrorCode.request_timed_out), "acks=all timed out waiting for the ISR"
 
     return ProduceResults(throttle_ms, [
-        TopicResults(name, [PartitionResult(*row) for row in parts]) for name, parts in topics_out])
+        TopicResults(name or "", [PartitionResult(*row) for row in parts], tid) for name, tid, parts in topics_out])
 
 
-def _transactional_batches(request: Any) -> dict[tuple[str, int], TxnBatch]:
-    """The producer of each partition whose records are transactional (first batch's header)."""
+def _topic_names(broker: Broker, request: Any, version: int) -> tuple[list[str | None], list[uuid.UUID | None]]:
+    """The name of each request topic (None for a topic id the broker does not know) and, from
+    v13, its topic id as the request gave it (None for the zero id), which the response echoes.
+    One dictionary lookup per topic, as Fetch v13+ resolves its topic ids."""
+    if version < TOPIC_IDS_SINCE:
+        return [t.name for t in request.topic_data], [None] * len(request.topic_data)
+    image = broker.image
+    return [image.topic_name(t.topic_id) for t in request.topic_data], [t.topic_id for t in request.topic_data]
+
+
+def _transactional_batches(request: Any, names: list[str | None]) -> dict[tuple[str, int], TxnBatch]:
+    """The producer of each partition whose records are transactional (first batch's header);
+    topics whose id is unknown (no name) are left out: they are not appended."""
     batches: dict[tuple[str, int], TxnBatch] = {}
-    for topic in request.topic_data:
+    for topic, name in zip(request.topic_data, names, strict=True):
+        if name is None:
+            continue
         for pd in topic.partition_data:
             try:
                 header = read_header(pd.records or b"", 0)
             except Exception:
                 continue  # the append reports the malformed records
             if header.is_transactional:
-                batches[(topic.name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch,
+                batches[(name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch,
                                                            header.base_sequence)
     return batches
 
@@ -198,10 +226,11 @@ class ProduceResults:
         return encode_produce_response(version, correlation_id, self.throttle_ms, self.topics)
 
 
-def _all_failed(m: Any, request: Any, code: int, message: str | None) -> Any:
+def _all_failed(m: Any, request: Any, ids: list[uuid.UUID | None], code: int, message: str | None) -> Any:
+    # v13 answers each topic by the id it was asked by; before v13 ``make`` drops topic_id.
     return m.make("ProduceResponse", throttle_time=0, responses=tuple(
-        m.make("TopicProduceResponse", name=t.name, partition_responses=tuple(
+        m.make("TopicProduceResponse", name=getattr(t, "name", ""), topic_id=tid, partition_responses=tuple(
             m.make("PartitionProduceResponse", index=p.index, error_code=code, base_offset=-1,
                    log_append_time=-1, log_start_offset=-1, record_errors=(), error_message=message)
             for p in t.partition_data))
-        for t in request.topic_data))
+        for t, tid in zip(request.topic_data, ids, strict=True)))
