@@ -236,8 +236,8 @@ def test_kafka_metadata_quorum_tool(kind: str, strom: HasBootstrap, kafka: Kafka
     skip_without_java()
     jar = tools_jar()
     if jar is None:
-        pytest.skip("kafka-tools jar (MetadataQuorumCommand) not in ~/.m2; fetch org.apache.kafka:kafka-tools "
-                    "with Maven or set STROM_KAFKA_TOOLS_JAR")
+        pytest.skip("kafka-tools jar (MetadataQuorumCommand) neither in the reference's jars nor in ~/.m2: "
+                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
     bootstrap = strom.bootstrap if kind == "strom" else kafka.bootstrap
     with WireClient(bootstrap) as c:
         node = node_id(c)

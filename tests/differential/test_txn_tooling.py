@@ -24,7 +24,7 @@ clusters allocate different ids), epochs relative to InitProducerId's, offsets, 
 ``KAFKA_EXPECTED`` are checked against KIP-664 too, so a harness mistake cannot make a case vacuous.
 
 The last test drives Kafka's own ``kafka-transactions.sh`` (``org.apache.kafka.tools.
-TransactionsCommand`` from the kafka-tools jar in the local Maven repository) against strom.
+TransactionsCommand`` from the reference's kafka-tools jar) against strom.
 """
 
 from __future__ import annotations
@@ -329,13 +329,17 @@ def test_every_observation_is_a_case(observations: tuple[Seen, Seen]) -> None:
 
 def tools_jar() -> Path | None:
     """kafka-tools (TransactionsCommand, what bin/kafka-transactions.sh runs) of the reference's
-    Kafka version, from the local Maven repository (the reference's jar set leaves it out)."""
+    Kafka version: from the reference's jar set (scripts/kafka_ref/pom.xml lists it), else from
+    the local Maven repository."""
     if os.environ.get("STROM_KAFKA_TOOLS_JAR"):
         return Path(os.environ["STROM_KAFKA_TOOLS_JAR"])
-    clients = sorted(ensure_jars().glob("kafka-clients-*.jar"))
+    lib = ensure_jars()
+    clients = sorted(lib.glob("kafka-clients-*.jar"))
     if not clients:
         return None
     version = clients[-1].name.removeprefix("kafka-clients-").removesuffix(".jar")
+    if (lib / f"kafka-tools-{version}.jar").is_file():
+        return lib / f"kafka-tools-{version}.jar"
     jar = Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka" / "kafka-tools" / version / \
         f"kafka-tools-{version}.jar"
     return jar if jar.is_file() else None
@@ -369,8 +373,8 @@ def test_kafka_transactions_tool_finds_and_aborts_a_hanging_transaction(kind: st
     skip_without_java()
     jar = tools_jar()
     if jar is None:
-        pytest.skip("kafka-tools jar (TransactionsCommand) not in ~/.m2; fetch org.apache.kafka:kafka-tools "
-                    "with Maven or set STROM_KAFKA_TOOLS_JAR")
+        pytest.skip("kafka-tools jar (TransactionsCommand) neither in the reference's jars nor in ~/.m2: "
+                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
     topic, tid = f"hanging-{RUN}", f"hanging-txn-{RUN}"
     now = int(time.time() * 1000)
     old = now - 3_600_000
