@@ -369,3 +369,15 @@ def _uvarint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def assert_case_matches(case: str, ours: dict[str, Any], theirs: dict[str, Any],
+                        kafka_expected: dict[str, Any]) -> None:
+    """One observation of a recorded scenario: Kafka must have answered as documented (when
+    ``kafka_expected`` has the case) and strom as Kafka. A scenario that stopped early names its
+    crash (``seen["crashed"]``) instead of a bare KeyError."""
+    assert case in theirs, f"Kafka's scenario did not get this far: {theirs.get('crashed')}"
+    if case in kafka_expected:
+        assert theirs[case] == kafka_expected[case], f"Kafka did not answer as documented: {theirs[case]}"
+    assert case in ours, f"strom's scenario did not get this far: {ours.get('crashed')}"
+    assert ours[case] == theirs[case], f"\nstrom: {ours[case]}\nKafka: {theirs[case]}"

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from diff_wire import WireClient, seconds
+from diff_wire import WireClient, assert_case_matches, seconds
 from kafka_ref import KafkaRef
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
@@ -586,9 +586,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_matches_kafka(case: str, observations: tuple[dict[str, Any], dict[str, Any]]) -> None:
     ours, theirs = observations
-    if case in KAFKA_EXPECTED:
-        assert theirs[case] == KAFKA_EXPECTED[case], f"Kafka did not answer as documented: {theirs[case]}"
-    assert ours[case] == theirs[case], f"\nstrom: {ours[case]}\nKafka: {theirs[case]}"
+    assert_case_matches(case, ours, theirs, KAFKA_EXPECTED)
 
 
 def test_every_observation_is_a_case(observations: tuple[dict[str, Any], dict[str, Any]]) -> None:

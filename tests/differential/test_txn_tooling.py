@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from diff_wire import WireClient, kio_schema
+from diff_wire import WireClient, assert_case_matches, kio_schema
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
@@ -306,11 +306,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_matches_kafka(case: str, observations: tuple[Seen, Seen]) -> None:
     ours, theirs = observations
-    assert case in theirs, f"Kafka's scenario did not get this far: {theirs['crashed']}"
-    if case in KAFKA_EXPECTED:
-        assert theirs[case] == KAFKA_EXPECTED[case], f"Kafka did not answer as documented: {theirs[case]}"
-    assert case in ours, f"strom's scenario did not get this far: {ours['crashed']}"
-    assert ours[case] == theirs[case], f"\nstrom: {ours[case]}\nKafka: {theirs[case]}"
+    assert_case_matches(case, ours, theirs, KAFKA_EXPECTED)
 
 
 @pytest.mark.parametrize("broker", ["strom", "kafka"])

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from diff_wire import WireClient, build_txn_batch, kio_schema
+from diff_wire import WireClient, assert_case_matches, build_txn_batch, kio_schema
 from kafka_ref import KafkaRef
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.errors import ErrorCode
@@ -809,11 +809,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_matches_kafka(case: str, observations: tuple[Seen, Seen]) -> None:
     ours, theirs = observations
-    assert case in theirs, f"Kafka's scenario did not get this far: {theirs['crashed']}"
-    if case in KAFKA_EXPECTED:
-        assert theirs[case] == KAFKA_EXPECTED[case], f"Kafka did not answer as documented: {theirs[case]}"
-    assert case in ours, f"strom's scenario did not get this far: {ours['crashed']}"
-    assert ours[case] == theirs[case], f"\nstrom: {ours[case]}\nKafka: {theirs[case]}"
+    assert_case_matches(case, ours, theirs, KAFKA_EXPECTED)
 
 
 @pytest.mark.parametrize("broker", ["strom", "kafka"])
