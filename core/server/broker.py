@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -53,6 +53,16 @@ log = logging.getLogger(__name__)
 MAINTENANCE_INTERVAL_S = 1.0
 # Kafka's SecurityProtocol ids, keyed by the listener names that default to them.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class ListedBroker(NamedTuple):
+    """A broker as Metadata, DescribeCluster and FindCoordinator list it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    fenced: bool
 
 
 class Broker:
@@ -154,18 +164,23 @@ class Broker:
         image = self.image
         return image.metadata_version, max(image.offset, 0)
 
-    def broker_endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every registered broker on ``listener_name``."""
+    def broker_endpoints(self, listener_name: str, *, include_fenced: bool = False) -> list[ListedBroker]:
+        """Every registered broker with an endpoint on ``listener_name``, by node id. Fenced
+        brokers only with ``include_fenced`` (Metadata leaves them out, as Kafka's does;
+        DescribeCluster v2 can ask for them). Before this broker's own registration is in the
+        image, it lists itself."""
         out = []
         for b in self.image.brokers.values():
+            if b.fenced and not include_fenced:
+                continue
             for ep in b.endpoints:
                 if ep.name == listener_name:
-                    out.append((b.broker_id, ep.host, ep.port, b.rack))
+                    out.append(ListedBroker(b.broker_id, ep.host, ep.port, b.rack, b.fenced))
         if not out:
             for name, host, port in self.endpoints():
                 if name == listener_name:
-                    out.append((self.node_id, host, port, self.config.broker_rack))
-        return out
+                    out.append(ListedBroker(self.node_id, host, port, self.config.broker_rack, False))
+        return sorted(out)
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         return {key: h.VERSIONS for key, h in self.handlers.items()}

@@ -20,24 +20,12 @@ API_KEY = 60
 VERSIONS = (0, 2)
 
 
-def cluster_brokers(broker: Broker, listener: str) -> list[tuple[int, str, int, str | None, bool]]:
-    """(node id, host, port, rack, fenced) of every broker registered with ``listener``."""
-    out = []
-    for b in broker.image.brokers.values():
-        ep = b.endpoint(listener)
-        if ep is not None:
-            out.append((b.broker_id, ep.host, ep.port, b.rack, b.fenced))
-    if not out:
-        out = [(node, host, port, rack, False) for node, host, port, rack in broker.broker_endpoints(listener)]
-    return sorted(out)
-
-
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     m = response_messages(API_KEY, ctx.api_version)
     include_fenced = bool(getattr(request, "include_fenced_brokers", False))
     brokers = tuple(m.make("DescribeClusterBroker", broker_id=node, host=host, port=port, rack=rack, is_fenced=fenced)
-                    for node, host, port, rack, fenced in cluster_brokers(broker, ctx.listener_name)
-                    if include_fenced or not fenced)
+                    for node, host, port, rack, fenced in broker.broker_endpoints(
+                        ctx.listener_name, include_fenced=include_fenced))
     return m.make("DescribeClusterResponse", throttle_time=response_throttle(broker, ctx), error_code=0,
                   error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
                   controller_id=broker.controller_id(), brokers=brokers,

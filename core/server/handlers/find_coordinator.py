@@ -37,7 +37,7 @@ async def _lookup(broker: Broker, ctx: RequestContext, key_type: int, key: str) 
     except Exception as e:
         code, message = error_of(e)
         return code, message, -1, "", -1
-    for node_id, host, port, _rack in broker.broker_endpoints(ctx.listener_name):
+    for node_id, host, port, _rack, _fenced in broker.broker_endpoints(ctx.listener_name):
         if node_id == broker.node_id:
             return 0, None, node_id, host, port
     return int(ErrorCode.coordinator_not_available), "no endpoint on this listener", -1, "", -1

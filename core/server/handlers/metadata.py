@@ -111,7 +111,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                              is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts)))
 
     brokers = tuple(m.make("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
-                    for node, host, port, rack in broker.broker_endpoints(ctx.listener_name))
+                    for node, host, port, rack, _fenced in broker.broker_endpoints(ctx.listener_name))
     return m.make("MetadataResponse", throttle_time=response_throttle(broker, ctx), brokers=brokers,
                   cluster_id=broker.cluster_id, controller_id=broker.controller_id(), topics=tuple(topics),
                   cluster_authorized_operations=-2147483648, error_code=0)
