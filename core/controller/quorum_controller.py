@@ -417,6 +417,8 @@ class QuorumController:
             if op == OP_SET:
                 if value is None:
                     raise _err(ErrorCode.invalid_request, f"Null value not supported for : {key}")
+                if key in REPLICATION_QUOTA_KEYS:
+                    _check_quota_rate(key, value)
                 new[key] = value
             elif op == OP_DELETE:
                 new.pop(key, None)
@@ -554,4 +556,21 @@ class QuorumController:
             return first, PRODUCER_ID_BLOCK_SIZE
 
 
-_BROKER_KEYS = frozenset(f.alias for f in BrokerConfig.model_fields.values() if f.alias)
+# Kafka's dynamic-only broker configs for replication quotas (DynamicConfig.Broker: LONG, >= 0).
+# strom has no replica movement to throttle, so they are stored and shown but change nothing;
+# they are accepted because Kafka's tools set and clear them (kafka-reassign-partitions.sh
+# --verify clears the throttles at the end of every reassignment).
+REPLICATION_QUOTA_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                    "replica.alter.log.dirs.io.max.bytes.per.second"})
+_BROKER_KEYS = frozenset(f.alias for f in BrokerConfig.model_fields.values() if f.alias) | REPLICATION_QUOTA_KEYS
+
+
+def _check_quota_rate(key: str, value: str) -> None:
+    """A replication quota is a LONG >= 0; Kafka refuses anything else with INVALID_REQUEST."""
+    try:
+        rate = int(value.strip())
+    except ValueError:
+        raise _err(ErrorCode.invalid_request,
+                   f"Invalid value {value} for configuration {key}: Not a number of type LONG") from None
+    if rate < 0:
+        raise _err(ErrorCode.invalid_request, f"Invalid value {value} for configuration {key}: Value must be at least 0")

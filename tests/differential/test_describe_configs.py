@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 from kafka_ref import KafkaRef
 from ref_fixtures import HasBootstrap
 
@@ -75,3 +83,33 @@ def test_diff_configs_reports_each_kind() -> None:
     assert diff_configs(ours, theirs) == ["missing in strom: b = ('x', 'DEFAULT', False, False, True)",
                                           "only in strom: c = ('y', 'DEFAULT', False, False, True)",
                                           "a.value: strom '2', Kafka '1'"]
+
+
+def alter_broker_config(bootstrap: str, ops: list[tuple[str, str | None]]) -> tuple[str, str]:
+    """IncrementalAlterConfigs on broker 1 (SET with a value, DELETE with None): (error name, message)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                           else AlterConfigOpType.DELETE) for k, v in ops]
+    future = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)])
+    try:
+        next(iter(future.values())).result(timeout=30)
+    except Exception as e:  # a KafkaException carrying the broker's error
+        err = e.args[0]
+        return err.name(), err.str()
+    return "NO_ERROR", ""
+
+
+def test_replication_throttles_are_accepted_and_checked(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    """Kafka's tools set and clear the replication throttles (kafka-reassign-partitions.sh --verify
+    clears them); a bad value is refused with INVALID_REQUEST and ConfigDef's words on both brokers."""
+    for b in (strom, kafka):
+        assert alter_broker_config(b.bootstrap, [("leader.replication.throttled.rate", "1048576"),
+                                                 ("follower.replication.throttled.rate", "1048576")]) == ("NO_ERROR", "")
+        assert alter_broker_config(b.bootstrap, [("leader.replication.throttled.rate", None),
+                                                 ("follower.replication.throttled.rate", None)]) == ("NO_ERROR", "")
+        assert alter_broker_config(b.bootstrap, [("leader.replication.throttled.rate", "-5")]) == (
+            "INVALID_REQUEST", "Invalid value -5 for configuration leader.replication.throttled.rate: "
+                               "Value must be at least 0")
+        assert alter_broker_config(b.bootstrap, [("follower.replication.throttled.rate", "abc")]) == (
+            "INVALID_REQUEST", "Invalid value abc for configuration follower.replication.throttled.rate: "
+                               "Not a number of type LONG")
