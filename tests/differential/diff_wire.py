@@ -381,3 +381,18 @@ def assert_case_matches(case: str, ours: dict[str, Any], theirs: dict[str, Any],
         assert theirs[case] == kafka_expected[case], f"Kafka did not answer as documented: {theirs[case]}"
     assert case in ours, f"strom's scenario did not get this far: {ours.get('crashed')}"
     assert ours[case] == theirs[case], f"\nstrom: {ours[case]}\nKafka: {theirs[case]}"
+
+
+def visible(fetched: dict[str, Any]) -> list[bytes]:
+    """What a read_committed consumer keeps of ``WireClient.fetch_log``'s answer: data of producers not inside an aborted transaction."""
+    aborted = sorted(fetched["aborted"], key=lambda a: a[1])
+    aborting: set[int] = set()
+    out: list[bytes] = []
+    for b in fetched["batches"]:
+        while aborted and aborted[0][1] <= b["base_offset"]:
+            aborting.add(aborted.pop(0)[0])
+        if b["control"]:
+            aborting.discard(b["producer_id"])
+        elif b["producer_id"] not in aborting:
+            out.extend(b["values"])
+    return out

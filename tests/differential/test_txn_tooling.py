@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from diff_wire import WireClient, assert_case_matches, kio_schema
+from diff_wire import WireClient, assert_case_matches, kio_schema, visible
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
@@ -147,21 +147,6 @@ class Scenario:
                 "last_stable_offset": fetched["last_stable_offset"],
                 "aborted": [(self.pid(p), o) for p, o in fetched["aborted"]],
                 "batches": batches, "read_committed_sees": visible(fetched)}
-
-
-def visible(fetched: dict[str, Any]) -> list[bytes]:
-    """What a read_committed consumer keeps: data of producers not inside an aborted transaction."""
-    aborted = sorted(fetched["aborted"], key=lambda a: a[1])
-    aborting: set[int] = set()
-    out: list[bytes] = []
-    for b in fetched["batches"]:
-        while aborted and aborted[0][1] <= b["base_offset"]:
-            aborting.add(aborted.pop(0)[0])
-        if b["control"]:
-            aborting.discard(b["producer_id"])
-        elif b["producer_id"] not in aborting:
-            out.extend(b["values"])
-    return out
 
 
 def produce(c: WireClient, tid: str | None, topic: str, records: bytes) -> str:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from diff_wire import WireClient, assert_case_matches, build_txn_batch, kio_schema
+from diff_wire import WireClient, assert_case_matches, build_txn_batch, kio_schema, visible
 from kafka_ref import KafkaRef
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.errors import ErrorCode
@@ -91,21 +91,6 @@ class Rel:
                 "last_stable_offset": fetched["last_stable_offset"],
                 "aborted": [(self.ids(p, 0)[0], o) for p, o in fetched["aborted"]],
                 "batches": batches, "visible": visible(fetched)}
-
-
-def visible(fetched: dict[str, Any]) -> list[bytes]:
-    """What a read_committed consumer keeps: data of producers not inside an aborted transaction."""
-    aborted = sorted(fetched["aborted"], key=lambda a: a[1])
-    aborting: set[int] = set()
-    out: list[bytes] = []
-    for b in fetched["batches"]:
-        while aborted and aborted[0][1] <= b["base_offset"]:
-            aborting.add(aborted.pop(0)[0])
-        if b["control"]:
-            aborting.discard(b["producer_id"])
-        elif b["producer_id"] not in aborting:
-            out.extend(b["values"])
-    return out
 
 
 def produce_once(c: WireClient, tid: str | None, batches: dict[tuple[str, int], bytes],
