@@ -188,8 +188,16 @@ def test_all_topics_paging_from_a_cursor(clients: Any) -> None:
     def outside(cursor: tuple[str, int]) -> bool:
         return not cursor[0].startswith(PREFIX)
 
-    theirs = walk(k, [], 2, (PREFIX, 0), stop=outside)
-    ours = walk(s, [], 2, (PREFIX, 0), stop=outside)
+    def past_mine(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # Other modules' topics on the shared brokers (which differ between them) may follow this
+        # module's: a cursor past our prefix, or none, both mean "the listing went past ours".
+        for page in pages:
+            if page["next_cursor"] is None or outside(page["next_cursor"]):
+                page["next_cursor"] = "past this module's topics"
+        return pages
+
+    theirs = past_mine(walk(k, [], 2, (PREFIX, 0), stop=outside))
+    ours = past_mine(walk(s, [], 2, (PREFIX, 0), stop=outside))
     covered = [(t["name"], p["index"]) for page in theirs for t in page["topics"] for p in t["partitions"]]
     assert covered == [(n, i) for n in sorted(TOPICS) for i in range(TOPICS[n])]
     assert ours == theirs

@@ -24,6 +24,8 @@ from kafka_ref import KafkaRef
 from kio.schema.errors import ErrorCode
 from ref_fixtures import HasBootstrap
 
+from strom.core.testing import wait_for
+
 E = ErrorCode
 ZERO = uuid.UUID(int=0)
 UNKNOWN_ID = uuid.uuid4()  # the same unknown topic id goes to both brokers
@@ -311,7 +313,11 @@ def observe_log_dirs(bootstrap: str) -> dict[str, Any]:
     m = kio_schema("describe_log_dirs", 5)
     with WireClient(bootstrap) as c:
         name, _ = setup_topic(c, "logdirs")
-        c.produce_batches({(name, 0): build_batch([(None, b"x" * 100)])})
+        # A record in each partition: Kafka creates a partition's log only when its broker applies
+        # the leadership, which can trail CreateTopics' answer on a loaded machine.
+        wait_for(lambda: set(c.produce_batches({(name, p): build_batch([(None, b"x" * 100)])
+                                                for p in (0, 1)}).values()) == {0},
+                 timeout=30, what=f"a record in both partitions of {name}")
         some = c.request(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic=name, partitions=(0, 1, 7)),)))
         every = c.request(m.DescribeLogDirsRequest(topics=None))
 
