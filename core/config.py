@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -182,22 +183,46 @@ class LogConfig:
 
     ``values`` holds every topic key; ``overrides`` the keys the topic sets itself (source
     TOPIC_CONFIG in DescribeConfigs). Attribute access uses Python names
-    (``segment_bytes``) for the keys the storage engine reads on its hot paths.
+    (``segment_bytes``) for the keys the storage engine reads on its hot paths. The keys every
+    append reads are parsed once, when the config is made (it is immutable): as properties they
+    cost about as much as the rest of a small append's bookkeeping.
     """
 
     values: Mapping[str, Any]
     overrides: frozenset[str] = frozenset()
+    segment_bytes: int = dc_field(init=False, repr=False, compare=False)
+    segment_ms: int = dc_field(init=False, repr=False, compare=False)
+    cleanup_policy: frozenset[str] = dc_field(init=False, repr=False, compare=False)
+    compact: bool = dc_field(init=False, repr=False, compare=False)
+    max_message_bytes: int = dc_field(init=False, repr=False, compare=False)
+    log_append_time: bool = dc_field(init=False, repr=False, compare=False)
+    message_timestamp_before_max_ms: int = dc_field(init=False, repr=False, compare=False)
+    message_timestamp_after_max_ms: int = dc_field(init=False, repr=False, compare=False)
+    min_insync_replicas: int = dc_field(init=False, repr=False, compare=False)
+    flush_messages: int = dc_field(init=False, repr=False, compare=False)
+    flush_ms: int = dc_field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        v = self.values
+        policy = frozenset(p for p in str(v["cleanup.policy"]).split(",") if p)
+        hot = {
+            "segment_bytes": int(v["segment.bytes"]),
+            "segment_ms": int(v["segment.ms"]),
+            "cleanup_policy": policy,
+            "compact": "compact" in policy,
+            "max_message_bytes": int(v["max.message.bytes"]),
+            "log_append_time": v["message.timestamp.type"] == "LogAppendTime",
+            "message_timestamp_before_max_ms": int(v["message.timestamp.before.max.ms"]),
+            "message_timestamp_after_max_ms": int(v["message.timestamp.after.max.ms"]),
+            "min_insync_replicas": int(v["min.insync.replicas"]),
+            "flush_messages": int(v["flush.messages"]),
+            "flush_ms": int(v["flush.ms"]),
+        }
+        for name, value in hot.items():
+            object.__setattr__(self, name, value)
 
     def get(self, key: str) -> Any:
         return self.values[key]
-
-    @property
-    def segment_bytes(self) -> int:
-        return int(self.values["segment.bytes"])
-
-    @property
-    def segment_ms(self) -> int:
-        return int(self.values["segment.ms"])
 
     @property
     def segment_jitter_ms(self) -> int:
@@ -220,14 +245,6 @@ class LogConfig:
         return int(self.values["retention.bytes"])
 
     @property
-    def cleanup_policy(self) -> frozenset[str]:
-        return frozenset(p for p in str(self.values["cleanup.policy"]).split(",") if p)
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
@@ -244,36 +261,8 @@ class LogConfig:
         return float(self.values["min.cleanable.dirty.ratio"])
 
     @property
-    def max_message_bytes(self) -> int:
-        return int(self.values["max.message.bytes"])
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.values["message.timestamp.type"] == "LogAppendTime"
-
-    @property
-    def message_timestamp_before_max_ms(self) -> int:
-        return int(self.values["message.timestamp.before.max.ms"])
-
-    @property
-    def message_timestamp_after_max_ms(self) -> int:
-        return int(self.values["message.timestamp.after.max.ms"])
-
-    @property
-    def flush_messages(self) -> int:
-        return int(self.values["flush.messages"])
-
-    @property
-    def flush_ms(self) -> int:
-        return int(self.values["flush.ms"])
-
-    @property
     def file_delete_delay_ms(self) -> int:
         return int(self.values["file.delete.delay.ms"])
-
-    @property
-    def min_insync_replicas(self) -> int:
-        return int(self.values["min.insync.replicas"])
 
     @property
     def compression_type(self) -> str:

@@ -83,8 +83,7 @@ from strom.core.records.builder import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     build_control_batch,
-    decode_batch,
-    parse_control_record,
+    read_control_record,
 )
 from strom.core.records.validate import assign_offsets
 
@@ -336,11 +335,9 @@ class Log:
     def _apply_control_batch(info: ProducerAppendInfo, buf: bytes | bytearray | memoryview, pos: int,
                              h: BatchHeader, offset: int, transaction_version: int = 0) -> CompletedTxn | None:
         """Read a control batch's one record: a COMMIT/ABORT marker ends the producer's transaction."""
-        records = decode_batch(buf, pos, check_crc=False).records
-        if not records:
+        marker = read_control_record(buf, pos, h)
+        if marker is None:
             return None  # a marker emptied by the cleaner: its transaction is gone already
-        rec = records[0]
-        marker = parse_control_record(rec.key, rec.value)
         if marker.type not in (CONTROL_ABORT, CONTROL_COMMIT):
             return None
         return info.append_end_txn_marker(marker.commit, h.producer_epoch, marker.coordinator_epoch, offset,

@@ -57,6 +57,11 @@ _PREFIX = struct.Struct(">qiibI")  # base_offset .. crc: the part in front of th
 _SUFFIX = struct.Struct(">hiqqqhii")  # attributes .. records_count: the CRC'd part of the header
 _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
+# A control record up to its key: length 16 (zig-zag 32), attributes, timestamp and offset
+# deltas 0, key length 4 (zig-zag 8); then the key, value length 6 (zig-zag 12), the value and
+# a header count of 0.
+_CONTROL_RECORD_HEAD = bytes([32, 0, 0, 0, 8])
+_CONTROL_VALUE_LEN = bytes([12])
 
 
 class Record(NamedTuple):
@@ -269,8 +274,16 @@ def build_batch(
         attributes |= DELETE_HORIZON_MASK
 
     payload = codecs.compress(compression, body, compression_level) if compression else body
+    return _seal_batch(payload, len(records), attributes, last_offset_delta, base_timestamp, max_timestamp,
+                       producer_id, producer_epoch, base_sequence, base_offset, partition_leader_epoch)
+
+
+def _seal_batch(payload: bytes | bytearray, count: int, attributes: int, last_offset_delta: int,
+                base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+                base_sequence: int, base_offset: int, partition_leader_epoch: int) -> bytes:
+    """The batch header in front of an encoded (and maybe compressed) records section, CRC included."""
     crc_part = _SUFFIX.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
-                            producer_id, producer_epoch, base_sequence, len(records)) + payload
+                            producer_id, producer_epoch, base_sequence, count) + payload
     crc = crc32c.crc32c(crc_part)
     # batch_length counts everything after itself: leader epoch, magic, crc, then crc_part.
     batch_length = len(crc_part) + ATTRIBUTES_OFFSET - LOG_OVERHEAD
@@ -287,20 +300,39 @@ def build_control_batch(
     partition_leader_epoch: int = -1,
 ) -> bytes:
     """A transaction marker batch: one control record (key version 0 + type, value version 0 +
-    coordinator epoch), transactional and control bits set, no sequence."""
-    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    coordinator epoch), transactional and control bits set, no sequence.
+
+    The record is laid out directly (the coordinator writes one per partition per transaction):
+    attributes 0, timestamp and offset deltas 0, a 4-byte key, a 6-byte value, no headers.
+    """
     ts = now_ms() if timestamp is None else timestamp
-    return build_batch(
-        [SimpleRecord(key, value, (), ts)],
-        base_offset=base_offset,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=-1,
-        transactional=True,
-        control=True,
-        partition_leader_epoch=partition_leader_epoch,
-    )
+    record = (_CONTROL_RECORD_HEAD + _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+              + _CONTROL_VALUE_LEN + _CONTROL_VALUE.pack(0, coordinator_epoch) + b"\x00")
+    return _seal_batch(record, 1, TRANSACTIONAL_MASK | CONTROL_MASK, 0, ts, ts, producer_id, producer_epoch,
+                       -1, base_offset, partition_leader_epoch)
+
+
+def read_control_record(buf: Buffer, pos: int, header: BatchHeader) -> ControlRecord | None:
+    """The control record of the control batch at ``pos`` (None when the cleaner emptied it).
+
+    Reads only the one record a control batch holds; raises InvalidRecordError if malformed.
+    """
+    if header.records_count <= 0 or header.batch_length + LOG_OVERHEAD <= BATCH_OVERHEAD:
+        return None
+    if header.attributes & COMPRESSION_MASK:
+        records = decode_batch(buf, pos, check_crc=False).records
+        return parse_control_record(records[0].key, records[0].value) if records else None
+    try:
+        p = pos + BATCH_OVERHEAD
+        _length, p = _read_varint(buf, p)
+        p += 1  # attributes
+        _timestamp_delta, p = _read_varint(buf, p)
+        _offset_delta, p = _read_varint(buf, p)
+        key, p = _read_bytes(buf, p)
+        value, p = _read_bytes(buf, p)
+    except IndexError:
+        raise InvalidRecordError(f"control batch at byte {pos} is truncated") from None
+    return parse_control_record(key, value)
 
 
 def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecord:

@@ -27,6 +27,7 @@ from strom.core.records.builder import (
     encode_varint,
     parse_control_record,
     parse_records,
+    read_control_record,
 )
 
 CODECS = [0, 1, 2, 3, 4]
@@ -258,6 +259,49 @@ def test_control_batch(commit: bool) -> None:
     # kafka-python recognises it as a control record of the same kind.
     (kp,) = list(DefaultRecordBatch(raw))
     assert DefaultRecordBatch(raw).is_control_batch and kp.commit is commit
+
+
+@settings(max_examples=50, deadline=None)
+@given(commit=st.booleans(), producer_id=st.integers(0, INT64_MAX), epoch=st.integers(0, 32767),
+       coordinator_epoch=st.integers(-(2**31), 2**31 - 1), timestamp=st.integers(0, 2**50),
+       leader_epoch=st.integers(-1, 2**31 - 1))
+def test_control_batch_is_the_generic_encoding(commit: bool, producer_id: int, epoch: int, coordinator_epoch: int,
+                                               timestamp: int, leader_epoch: int) -> None:
+    """The marker is laid out by hand; it must be byte for byte what build_batch makes of it."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    generic = build_batch([SimpleRecord(key, struct.pack(">hi", 0, coordinator_epoch), (), timestamp)],
+                          producer_id=producer_id, producer_epoch=epoch, transactional=True, control=True,
+                          partition_leader_epoch=leader_epoch)
+    raw = build_control_batch(commit, producer_id, epoch, coordinator_epoch, timestamp=timestamp,
+                              partition_leader_epoch=leader_epoch)
+    assert raw == generic
+    # Read back at an offset inside a larger buffer, as the log reads it.
+    buf = bytearray(b"\xff" * 7 + raw)
+    marker = read_control_record(buf, 7, read_header(buf, 7))
+    assert marker is not None and marker.commit is commit and marker.coordinator_epoch == coordinator_epoch
+
+
+def test_read_control_record_edge_cases() -> None:
+    raw = build_control_batch(True, 9, 1, 4, timestamp=1000)
+    h = read_header(raw)
+    # A control batch the cleaner emptied: no record, no marker.
+    emptied = build_batch([], producer_id=9, producer_epoch=1, transactional=True, control=True,
+                          base_timestamp=1000, max_timestamp=1000)
+    assert read_control_record(emptied, 0, read_header(emptied)) is None
+    # A compressed control batch (no broker writes one, but a log may hold it) is decoded.
+    key, value = struct.pack(">hh", 0, CONTROL_ABORT), struct.pack(">hi", 0, 6)
+    zipped = build_batch([SimpleRecord(key, value, (), 1000)], compression=1, producer_id=9, producer_epoch=1,
+                         transactional=True, control=True)
+    marker = read_control_record(zipped, 0, read_header(zipped))
+    assert marker is not None and not marker.commit and marker.coordinator_epoch == 6
+    # A record cut short is an error, not an IndexError.
+    with pytest.raises(InvalidRecordError):
+        read_control_record(raw[:BATCH_OVERHEAD + 6], 0, h)
+    # A key that is not a marker's is refused as parse_control_record refuses it.
+    bad = build_batch([SimpleRecord(b"\x00", b"", (), 1000)], producer_id=9, producer_epoch=1,
+                      transactional=True, control=True)
+    with pytest.raises(InvalidRecordError):
+        read_control_record(bad, 0, read_header(bad))
 
 
 def test_parse_control_record_bad() -> None:
