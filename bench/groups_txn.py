@@ -305,6 +305,7 @@ class TxnResult:
     broker_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
     other_cpu_s: float = 0.0
+    steal_s: float = 0.0
     error: str | None = None
     notes: list[str] = field(default_factory=list)
 

@@ -88,13 +88,21 @@ def tree_cpu_seconds(root_pid: int) -> float:
     return total
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent not idle since boot (first line of /proc/stat)."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    ticks = [int(f) for f in fields]
+def _machine_ticks() -> list[int]:
     # user nice system idle iowait irq softirq steal [guest guest_nice: already inside user/nice]
-    busy = sum(ticks[:8]) - ticks[3] - ticks[4]
-    return busy / _CLK_TCK
+    return [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle since boot (first line of /proc/stat), steal included."""
+    ticks = _machine_ticks()
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / _CLK_TCK
+
+
+def machine_steal_seconds() -> float:
+    """CPU seconds since boot that this (virtual) machine wanted but its host ran something else in."""
+    ticks = _machine_ticks()
+    return ticks[7] / _CLK_TCK if len(ticks) > 7 else 0.0
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -290,6 +290,7 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
     res.broker_cpu_s = round(clock.broker_cpu, 3)
     res.client_cpu_s = round(java_cpu, 3)  # the JVM's CPU (the driver idles during the phase)
     res.other_cpu_s = round(max(0.0, clock.other_cpu - java_cpu), 3)
+    res.steal_s = round(clock.steal, 3)
     res.notes += verify_topic(broker.bootstrap, topic, res.records, partitions, res.mode == "transactional",
                               txn_size)
     if res.mode == "transactional" and res.epoch_before is not None and res.epoch_after is not None:
@@ -366,13 +367,13 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
         for mode in MODES:
             r = s[mode]
             if r is None:
-                rows.append([s["broker"], mode, f"{args.records:,}", "-", "-", "-", "-", "-", "-", "-", "FAILED"])
+                rows.append([s["broker"], mode, f"{args.records:,}", "-", "-", "-", "-", "-", "-", "-", "-", "FAILED"])
                 continue
             epochs = "-" if r["epoch_before"] is None or mode != "transactional" \
                 else f"{r['epoch_before']}->{r['epoch_after']}"
             rows.append([s["broker"], mode, f"{r['records']:,}", str(r["transactions"] or "-"),
                          f"{r['seconds']:.2f}", f"{r['msgs_per_s']:,.0f}", f"{r['broker_cpu_s']:.2f}",
-                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", epochs,
+                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", f"{r.get('steal_s', 0.0):.2f}", epochs,
                          "; ".join(r["notes"]) or "ok"])
     client = next((r.client for r in results if r.client), "?")
     effective = next((r.effective for r in results if r.effective), {})
@@ -394,7 +395,7 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                            tv_used(results, s["broker"]),
                            "-" if s["ratio"] is None else ("met" if s["ratio"] >= 0.8 else "MISSED")])
     return "\n".join([head, _table(["broker", "mode", "records", "txns", "secs", "msgs/s", "broker CPU s",
-                                    "client CPU s", "other CPU s", "epoch", "status"], rows), "",
+                                    "client CPU s", "other CPU s", "steal s", "epoch", "status"], rows), "",
                       _table(["broker", "idempotent msgs/s", "transactional msgs/s", "txn/idempotent", "per round",
                               "client TV", target], ratio_rows)])
 
