@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, Self
+from operator import attrgetter
+from typing import Any, ClassVar, NamedTuple, Self
 
 from strom.core.exceptions import CorruptMessageError
 
@@ -284,29 +286,78 @@ def _read_value(r: Reader, f: F, version: int, flexible: bool) -> Any:
     return read_struct(r, t, version, flexible)
 
 
-def write_struct(out: bytearray, msg: Message, version: int, flexible: bool) -> None:
-    """Append ``msg``'s fields at ``version``; tagged fields exist only in flexible versions."""
-    cls = type(msg)
-    tagged: list[tuple[int, bytes]] = []
+class _WritePlan(NamedTuple):
+    """How to write one message type at one version: ``steps`` in order, then the tagged fields.
+
+    A step is ``(struct, getter, None)`` for a run of consecutive non-nullable primitive fields,
+    packed with one call, or ``(None, None, field)`` for any other field.
+    """
+
+    steps: tuple[tuple[struct.Struct | None, Callable[[Any], Any] | None, F | None], ...]
+    tagged: tuple[tuple[int, F, Any], ...]  # (tag, field, default), in tag order
+
+
+_PLANS: dict[tuple[type, int, bool], _WritePlan] = {}
+
+
+def _write_plan(cls: type[Message], version: int, flexible: bool) -> _WritePlan:
+    key = (cls, version, flexible)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    steps: list[tuple[struct.Struct | None, Callable[[Any], Any] | None, F | None]] = []
+    run: list[F] = []
+
+    def close_run() -> None:
+        if run:
+            names = [f.attr for f in run]
+            get = attrgetter(*names) if len(names) > 1 else (lambda m, n=names[0]: (getattr(m, n),))
+            fmt = ">" + "".join(_PRIM[str(f.type)].format.lstrip(">") for f in run)
+            steps.append((struct.Struct(fmt), get, None))
+            run.clear()
+
+    tagged: list[tuple[int, F, Any]] = []
     for f in cls.SCHEMA:
         if not f.present(version):
             continue
-        value = getattr(msg, f.attr)
         if f.tag is not None:
-            # Kafka writes a tagged field only when it differs from its default.
-            if flexible and value != _defaults(cls)[f.attr]:
-                buf = bytearray()
-                _write_value(buf, f, value, version, flexible)
-                tagged.append((f.tag, bytes(buf)))
+            if flexible:
+                tagged.append((f.tag, f, _defaults(cls)[f.attr]))
             continue
-        _write_value(out, f, value, version, flexible)
-    if flexible:
-        tagged.sort()
-        write_uvarint(out, len(tagged))
-        for tag, data in tagged:
-            write_uvarint(out, tag)
-            write_uvarint(out, len(data))
-            out += data
+        if isinstance(f.type, str) and f.type in _PRIM and not f.array and not f.is_nullable(version):
+            run.append(f)
+            continue
+        close_run()
+        steps.append((None, None, f))
+    close_run()
+    tagged.sort(key=lambda t: t[0])
+    plan = _PLANS[key] = _WritePlan(tuple(steps), tuple(tagged))
+    return plan
+
+
+def write_struct(out: bytearray, msg: Message, version: int, flexible: bool) -> None:
+    """Append ``msg``'s fields at ``version``; tagged fields exist only in flexible versions."""
+    plan = _write_plan(type(msg), version, flexible)
+    for packer, get, f in plan.steps:
+        if packer is not None and get is not None:
+            out += packer.pack(*get(msg))
+        elif f is not None:
+            _write_value(out, f, getattr(msg, f.attr), version, flexible)
+    if not flexible:
+        return
+    tagged: list[tuple[int, bytes]] = []
+    for tag, f, default in plan.tagged:
+        value = getattr(msg, f.attr)
+        # Kafka writes a tagged field only when it differs from its default.
+        if value != default:
+            buf = bytearray()
+            _write_value(buf, f, value, version, flexible)
+            tagged.append((tag, bytes(buf)))
+    write_uvarint(out, len(tagged))
+    for tag, data in tagged:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data
 
 
 def read_struct(r: Reader, cls: type[Message], version: int, flexible: bool) -> Any:
