@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from strom.core.controller.quorum_controller import CreatableTopic
 from strom.core.exceptions import NotLeaderOrFollowerError
 from strom.core.records.batch import iter_headers
-from strom.core.records.builder import LogRecord, SimpleRecord, build_batch, decode_records
+from strom.core.records.builder import LogRecord, build_keyed_batch, decode_records
 from strom.core.server.handlers._common import error_of
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ class CoordinatorRuntime:
         part = rm.get_partition(topic, partition)
         if not part.is_leader:
             raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
-        batch = build_batch([SimpleRecord(k, v) for k, v in records], producer_id=producer_id,
-                            producer_epoch=producer_epoch, transactional=transactional)
+        batch = build_keyed_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                  transactional=transactional)
         buf = bytearray(batch)
         info = part.log.append_as_leader(buf, list(iter_headers(buf)), part.leader_epoch, origin="coordinator")
         part.maybe_increment_high_watermark()

@@ -290,6 +290,24 @@ def _seal_batch(payload: bytes | bytearray, count: int, attributes: int, last_of
     return _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC, crc) + crc_part
 
 
+def build_keyed_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, timestamp: int | None = None,
+                      producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> bytes:
+    """An uncompressed batch of ``(key, value)`` records with one timestamp and no headers.
+
+    What the coordinators write (their state records): the same bytes as :func:`build_batch`
+    makes of ``SimpleRecord(key, value, (), timestamp)``s, without its general-case bookkeeping.
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    ts = now_ms() if timestamp is None else timestamp
+    body = bytearray()
+    for offset_delta, (key, value) in enumerate(records):
+        _encode_record(body, offset_delta, 0, key, value, ())
+    attributes = TRANSACTIONAL_MASK if transactional else 0
+    return _seal_batch(body, len(records), attributes, len(records) - 1, ts, ts, producer_id, producer_epoch,
+                       -1, 0, -1)
+
+
 def build_control_batch(
     commit: bool,
     producer_id: int,

@@ -21,6 +21,7 @@ from strom.core.records.builder import (
     SimpleRecord,
     build_batch,
     build_control_batch,
+    build_keyed_batch,
     decode_batch,
     decode_records,
     decode_varint,
@@ -279,6 +280,20 @@ def test_control_batch_is_the_generic_encoding(commit: bool, producer_id: int, e
     buf = bytearray(b"\xff" * 7 + raw)
     marker = read_control_record(buf, 7, read_header(buf, 7))
     assert marker is not None and marker.commit is commit and marker.coordinator_epoch == coordinator_epoch
+
+
+@settings(max_examples=50, deadline=None)
+@given(records=st.lists(st.tuples(st.none() | st.binary(max_size=300), st.none() | st.binary(max_size=300)),
+                        min_size=1, max_size=8),
+       timestamp=st.integers(0, 2**50), producer=st.booleans())
+def test_keyed_batch_is_the_generic_encoding(records: list[tuple[bytes | None, bytes | None]], timestamp: int,
+                                             producer: bool) -> None:
+    """The coordinators' batch builder makes what build_batch makes of the same records."""
+    kw = {"producer_id": 77, "producer_epoch": 3, "transactional": True} if producer else {}
+    generic = build_batch([SimpleRecord(k, v, (), timestamp) for k, v in records], **kw)  # type: ignore[arg-type]
+    assert build_keyed_batch(records, timestamp=timestamp, **kw) == generic  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        build_keyed_batch([])
 
 
 def test_read_control_record_edge_cases() -> None:
