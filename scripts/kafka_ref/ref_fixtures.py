@@ -9,6 +9,7 @@ twice is a no-op). Without a usable Java (17+) the fixtures skip with the reason
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "java_client"))
 
 from java_client import JavaClient
-from kafka_ref import KafkaRef, KafkaRefError, java_problem
+from kafka_ref import KafkaRef, KafkaRefError, ensure_jars, java_problem
 
 # Broker settings both strom and Kafka get in tests that compare them: the cleaner looks for
 # work every half second instead of every 15 s so compaction tests finish quickly. No setting
@@ -40,6 +41,34 @@ def skip_without_java() -> None:
     problem = java_problem()
     if problem is not None:
         pytest.skip(f"reference Apache Kafka needs Java: {problem}")
+
+
+def tools_jar() -> Path | None:
+    """The kafka-tools jar (the classes behind bin/kafka-*.sh: TransactionsCommand, TopicCommand,
+    MetadataQuorumCommand, ...) of the reference's Kafka version: ``STROM_KAFKA_TOOLS_JAR``, else
+    the reference's jar set (scripts/kafka_ref/pom.xml lists it), else the local Maven repository."""
+    if os.environ.get("STROM_KAFKA_TOOLS_JAR"):
+        return Path(os.environ["STROM_KAFKA_TOOLS_JAR"])
+    lib = ensure_jars()
+    clients = sorted(lib.glob("kafka-clients-*.jar"))
+    if not clients:
+        return None
+    version = clients[-1].name.removeprefix("kafka-clients-").removesuffix(".jar")
+    if (lib / f"kafka-tools-{version}.jar").is_file():
+        return lib / f"kafka-tools-{version}.jar"
+    jar = Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka" / "kafka-tools" / version / \
+        f"kafka-tools-{version}.jar"
+    return jar if jar.is_file() else None
+
+
+def needs_tools() -> Path:
+    """The kafka-tools jar, or skip the test (no Java, or no jar) saying how to get it."""
+    skip_without_java()
+    jar = tools_jar()
+    if jar is None:
+        pytest.skip("kafka-tools jar neither in the reference's jars nor in ~/.m2: "
+                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
+    return jar
 
 
 def shared_kafka() -> KafkaRef:

@@ -26,8 +26,7 @@ import pytest
 from diff_wire import WireClient, kio_schema
 from kafka_ref import KafkaRef, classpath, ensure_jars, free_port
 from kio.schema.errors import ErrorCode
-from ref_fixtures import HasBootstrap, skip_without_java
-from test_txn_tooling import tools_jar
+from ref_fixtures import HasBootstrap, needs_tools, skip_without_java
 
 from strom.core.testing import BrokerProcess
 
@@ -233,11 +232,7 @@ def test_kafka_metadata_quorum_tool(kind: str, strom: HasBootstrap, kafka: Kafka
     """``kafka-metadata-quorum.sh describe --status`` and ``--replication`` of Kafka 4.3.1 print
     what the broker answers to DescribeQuorum v2 (run against Kafka too, so the expectations are
     the tool's own reading of a real quorum)."""
-    skip_without_java()
-    jar = tools_jar()
-    if jar is None:
-        pytest.skip("kafka-tools jar (MetadataQuorumCommand) neither in the reference's jars nor in ~/.m2: "
-                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
+    jar = needs_tools()
     bootstrap = strom.bootstrap if kind == "strom" else kafka.bootstrap
     with WireClient(bootstrap) as c:
         node = node_id(c)

@@ -38,8 +38,7 @@ import pytest
 from diff_wire import WireClient, kio_schema
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.errors import ErrorCode
-from ref_fixtures import HasBootstrap, skip_without_java
-from test_txn_tooling import tools_jar
+from ref_fixtures import HasBootstrap, needs_tools, skip_without_java
 
 from strom.core.testing import BrokerProcess
 
@@ -231,10 +230,7 @@ def test_internal_topic_by_name(clients: Any) -> None:
 # -- Kafka's own tool: kafka-topics.sh --describe ------------------------------------------------
 
 def kafka_topics_describe(bootstrap: str, *args: str) -> tuple[str, str]:
-    jar = tools_jar()
-    if jar is None:
-        pytest.skip("kafka-tools jar (TopicCommand) neither in the reference's jars nor in ~/.m2: "
-                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
+    jar = needs_tools()
     cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
            "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.admin.KafkaAdminClient=debug",
            "-cp", f"{classpath(ensure_jars())}{os.pathsep}{jar}", "org.apache.kafka.tools.TopicCommand",

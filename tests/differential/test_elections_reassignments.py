@@ -21,8 +21,7 @@ import pytest
 from diff_wire import WireClient, kio_schema
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.errors import ErrorCode
-from ref_fixtures import HasBootstrap, skip_without_java
-from test_txn_tooling import tools_jar
+from ref_fixtures import HasBootstrap, needs_tools
 
 from strom.core.testing import BrokerProcess
 
@@ -260,15 +259,6 @@ def run_tool(jar: Path, cls: str, bootstrap: str, *args: str) -> tuple[int, str]
 
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-
-
-def needs_tools() -> Path:
-    skip_without_java()
-    jar = tools_jar()
-    if jar is None:
-        pytest.skip("kafka-tools jar neither in the reference's jars nor in ~/.m2: "
-                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
-    return jar
 
 
 def tool_outputs(jar: Path, bootstrap: str, topic: str, workdir: Path) -> list[tuple[int, str]]:

@@ -44,7 +44,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.errors import ErrorCode
-from ref_fixtures import HasBootstrap, skip_without_java
+from ref_fixtures import HasBootstrap, needs_tools
 
 from strom.core.testing import BrokerProcess
 
@@ -308,24 +308,6 @@ def test_every_observation_is_a_case(observations: tuple[Seen, Seen]) -> None:
 
 # -- Kafka's own tool: kafka-transactions.sh against strom ----------------------------------------
 
-def tools_jar() -> Path | None:
-    """kafka-tools (TransactionsCommand, what bin/kafka-transactions.sh runs) of the reference's
-    Kafka version: from the reference's jar set (scripts/kafka_ref/pom.xml lists it), else from
-    the local Maven repository."""
-    if os.environ.get("STROM_KAFKA_TOOLS_JAR"):
-        return Path(os.environ["STROM_KAFKA_TOOLS_JAR"])
-    lib = ensure_jars()
-    clients = sorted(lib.glob("kafka-clients-*.jar"))
-    if not clients:
-        return None
-    version = clients[-1].name.removeprefix("kafka-clients-").removesuffix(".jar")
-    if (lib / f"kafka-tools-{version}.jar").is_file():
-        return lib / f"kafka-tools-{version}.jar"
-    jar = Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka" / "kafka-tools" / version / \
-        f"kafka-tools-{version}.jar"
-    return jar if jar.is_file() else None
-
-
 def kafka_transactions(jar: Path, bootstrap: str, *args: str) -> list[dict[str, str]]:
     """Run ``kafka-transactions.sh --bootstrap-server B args...``; its table as one dict per row."""
     cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
@@ -351,11 +333,7 @@ def test_kafka_transactions_tool_finds_and_aborts_a_hanging_transaction(kind: st
     without AddPartitionsToTxn: the coordinator keeps the id Empty while the partition holds an
     open transaction that nothing will ever end, with a timestamp an hour old.
     """
-    skip_without_java()
-    jar = tools_jar()
-    if jar is None:
-        pytest.skip("kafka-tools jar (TransactionsCommand) neither in the reference's jars nor in ~/.m2: "
-                    "re-run scripts/kafka_ref/fetch.sh or set STROM_KAFKA_TOOLS_JAR")
+    jar = needs_tools()
     topic, tid = f"hanging-{RUN}", f"hanging-txn-{RUN}"
     now = int(time.time() * 1000)
     old = now - 3_600_000
