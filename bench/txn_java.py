@@ -400,6 +400,25 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                               "client TV", target], ratio_rows)])
 
 
+# A phase where other work (other processes or containers on this machine, or the host's other
+# guests through steal) took more than this share of the machine's CPU is reported as disturbed.
+DISTURBED_SHARE = 0.10
+
+
+def disturbed(results: list[JavaTxnResult], cores: int) -> list[str]:
+    """The measured phases other work disturbed, each with what it took of the machine."""
+    out = []
+    for r in results:
+        if r.warmup or r.error is not None or r.seconds <= 0:
+            continue
+        taken = r.other_cpu_s + r.steal_s
+        capacity = cores * r.java_wall_s if r.java_wall_s > 0 else cores * r.seconds
+        if taken > DISTURBED_SHARE * capacity:
+            out.append(f"{r.broker} {r.mode} {_round(r)}: other work {r.other_cpu_s:.2f} CPU s, steal {r.steal_s:.2f} s "
+                       f"of {capacity:.1f} CPU s")
+    return out
+
+
 def _round(r: JavaTxnResult) -> str:
     return "warm-up round" if r.warmup else f"round {r.round}"
 
@@ -461,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     base: list[TxnResult] = list(measured)  # summarize_txn reads only TxnResult's fields
     summary = summarize_txn(base)
     parts = [render(summary, measured, args), f"load average (1, 5, 15 min): before {load_before}, after {load_after}"]
+    if busy := disturbed(measured, os.cpu_count() or 1):
+        parts.append(f"DISTURBED PHASES (other work took more than {DISTURBED_SHARE:.0%} of the machine; "
+                     "their rounds measure the machine, not the broker):\n  " + "\n  ".join(busy))
     errors = [f"{r.broker} {r.mode} {_round(r)}: {r.error}" for r in results if r.error]
     notes = [f"{r.broker} {r.mode} {_round(r)}: {'; '.join(r.notes)}" for r in results if r.notes]
     if errors or notes:

@@ -57,3 +57,17 @@ def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, se
     assert txn["epoch_after"] == txn["epoch_before"] + 3
     assert doc["settings"]["settings_name"] == settings
     assert doc["summary"][0]["ratio"] is not None
+
+
+def test_disturbed_phases_are_named() -> None:
+    """A phase where other work took over a tenth of the machine is reported; a quiet one is not."""
+    quiet = txn_java.JavaTxnResult("strom", "idempotent", 1, 1000, seconds=2.0, java_wall_s=2.0,
+                                   other_cpu_s=0.1, steal_s=0.0)
+    busy = txn_java.JavaTxnResult("strom", "transactional", 1, 1000, seconds=5.0, java_wall_s=5.0,
+                                  other_cpu_s=0.8, steal_s=0.3)
+    warm = txn_java.JavaTxnResult("strom", "transactional", 0, 1000, seconds=5.0, java_wall_s=5.0,
+                                  other_cpu_s=4.0, warmup=True)
+    failed = txn_java.JavaTxnResult("strom", "transactional", 2, 1000, other_cpu_s=4.0, error="boom")
+    lines = txn_java.disturbed([quiet, busy, warm, failed], cores=2)
+    assert len(lines) == 1 and lines[0].startswith("strom transactional round 1: other work 0.80 CPU s, steal 0.30 s")
+    assert txn_java.disturbed([busy], cores=8) == []  # 1.1 CPU s is under a tenth of 40
