@@ -62,6 +62,7 @@ class _MappedIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._map: mmap.mmap | None = None
+        self._max_entries = 0  # slots in the map; kept with the map (appends check it every time)
         path.touch(exist_ok=True)
         size = path.stat().st_size
         self._corrupt_size = size % self.ENTRY_SIZE != 0
@@ -83,15 +84,17 @@ class _MappedIndex:
         if self._map is not None:
             self._map.close()
             self._map = None
+            self._max_entries = 0
         with open(self.path, "r+b") as f:
             if os.fstat(f.fileno()).st_size != size:
                 f.truncate(size)
             if size:
                 self._map = mmap.mmap(f.fileno(), size)
+                self._max_entries = size // self.ENTRY_SIZE
 
     @property
     def max_entries(self) -> int:
-        return (len(self._map) if self._map is not None else 0) // self.ENTRY_SIZE
+        return self._max_entries
 
     @property
     def entries(self) -> int:
@@ -123,12 +126,14 @@ class _MappedIndex:
         if self._map is not None:
             self._map.close()
             self._map = None
+            self._max_entries = 0
 
     def close_handler(self) -> None:
         """Release the map and file without trimming (the file is about to be replaced/deleted)."""
         if self._map is not None:
             self._map.close()
             self._map = None
+            self._max_entries = 0
 
     def delete(self) -> None:
         self.close_handler()

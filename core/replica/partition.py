@@ -147,8 +147,11 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min log end offset over the ISR (this broker's LEO for itself)."""
         leo = self.log.log_end_offset
-        candidates = [leo] + [self.remote_leos.get(r, 0) for r in self.isr if r != self.local_id]
-        new_hw = min(candidates)
+        isr = self.isr
+        if not isr or isr == (self.local_id,):  # the leader alone (the usual single node): no list
+            new_hw = leo
+        else:
+            new_hw = min([leo] + [self.remote_leos.get(r, 0) for r in isr if r != self.local_id])
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             return True
