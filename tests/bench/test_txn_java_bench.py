@@ -71,3 +71,13 @@ def test_disturbed_phases_are_named() -> None:
     lines = txn_java.disturbed([quiet, busy, warm, failed], cores=2)
     assert len(lines) == 1 and lines[0].startswith("strom transactional round 1: other work 0.80 CPU s, steal 0.30 s")
     assert txn_java.disturbed([busy], cores=8) == []  # 1.1 CPU s is under a tenth of 40
+
+
+def test_only_the_client_race_is_retried() -> None:
+    race = RuntimeError("TxnBench failed in commitTransaction (transaction 38): "
+                        "org.apache.kafka.common.errors.InvalidTxnStateException: The producer attempted ...")
+    assert txn_java.client_race(race)
+    assert not txn_java.client_race(RuntimeError("TxnBench failed in send: org.apache.kafka.common.errors."
+                                                 "InvalidTxnStateException"))
+    assert not txn_java.client_race(RuntimeError("TxnBench failed in commitTransaction (transaction 3): "
+                                                 "org.apache.kafka.common.errors.ProducerFencedException"))
