@@ -164,7 +164,7 @@ class TransactionCoordinator:
         """Write ``md`` (or a tombstone for ``transactional_id``) and install it in memory."""
         tid = md.transactional_id if md is not None else transactional_id
         assert tid is not None
-        value = None if md is None else records.encode_value(md.to_log_value())
+        value = None if md is None else md.log_value_bytes()
         try:
             await self.runtime.append(TRANSACTION_STATE_TOPIC, self.partition_of(tid), [(records.encode_key(tid), value)])
         except NotLeaderOrFollowerError:

@@ -6,23 +6,34 @@ Schemas from Kafka's ``transaction-coordinator/src/main/resources/common/message
 * value: ``TransactionLogValue`` v0 (not flexible) and v1 (flexible, tagged PreviousProducerId,
   NextProducerId, ClientTransactionVersion).
 
-Both are written as Kafka does: an int16 version, then the struct, by the generic codec of
-:mod:`strom.core.metadata.codec`. strom writes value v1; v0 values (written by Kafka before
-transaction version 2) decode too. A ``None`` value is a tombstone (the transactional id expired).
+Both are written as Kafka does: an int16 version, then the struct. The generic codec of
+:mod:`strom.core.metadata.codec` reads and writes every version; every state change of a
+transaction (three per transaction) writes a v1 value, so :func:`encode_metadata_value` packs that
+one straight from the coordinator's state with a few ``struct`` calls (a property test checks it
+against the codec byte for byte). v0 values (written by Kafka before transaction version 2) decode
+too. A ``None`` value is a tombstone (the transactional id expired).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from strom.core.exceptions import CorruptMessageError
 from strom.core.metadata.codec import ALL, NEVER, F, Message
+from strom.core.protocol.codec import encode_uvarint
 
 KEY_VERSION = 0
 VALUE_VERSION = 1
 _I16 = struct.Struct(">h")
+# v1 value up to the partitions: version, ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus
+_V1_HEAD = struct.Struct(">hqhib")
+_V1_TIMES = struct.Struct(">qq")  # TransactionLastUpdateTimestampMs, TransactionStartTimestampMs
+_TAG_I64 = struct.Struct(">BBq")  # tag, size 8, value: PreviousProducerId (0), NextProducerId (1)
+_TAG_I16 = struct.Struct(">BBh")  # tag 2, size 2, ClientTransactionVersion
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class TransactionLogValue(Message):
     )
 
 
+@functools.lru_cache(maxsize=4096)  # a transactional id's key is written at every state change
 def encode_key(transactional_id: str) -> bytes:
     return _I16.pack(KEY_VERSION) + TransactionLogKey(transactional_id).encode(KEY_VERSION)
 
@@ -80,6 +92,45 @@ def decode_key(data: bytes) -> str:
 
 def encode_value(value: TransactionLogValue) -> bytes:
     return _I16.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
+
+
+def encode_metadata_value(producer_id: int, previous_producer_id: int, next_producer_id: int,
+                          producer_epoch: int, timeout_ms: int, status: int,
+                          partitions: Iterable[tuple[str, int]], last_update_ms: int, start_ms: int,
+                          client_transaction_version: int) -> bytes:
+    """The bytes :func:`encode_value` writes for the same TransactionLogValue v1, packed directly.
+
+    ``partitions`` are (topic, partition) pairs in any order; they are written grouped by topic
+    in sorted order, as :meth:`TransactionMetadata.to_log_value` builds them. Tagged fields at
+    their defaults (-1, -1, 0) are left out, as the codec leaves them out.
+    """
+    parts = [_V1_HEAD.pack(VALUE_VERSION, producer_id, producer_epoch, timeout_ms, status)]
+    pairs = sorted(partitions)
+    topics: list[tuple[str, list[int]]] = []
+    for topic, index in pairs:
+        if topics and topics[-1][0] == topic:
+            topics[-1][1].append(index)
+        else:
+            topics.append((topic, [index]))
+    parts.append(encode_uvarint(len(topics) + 1))
+    for topic, ids in topics:
+        name = topic.encode()
+        parts.append(encode_uvarint(len(name) + 1))
+        parts.append(name)
+        parts.append(encode_uvarint(len(ids) + 1))
+        parts.append(struct.pack(f">{len(ids)}i", *ids))
+        parts.append(b"\x00")  # the partitions struct's empty tag section
+    parts.append(_V1_TIMES.pack(last_update_ms, start_ms))
+    tags = []
+    if previous_producer_id != -1:
+        tags.append(_TAG_I64.pack(0, 8, previous_producer_id))
+    if next_producer_id != -1:
+        tags.append(_TAG_I64.pack(1, 8, next_producer_id))
+    if client_transaction_version != 0:
+        tags.append(_TAG_I16.pack(2, 2, client_transaction_version))
+    parts.append(bytes((len(tags),)))
+    parts.extend(tags)
+    return b"".join(parts)
 
 
 def decode_value(data: bytes) -> TransactionLogValue:

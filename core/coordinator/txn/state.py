@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.records import TransactionLogValue, TxnPartitions
+from strom.core.coordinator.txn.records import TransactionLogValue, TxnPartitions, encode_metadata_value
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -104,6 +104,13 @@ class TransactionMetadata:
             transaction_last_update_timestamp_ms=self.last_update_ms,
             transaction_start_timestamp_ms=self.txn_start_ms,
             client_transaction_version=self.client_transaction_version)
+
+    def log_value_bytes(self) -> bytes:
+        """``records.encode_value(self.to_log_value())``, packed without the intermediate objects."""
+        return encode_metadata_value(
+            self.producer_id, self.last_producer_id, self.next_producer_id, self.producer_epoch,
+            self.timeout_ms, int(self.state), self.partitions, self.last_update_ms, self.txn_start_ms,
+            self.client_transaction_version)
 
     @classmethod
     def from_log_value(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:

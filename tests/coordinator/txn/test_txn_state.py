@@ -6,6 +6,8 @@ import struct
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.txn import records, state
@@ -344,3 +346,25 @@ def test_v2_fields_survive_the_log() -> None:
     prep = replace(_ongoing_v2(), state=TxnState.PREPARE_COMMIT, next_producer_id=777)
     back = state.TransactionMetadata.from_log_value("t", records.decode_value(records.encode_value(prep.to_log_value())))
     assert (back.next_producer_id, back.client_transaction_version) == (777, 2)
+
+
+_i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(producer_id=_i64, previous=st.one_of(st.just(-1), _i64), next_id=st.one_of(st.just(-1), _i64),
+       epoch=st.integers(-(1 << 15), (1 << 15) - 1), timeout=st.integers(-(1 << 31), (1 << 31) - 1),
+       status=st.sampled_from(list(TxnState)),
+       partitions=st.frozensets(st.tuples(st.text(min_size=0, max_size=300), st.integers(0, (1 << 31) - 1)),
+                                max_size=40),
+       update_ms=_i64, start_ms=_i64, client_version=st.sampled_from([0, 1, 2, -1, 300]))
+def test_metadata_value_packs_the_codecs_bytes(producer_id: int, previous: int, next_id: int, epoch: int,
+                                               timeout: int, status: TxnState, partitions: frozenset[tuple[str, int]],
+                                               update_ms: int, start_ms: int, client_version: int) -> None:
+    """The hand-packed v1 value the coordinator writes is byte for byte the generic codec's."""
+    md = TransactionMetadata("t", producer_id, epoch, last_producer_id=previous, timeout_ms=timeout,
+                             state=status, partitions=partitions, txn_start_ms=start_ms, last_update_ms=update_ms,
+                             next_producer_id=next_id, client_transaction_version=client_version)
+    packed = md.log_value_bytes()
+    assert packed == records.encode_value(md.to_log_value())
+    assert TransactionMetadata.from_log_value("t", records.decode_value(packed)) == replace(md, last_producer_epoch=-1)
