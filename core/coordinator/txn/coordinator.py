@@ -12,6 +12,15 @@ EndTxn is Kafka's two-phase commit: persist PrepareX (the decision), write a COM
 to every partition of the transaction through the coordinator runtime, persist CompleteX. All
 operations on one transactional id are serialized by a per-id lock; the state rules are the pure
 functions of :mod:`strom.core.coordinator.txn.state`. Event-loop only.
+
+CompleteX is the one record nothing waits for: the answer went out with PrepareX, and a
+coordinator that restarts before CompleteX is in the log finds PrepareX and writes the markers
+again, as Kafka's does after a failover (a marker for a finished transaction completes nothing).
+So it lingers up to :data:`COMPLETE_LINGER_S` in memory and goes into the same batch as the id's
+next record (usually the next transaction's Ongoing, a few milliseconds later), which saves an
+append per transaction; a timer writes whatever is still lingering, and :meth:`close` too. Every
+write that takes a lingering record happens without a suspension point between taking it and
+appending, so the log keeps each id's records in the order they were made.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MARKER_RETRY_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+COMPLETE_LINGER_S = 0.005  # as Kafka's group.coordinator.append.linger.ms default (5 ms)
 PARTITION_WAIT_S = 30.0
 
 
@@ -55,6 +65,8 @@ class TransactionCoordinator:
         self.loaded = False
         self.txns: dict[str, TransactionMetadata] = {}
         self._pending_markers: dict[str, set[TopicPartition]] = {}  # PrepareX ids: partitions still unmarked
+        self._lingering: dict[str, TransactionMetadata] = {}  # CompleteX states not in the log yet
+        self._linger_timer: asyncio.TimerHandle | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -94,6 +106,7 @@ class TransactionCoordinator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self.write_lingering()
 
     async def _wait_for_partitions(self) -> None:
         # The topic is committed; the ReplicaManager creates the logs when the image is published.
@@ -161,12 +174,18 @@ class TransactionCoordinator:
         return max(part.leader_epoch, 0) if part is not None else 0
 
     async def _persist(self, md: TransactionMetadata | None, transactional_id: str | None = None) -> None:
-        """Write ``md`` (or a tombstone for ``transactional_id``) and install it in memory."""
+        """Write ``md`` (or a tombstone for ``transactional_id``) and install it in memory.
+
+        A lingering CompleteX of the id goes first in the same batch."""
         tid = md.transactional_id if md is not None else transactional_id
         assert tid is not None
-        value = None if md is None else md.log_value_bytes()
+        key = records.encode_key(tid)
+        batch = [(key, None if md is None else md.log_value_bytes())]
+        lingering = self._lingering.pop(tid, None)
+        if lingering is not None:
+            batch.insert(0, (key, lingering.log_value_bytes()))
         try:
-            await self.runtime.append(TRANSACTION_STATE_TOPIC, self.partition_of(tid), [(records.encode_key(tid), value)])
+            self.runtime.append_now(TRANSACTION_STATE_TOPIC, self.partition_of(tid), batch)
         except NotLeaderOrFollowerError:
             raise TxnError(ErrorCode.not_coordinator) from None
         except Exception as e:
@@ -176,6 +195,40 @@ class TransactionCoordinator:
             self.txns.pop(tid, None)
         else:
             self.txns[tid] = md
+
+    def _linger(self, md: TransactionMetadata) -> None:
+        """Install a CompleteX state now and write it with the id's next record (or the timer)."""
+        self.txns[md.transactional_id] = md
+        self._lingering[md.transactional_id] = md
+        if self._closed:
+            self.write_lingering()  # close() may have written the others already
+        elif self._linger_timer is None:
+            self._linger_timer = asyncio.get_running_loop().call_later(COMPLETE_LINGER_S, self.write_lingering)
+
+    def write_lingering(self) -> None:
+        """Write every lingering CompleteX record, one batch per ``__transaction_state`` partition."""
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        by_partition: dict[int, list[TransactionMetadata]] = {}
+        for md in self._lingering.values():
+            by_partition.setdefault(self.partition_of(md.transactional_id), []).append(md)
+        self._lingering.clear()
+        for partition, mds in by_partition.items():
+            try:
+                self.runtime.append_now(TRANSACTION_STATE_TOPIC, partition,
+                                        [(records.encode_key(md.transactional_id), md.log_value_bytes()) for md in mds])
+            except Exception as e:
+                # Nothing is lost: the transactions are complete (their markers are written), the
+                # id's next record carries its state, and a coordinator that loads PrepareX
+                # instead writes the markers again and then CompleteX.
+                log.warning("cannot write CompleteX of %d transaction(s) to %s-%d: %s", len(mds),
+                            TRANSACTION_STATE_TOPIC, partition, e)
+
+    @property
+    def lingering(self) -> int:
+        """How many CompleteX records wait to be written (see the module docstring)."""
+        return len(self._lingering)
 
     # -- InitProducerId -----------------------------------------------------------------------
 
@@ -290,7 +343,7 @@ class TransactionCoordinator:
                 self._spawn(self._complete_later(transactional_id, MARKER_RETRY_S[0]))
 
     async def _write_markers_and_complete(self, transactional_id: str) -> bool:
-        """Write the markers still missing, then persist CompleteX. Caller holds the id's lock."""
+        """Write the markers still missing, then complete (CompleteX lingers). Caller holds the id's lock."""
         md = self.txns[transactional_id]
         pending = self._pending_markers.setdefault(transactional_id, set(md.partitions))
         if pending:
@@ -306,11 +359,7 @@ class TransactionCoordinator:
                                 tp[0], tp[1], ErrorCode(code).name)
         if pending:
             return False
-        try:
-            await self._persist(state.complete(md, self.clock()))
-        except TxnError as e:
-            log.warning("cannot complete transaction %r: %s; will retry", transactional_id, e)
-            return False
+        self._linger(state.complete(md, self.clock()))
         self._pending_markers.pop(transactional_id, None)
         return True
 

@@ -352,14 +352,92 @@ def test_records_in_the_log_are_kafka_transaction_log_records(tmp_path: Path) ->
         await coord.add_partitions("tx", pid, epoch, [(TOPIC, 1)])
         await coord.end_transaction("tx", pid, epoch, False)
         await settled(coord, "tx")
-        seen = []
-        for rec in broker.coordinator_runtime.read(TRANSACTION_STATE_TOPIC, coord.partition_of("tx")):
-            assert rec.key is not None and rec.value is not None
-            assert records.decode_key(rec.key) == "tx"
-            v = records.decode_value(rec.value)
-            seen.append((TxnState(v.transaction_status).display,
-                         [(p.topic, p.partition_ids) for p in v.transaction_partitions or []]))
-        assert seen == [("Empty", []), ("Ongoing", [(TOPIC, [1])]), ("PrepareAbort", [(TOPIC, [1])]),
-                        ("CompleteAbort", [])]
+        await written(coord)
+        assert state_log(broker, "tx") == [("Empty", []), ("Ongoing", [(TOPIC, [1])]),
+                                           ("PrepareAbort", [(TOPIC, [1])]), ("CompleteAbort", [])]
 
     run(tmp_path, body)
+
+
+def state_log(broker: Broker, transactional_id: str) -> list[tuple[str, list[tuple[str, list[int]]]]]:
+    """(state, partitions) of every ``__transaction_state`` record of the id, in log order."""
+    seen = []
+    coord = broker.txn_coordinator
+    for rec in broker.coordinator_runtime.read(TRANSACTION_STATE_TOPIC, coord.partition_of(transactional_id)):
+        assert rec.key is not None and rec.value is not None
+        if records.decode_key(rec.key) != transactional_id:
+            continue
+        v = records.decode_value(rec.value)
+        seen.append((TxnState(v.transaction_status).display,
+                     [(p.topic, p.partition_ids) for p in v.transaction_partitions or []]))
+    return seen
+
+
+async def written(coord: Any) -> None:
+    """Wait until no CompleteX record lingers (the coordinator's timer writes them)."""
+    for _ in range(500):
+        if coord.lingering == 0:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("CompleteX records were never written")
+
+
+def test_complete_lingers_into_the_next_transactions_batch(tmp_path: Path) -> None:
+    """CompleteCommit is not written on its own when the id's next record follows within the
+    linger: both go into one batch, in order. Alone, the timer writes it."""
+    async def body(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)], client_version=2)
+        epoch = (await coord.end_transaction("tx", pid, epoch, True, client_version=2))[1]
+        await settled(coord, "tx")
+        assert coord.describe("tx").state == TxnState.COMPLETE_COMMIT and coord.lingering == 1
+        assert state_log(broker, "tx")[-1] == ("PrepareCommit", [(TOPIC, [0])])
+        log = broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, coord.partition_of("tx")).log
+        batches_before = len(list(log.active_segment.iter_headers()))
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 1)], client_version=2)
+        assert coord.lingering == 0
+        assert state_log(broker, "tx")[-2:] == [("CompleteCommit", []), ("Ongoing", [(TOPIC, [1])])]
+        assert len(list(log.active_segment.iter_headers())) == batches_before + 1  # one batch for both
+        await coord.end_transaction("tx", pid, epoch, False, client_version=2)
+        await settled(coord, "tx")
+        await written(coord)
+        assert state_log(broker, "tx")[-2:] == [("PrepareAbort", [(TOPIC, [1])]), ("CompleteAbort", [])]
+
+    run(tmp_path, body)
+
+
+def test_a_complete_lost_before_it_was_written_is_completed_again_at_load(tmp_path: Path) -> None:
+    """A broker that stops before a lingering CompleteCommit reaches the log (kill -9) finds
+    PrepareCommit at load: it writes the markers again and then CompleteCommit, and the
+    producer goes on."""
+    async def first(broker: Broker) -> tuple[int, int]:
+        coord = broker.txn_coordinator
+        await create_topic(broker)
+        pid, epoch = await coord.init_producer_id("tx", 60000)
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
+        produce_txn(broker, pid, epoch, 0, [b"a"])
+        await coord.end_transaction("tx", pid, epoch, True)
+        await settled(coord, "tx")
+        assert coord.lingering == 1 and markers(broker) == [(pid, True)]
+        coord._lingering.clear()  # what a kill -9 inside the linger loses
+        return pid, epoch
+
+    pid, epoch = run(tmp_path, first)
+
+    async def second(broker: Broker) -> None:
+        coord = broker.txn_coordinator
+        for _ in range(500):
+            if coord.describe("tx").state == TxnState.COMPLETE_COMMIT:
+                break
+            await asyncio.sleep(0.01)
+        await settled(coord, "tx")
+        await written(coord)
+        assert markers(broker) == [(pid, True), (pid, True)]  # the second one completes nothing
+        assert stable(broker, 0)
+        assert state_log(broker, "tx")[-2:] == [("PrepareCommit", [(TOPIC, [0])]), ("CompleteCommit", [])]
+        await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
+        assert coord.describe("tx").state == TxnState.ONGOING
+
+    run(tmp_path, second, fresh=False)
