@@ -201,6 +201,7 @@ class LogConfig:
     min_insync_replicas: int = dc_field(init=False, repr=False, compare=False)
     flush_messages: int = dc_field(init=False, repr=False, compare=False)
     flush_ms: int = dc_field(init=False, repr=False, compare=False)
+    flushes: bool = dc_field(init=False, repr=False, compare=False)  # flush.messages or flush.ms set
 
     def __post_init__(self) -> None:
         v = self.values
@@ -217,6 +218,7 @@ class LogConfig:
             "min_insync_replicas": int(v["min.insync.replicas"]),
             "flush_messages": int(v["flush.messages"]),
             "flush_ms": int(v["flush.ms"]),
+            "flushes": int(v["flush.messages"]) < LONG_MAX or int(v["flush.ms"]) < LONG_MAX,
         }
         for name, value in hot.items():
             object.__setattr__(self, name, value)

@@ -824,6 +824,8 @@ class Log:
 
     def needs_flush(self, now_ms: int | None = None) -> bool:
         """True when flush.messages or flush.ms is exceeded (the broker then calls :meth:`flush`)."""
+        if not self.config.flushes:
+            return False  # Kafka's defaults: the OS writes back, replication is the durability
         with self._lock:
             if self._leo <= self._recovery_point and not self._dir_dirty:
                 return False

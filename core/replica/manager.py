@@ -94,7 +94,10 @@ class ReplicaManager:
         return part
 
     def append_records(self, topic: str, index: int, records: bytes, required_acks: int) -> AppendResult:
-        part = self.get_partition(topic, index)
+        return self.append_to_partition(self.get_partition(topic, index), records, required_acks)
+
+    def append_to_partition(self, part: Partition, records: bytes, required_acks: int) -> AppendResult:
+        """Produce's append to a partition it has looked up: validate, append, wake the fetches."""
         result = part.append_records_as_leader(records, required_acks)
         self.fetch_purgatory.check_and_complete(part.key)
         return result

@@ -103,8 +103,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 code, message = refused
             else:
                 try:
-                    result = rm.append_records(name, pd.index, records, acks)
                     part = rm.get_partition(name, pd.index)
+                    result = rm.append_to_partition(part, records, acks)
                     if part.log.needs_flush():
                         # flush.messages / flush.ms: durable before the ack, fsync off the loop.
                         await asyncio.to_thread(part.log.flush)
@@ -124,7 +124,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             raise MalformedRequestError("closing the connection of an acks=0 producer after a failed append")
         return None
 
-    if waits:
+    if waits and not all(p.high_watermark >= end for p, end in waits):  # alone in the ISR: already there
         timeout_s = ms(request.timeout) / 1000
         ok = await rm.produce_purgatory.wait_until(
             [p.key for p, _ in waits], lambda: all(p.high_watermark >= end for p, end in waits), timeout_s)
