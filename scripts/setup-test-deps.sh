@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what strom's tests need beyond pip: kcat, PostgreSQL, a JDK 17+ and Maven (the reference Apache
+# Install what strom's tests need beyond pip: kcat, valgrind, PostgreSQL, a JDK 17+ and Maven (the reference Apache
 # Kafka broker and the Java client test program), then resolve Kafka's jars from Maven Central
 # (scripts/kafka_ref/fetch.sh). Idempotent and quick when everything is already there.
 set -euo pipefail
@@ -19,6 +19,8 @@ java_major() {
 
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# callgrind for bench/txn_instructions.py (and its test)
+command -v callgrind_control >/dev/null 2>&1 || missing+=(valgrind)
 if [[ "$(java_major)" -lt 17 ]] || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
