@@ -87,6 +87,15 @@ async def settled(coord: Any, transactional_id: str) -> None:
         pass
 
 
+async def reaches(coord: Any, transactional_id: str, wanted: TxnState) -> None:
+    """Wait (up to 4 s) until the id is in ``wanted``, as after the completion a restart starts."""
+    for _ in range(200):
+        if coord.describe(transactional_id).state == wanted:
+            return
+        await asyncio.sleep(0.02)
+    assert coord.describe(transactional_id).state == wanted
+
+
 def stable(broker: Broker, partition: int = 0) -> bool:
     part = broker.replica_manager.get_partition(TOPIC, partition)
     return bool(part.last_stable_offset == part.high_watermark)
@@ -186,11 +195,7 @@ def test_prepare_commit_found_at_load_is_completed(tmp_path: Path) -> None:
 
     async def restart(broker: Broker) -> None:
         coord = broker.txn_coordinator
-        for _ in range(200):
-            if coord.describe("tx").state == TxnState.COMPLETE_COMMIT:
-                break
-            await asyncio.sleep(0.02)
-        assert coord.describe("tx").state == TxnState.COMPLETE_COMMIT
+        await reaches(coord, "tx", TxnState.COMPLETE_COMMIT)
         assert markers(broker) == [(pid, True)]
         assert stable(broker)
 
@@ -428,10 +433,7 @@ def test_a_complete_lost_before_it_was_written_is_completed_again_at_load(tmp_pa
 
     async def second(broker: Broker) -> None:
         coord = broker.txn_coordinator
-        for _ in range(500):
-            if coord.describe("tx").state == TxnState.COMPLETE_COMMIT:
-                break
-            await asyncio.sleep(0.01)
+        await reaches(coord, "tx", TxnState.COMPLETE_COMMIT)
         await settled(coord, "tx")
         await written(coord)
         assert markers(broker) == [(pid, True), (pid, True)]  # the second one completes nothing
