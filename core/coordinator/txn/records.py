@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -96,24 +96,17 @@ def encode_value(value: TransactionLogValue) -> bytes:
 
 def encode_metadata_value(producer_id: int, previous_producer_id: int, next_producer_id: int,
                           producer_epoch: int, timeout_ms: int, status: int,
-                          partitions: Iterable[tuple[str, int]], last_update_ms: int, start_ms: int,
+                          topics: Mapping[str, Sequence[int]], last_update_ms: int, start_ms: int,
                           client_transaction_version: int) -> bytes:
     """The bytes :func:`encode_value` writes for the same TransactionLogValue v1, packed directly.
 
-    ``partitions`` are (topic, partition) pairs in any order; they are written grouped by topic
-    in sorted order, as :meth:`TransactionMetadata.to_log_value` builds them. Tagged fields at
-    their defaults (-1, -1, 0) are left out, as the codec leaves them out.
+    ``topics``: the partition ids of each topic, in the order they are written
+    (:meth:`TransactionMetadata.topics`). Tagged fields at their defaults (-1, -1, 0) are left
+    out, as the codec leaves them out.
     """
     parts = [_V1_HEAD.pack(VALUE_VERSION, producer_id, producer_epoch, timeout_ms, status)]
-    pairs = sorted(partitions)
-    topics: list[tuple[str, list[int]]] = []
-    for topic, index in pairs:
-        if topics and topics[-1][0] == topic:
-            topics[-1][1].append(index)
-        else:
-            topics.append((topic, [index]))
     parts.append(encode_uvarint(len(topics) + 1))
-    for topic, ids in topics:
+    for topic, ids in topics.items():
         name = topic.encode()
         parts.append(encode_uvarint(len(name) + 1))
         parts.append(name)

@@ -92,9 +92,7 @@ class TransactionMetadata:
     # -- persistence --------------------------------------------------------------------------
 
     def to_log_value(self) -> TransactionLogValue:
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in sorted(self.partitions):
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = self.topics()
         return TransactionLogValue(
             producer_id=self.producer_id, previous_producer_id=self.last_producer_id,
             next_producer_id=self.next_producer_id,
@@ -109,7 +107,7 @@ class TransactionMetadata:
         """``records.encode_value(self.to_log_value())``, packed without the intermediate objects."""
         return encode_metadata_value(
             self.producer_id, self.last_producer_id, self.next_producer_id, self.producer_epoch,
-            self.timeout_ms, int(self.state), self.partitions, self.last_update_ms, self.txn_start_ms,
+            self.timeout_ms, int(self.state), self.topics(), self.last_update_ms, self.txn_start_ms,
             self.client_transaction_version)
 
     @classmethod
