@@ -39,13 +39,24 @@ commit) are shown per broker.
 
 ``--producer-prop KEY=VALUE`` overrides one property on top of either.
 
+``--schedule interleaved`` runs both modes of a round in one JVM instead (two producers, both
+warmed up), alternating in slices of ``--slice`` records (pairs of slices alternate their order),
+with the driver's clocks read around every slice and summed per mode: a drift in the machine's
+speed then meets both modes alike. It is not the same idempotent workload, though: a slice of
+100,000 records never fills the producer's 32 MB ``buffer.memory``, so the idempotent producer
+runs as a burst into an empty buffer and never under back-pressure, where the Java client spends
+far more CPU per record (young collections copying ~300,000 in-flight records and their
+callbacks, the sender and the application thread handing buffers to each other). The sequential
+schedule, like ``kafka-producer-perf-test``, measures the back-pressured producer, and is issue
+3's figure; docs/benchmarks.md ("session 10") has both.
+
 ``--transaction-version 1|2`` formats both brokers with that ``transaction.version`` instead of
 their defaults.
 
 Run: ``python bench/txn_java.py [--brokers strom,kafka] [--repeat 3] [--records 1000000]
 [--txn-size 1000] [--partitions 3] [--warmup 50000] [--warmup-rounds 1]
 [--settings client-defaults|librdkafka] [--producer-prop KEY=VALUE] [--transaction-version 1|2]
-[--json out.json]``.
+[--schedule sequential|interleaved] [--slice 100000] [--json out.json]``.
 """
 
 from __future__ import annotations
@@ -280,18 +291,29 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
     except BaseException:
         phase.kill()
         raise
-    if int(line["records"]) != res.records:
-        raise RuntimeError(f"TxnBench reports {line['records']} records, asked for {res.records}")
-    res.seconds = float(line["seconds"])
-    res.transactions = int(line["transactions"])
-    res.transaction_version = line.get("transaction_version")
-    res.epoch_before, res.epoch_after = line.get("epoch_before"), line.get("epoch_after")
+    take_result(res, line)
     res.client = str(line.get("client", ""))
     res.java_wall_s = round(clock.seconds, 4)
     res.broker_cpu_s = round(clock.broker_cpu, 3)
     res.client_cpu_s = round(java_cpu, 3)  # the JVM's CPU (the driver idles during the phase)
     res.other_cpu_s = round(max(0.0, clock.other_cpu - java_cpu), 3)
     res.steal_s = round(clock.steal, 3)
+    verify_result(broker, res, topic, partitions, txn_size, label)
+
+
+def take_result(res: JavaTxnResult, line: dict[str, Any]) -> None:
+    """What TxnBench's result (for one mode) says into ``res``."""
+    if int(line["records"]) != res.records:
+        raise RuntimeError(f"TxnBench reports {line['records']} records, asked for {res.records}")
+    res.seconds = float(line["seconds"])
+    res.transactions = int(line["transactions"])
+    res.transaction_version = line.get("transaction_version")
+    res.epoch_before, res.epoch_after = line.get("epoch_before"), line.get("epoch_after")
+
+
+def verify_result(broker: Broker, res: JavaTxnResult, topic: str, partitions: int, txn_size: int,
+                  label: str) -> None:
+    """Check the topic (high watermarks, read_committed count) and the producer epoch; print the phase."""
     res.notes += verify_topic(broker.bootstrap, topic, res.records, partitions, res.mode == "transactional",
                               txn_size)
     if res.mode == "transactional" and res.epoch_before is not None and res.epoch_after is not None:
@@ -306,6 +328,70 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
     print(f"  [{label}] {res.msgs_per_s:,.0f} msgs/s in {res.seconds:.2f}s"
           + (f" ({res.transactions} transactions{tv}{epoch})" if res.transactions else "")
           + (f"; {'; '.join(res.notes)}" if res.notes else "; verified"), file=sys.stderr, flush=True)
+
+
+def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResult, txn: JavaTxnResult,
+                    partitions: int, txn_size: int, slice_records: int, warmup_topic: str, warmup: int, label: str,
+                    props: list[str]) -> None:
+    """Run both modes of one round in one TxnBench JVM, alternating in slices (``--schedule
+    interleaved``): the clocks are read around every slice and summed per mode."""
+    by_mode = {"idempotent": idem, "transactional": txn}
+    topics = {mode: f"bench-java-{mode}-{uuid.uuid4().hex[:8]}" for mode in MODES}
+    print(f"  [{label}] {idem.records:,} x {VALUE_BYTES} B per mode on {topics['idempotent']} and "
+          f"{topics['transactional']} ({partitions} partitions, {txn_size:,} per transaction), alternating in "
+          f"slices of {slice_records:,}", file=sys.stderr, flush=True)
+    for topic in topics.values():
+        create_topic(broker.bootstrap, topic, partitions)
+    java = shutil.which("java")
+    assert java is not None
+    argv = [java, *JVM_OPTS, "-cp", f"{classes}:{lib}/*", "TxnBench", broker.bootstrap, topics["idempotent"],
+            str(idem.records), str(txn_size), str(VALUE_BYTES), "interleaved", "--txn-topic", topics["transactional"],
+            "--slice", str(slice_records), "--wait-go", *props]
+    if warmup > 0:
+        argv += ["--warmup-topic", warmup_topic, "--warmup-records", str(warmup)]
+    phase = JavaPhase(argv)
+    cpu: dict[str, dict[str, float]] = {mode: collections.defaultdict(float) for mode in MODES}
+    try:
+        while (line := phase.next_line(READY_TIMEOUT)).get("op") != "ready":
+            if line.get("op") == "warmup":
+                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
+                      file=sys.stderr, flush=True)
+        for res in by_mode.values():
+            res.effective = {str(k): str(v) for k, v in line.get("effective", {}).items()}
+        progress = Progress(label, 2 * idem.records)
+        done = 0
+        clock, java0 = PhaseClock(broker.pid), 0.0
+        while (line := phase.next_line(STALL_TIMEOUT)).get("op") != "result":
+            if line.get("op") == "slice-ready":
+                clock.begin()
+                java0 = tree_cpu_seconds(phase.proc.pid)
+                phase.go()
+            elif line.get("op") == "slice":
+                java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
+                clock.__exit__()
+                acc = cpu[str(line["mode"])]
+                acc["wall"] += clock.seconds
+                acc["broker"] += clock.broker_cpu
+                acc["java"] += java_cpu
+                acc["other"] += max(0.0, clock.other_cpu - java_cpu)
+                acc["steal"] += clock.steal
+                done += int(line["records"])
+                progress.maybe(done, time.monotonic(), "records (both modes)")
+        rc = phase.finish()
+        if rc != 0:
+            raise RuntimeError(f"TxnBench exited {rc} after its result{phase.tail()}")
+    except BaseException:
+        phase.kill()
+        raise
+    for mode, res in by_mode.items():
+        take_result(res, line[mode])
+        res.client = str(line.get("client", ""))
+        res.java_wall_s = round(cpu[mode]["wall"], 4)
+        res.broker_cpu_s = round(cpu[mode]["broker"], 3)
+        res.client_cpu_s = round(cpu[mode]["java"], 3)
+        res.other_cpu_s = round(cpu[mode]["other"], 3)
+        res.steal_s = round(cpu[mode]["steal"], 3)
+        verify_result(broker, res, topics[mode], partitions, txn_size, f"{label} {mode}")
 
 
 def client_race(exc: Exception) -> bool:
@@ -335,21 +421,36 @@ def run_broker(name: str, args: argparse.Namespace, classes: Path, lib: Path) ->
         warmup_topic = f"bench-java-warmup-{uuid.uuid4().hex[:8]}"
         if args.warmup > 0:
             create_topic(broker.bootstrap, warmup_topic, args.partitions)
-        for res in results:
-            label = f"{name} {res.mode} " + ("warm-up round" if res.warmup else f"{res.round}/{args.repeat}")
+        props = java_props(producer_config(args.settings, args.producer_prop))
+        if args.schedule == "interleaved":
+            units = [[r for r in results if r.round == rnd] for rnd in dict.fromkeys(r.round for r in results)]
+        else:
+            units = [[r] for r in results]
+        for unit in units:
+            lead = unit[0]
+            label = f"{name} " + ("" if len(unit) > 1 else f"{lead.mode} ") \
+                + ("warm-up round" if lead.warmup else f"{lead.round}/{args.repeat}")
             for attempt in (1, 2):
                 try:
-                    run_phase(broker, classes, lib, res, args.partitions, args.txn_size, warmup_topic, args.warmup,
-                              label, java_props(producer_config(args.settings, args.producer_prop)))
+                    if len(unit) > 1:
+                        idem, txn = unit
+                        run_interleaved(broker, classes, lib, idem, txn, args.partitions, args.txn_size, args.slice,
+                                        warmup_topic, args.warmup, label, props)
+                    else:
+                        run_phase(broker, classes, lib, lead, args.partitions, args.txn_size, warmup_topic,
+                                  args.warmup, label, props)
                     break
                 except Exception as exc:
                     if attempt == 1 and client_race(exc):
-                        res.retried = str(exc).splitlines()[0]
-                        print(f"  [{label}] the client's EndTxn-before-batches race ({res.retried}); "
+                        for res in unit:
+                            res.retried = str(exc).splitlines()[0]
+                            res.notes.clear()
+                        print(f"  [{label}] the client's EndTxn-before-batches race ({lead.retried}); "
                               "running the phase again", file=sys.stderr, flush=True)
                         continue
-                    res.error = f"{type(exc).__name__}: {exc}{broker_log_problems(broker)}"
-                    print(f"  [{label}] FAILED: {res.error}", file=sys.stderr, flush=True)
+                    for res in unit:
+                        res.error = f"{type(exc).__name__}: {exc}{broker_log_problems(broker)}"
+                    print(f"  [{label}] FAILED: {lead.error}", file=sys.stderr, flush=True)
                     break
         return results
     finally:
@@ -398,7 +499,9 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
         + " (" + ", ".join(f"{k}={v}" for k, v in effective.items()) + ")"
     head = (f"txn (Java client kafka-clients {client}): {VALUE_BYTES} B records, {args.partitions} partitions "
             f"round-robin, {settings}; transactions of {args.txn_size:,} records; "
-            f"median round by msgs/s of {args.repeat} (after {args.warmup_rounds} unmeasured); brokers formatted with "
+            + (f"modes alternating in slices of {args.slice:,} records in one JVM per round; "
+               if args.schedule == "interleaved" else "one JVM per mode and round, idempotent first; ")
+            + f"median round by msgs/s of {args.repeat} (after {args.warmup_rounds} unmeasured); brokers formatted with "
             + ("their default transaction.version" if args.transaction_version is None
                else f"transaction.version={args.transaction_version}"))
     target = "target >= 0.8x" if args.txn_size == TXN_SIZE else f"target (for {TXN_SIZE:,}) >= 0.8x"
@@ -468,6 +571,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "or librdkafka's batching (linger.ms=5, batch.size=1048576) as in groups_txn.py")
     ap.add_argument("--producer-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="override a producer property of both phases on top of --settings; repeatable")
+    ap.add_argument("--schedule", choices=("sequential", "interleaved"), default="sequential",
+                    help="sequential (default, issue 3's figure): one JVM per mode, the whole idempotent phase, "
+                         "then the transactional one; interleaved: one JVM per round holds both producers and "
+                         "alternates between them in slices of --slice records, so a drift in the machine's speed "
+                         "meets both modes (but the idempotent producer then never fills its buffer: see "
+                         "bench/README.md)")
+    ap.add_argument("--slice", type=int, default=100_000,
+                    help="records per slice with --schedule interleaved (a multiple of --txn-size; default 100,000)")
     ap.add_argument("--json", dest="json_path", type=Path, default=None, help="also write results here")
     args = ap.parse_args(argv)
     args.brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
@@ -476,6 +587,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.repeat < 1 or args.records < 1 or args.partitions < 1 or args.txn_size < 1 or args.warmup < 0 \
             or args.warmup_rounds < 0:
         ap.error("--repeat, --records, --partitions and --txn-size must be positive, --warmup(-rounds) >= 0")
+    if args.schedule == "interleaved" and (args.slice < 1 or args.slice % args.txn_size):
+        ap.error(f"--slice {args.slice} must be a positive multiple of --txn-size {args.txn_size}")
     return args
 
 
@@ -514,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
                "settings": {"brokers": args.brokers, "repeat": args.repeat,
                             "broker_transaction_version": args.transaction_version, "records": args.records,
                             "txn_size": args.txn_size, "partitions": args.partitions, "warmup": args.warmup,
-                            "warmup_rounds": args.warmup_rounds,
+                            "warmup_rounds": args.warmup_rounds, "schedule": args.schedule,
+                            "slice": args.slice if args.schedule == "interleaved" else None,
                             "value_bytes": VALUE_BYTES, "settings_name": args.settings,
                             "producer_config": producer_config(args.settings, args.producer_prop), "jvm_opts": JVM_OPTS},
                "summary": summary, "rounds": [r.to_json() for r in results]}

@@ -6,6 +6,8 @@
  * Usage:
  *   java TxnBench <bootstrap> <topic> <records> <txn-size> <value-bytes> <idempotent|transactional>
  *        [--warmup-topic T --warmup-records N] [--wait-go] [--prop key=value ...]
+ *   java TxnBench <bootstrap> <topic> <records> <txn-size> <value-bytes> interleaved
+ *        --txn-topic T2 --slice N [--warmup-topic T --warmup-records N] [--wait-go] [--prop key=value ...]
  *
  * Flow: (1) optional untimed warm-up of the same mode on another topic (the JIT compiles the send
  * path before anything is timed); (2) a fresh producer loads the topic's metadata and, when
@@ -15,6 +17,16 @@
  * CPU clocks in between); (4) the timed phase: idempotent = send all, flush; transactional = per
  * transaction beginTransaction, send txn-size records, commitTransaction; (5) prints one
  * {"op":"result", ...} line. Progress lines ({"op":"progress"}) go to stdout every 2 s.
+ *
+ * Interleaved: both producers live in this one JVM (both warmed up, the transactional one
+ * initialized) and the timed work alternates between them in slices of N records: idempotent
+ * records go to <topic>, transactions to T2, each mode <records> in all. Pairs of slices alternate
+ * their order (idempotent first, then transactional first, ...), so a machine whose speed drifts
+ * during the run slows both modes alike. An idempotent slice ends with flush(); a transactional one
+ * with its last commitTransaction(). Before every slice, with --wait-go, the JVM prints
+ * {"op":"slice-ready", ...} and waits for a line on stdin (the driver reads its CPU clocks there);
+ * after it, {"op":"slice", "mode", "index", "records", "transactions", "seconds"}. The result line
+ * has one object per mode.
  *
  * Records go round-robin to the partitions by explicit partition number (record i to partition
  * i % P), as bench/groups_txn.py does, so the driver can predict the high watermarks.
@@ -90,17 +102,21 @@ public final class TxnBench {
         int txnSize = Integer.parseInt(argv[3]);
         int valueBytes = Integer.parseInt(argv[4]);
         String mode = argv[5];
-        if (!mode.equals("idempotent") && !mode.equals("transactional")) {
-            throw new IllegalArgumentException("mode must be idempotent or transactional, not " + mode);
+        if (!mode.equals("idempotent") && !mode.equals("transactional") && !mode.equals("interleaved")) {
+            throw new IllegalArgumentException("mode must be idempotent, transactional or interleaved, not " + mode);
         }
         String warmupTopic = null;
         long warmupRecords = 0;
         boolean waitGo = false;
+        String txnTopic = null;
+        long slice = 0;
         for (int i = 6; i < argv.length; i++) {
             switch (argv[i]) {
                 case "--warmup-topic": warmupTopic = argv[++i]; break;
                 case "--warmup-records": warmupRecords = Long.parseLong(argv[++i]); break;
                 case "--wait-go": waitGo = true; break;
+                case "--txn-topic": txnTopic = argv[++i]; break;
+                case "--slice": slice = Long.parseLong(argv[++i]); break;
                 case "--prop": {
                     String kv = argv[++i];
                     int eq = kv.indexOf('=');
@@ -113,6 +129,19 @@ public final class TxnBench {
         boolean txn = mode.equals("transactional");
         byte[] payload = new byte[valueBytes];
         new Random(42).nextBytes(payload);
+        if (mode.equals("interleaved")) {
+            if (txnTopic == null || slice <= 0 || slice % txnSize != 0) {
+                throw new IllegalArgumentException("interleaved needs --txn-topic and a --slice that is a positive "
+                        + "multiple of txn-size (" + txnSize + "), not " + slice);
+            }
+            try {
+                interleaved(topic, txnTopic, records, txnSize, slice, payload, warmupTopic, warmupRecords, waitGo);
+            } catch (Exception e) {
+                fail(e);
+                throw e;
+            }
+            return;
+        }
 
         if (warmupTopic != null && warmupRecords > 0) {
             long t0 = System.nanoTime();
@@ -193,57 +222,163 @@ public final class TxnBench {
             }
             stage = "timed loop";
             long t0 = System.nanoTime();
-            long nextProgress = t0 + PROGRESS_NANOS;
-            long done = 0;
-            if (!txn) {
-                for (long i = 0; i < records; i++) {
-                    producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
-                    if ((i & 0x3FFF) == 0 && report) {
-                        long now = System.nanoTime();
-                        if (now >= nextProgress) {
-                            nextProgress = now + PROGRESS_NANOS;
-                            progress(i, "sent", now - t0);
-                        }
+            Tick tick = null;
+            if (report) {
+                long[] nextProgress = {t0 + PROGRESS_NANOS};
+                String what = txn ? "committed" : "sent";
+                tick = done -> {
+                    long now = System.nanoTime();
+                    if (now >= nextProgress[0]) {
+                        nextProgress[0] = now + PROGRESS_NANOS;
+                        progress(done, what, now - t0);
                     }
-                }
-                stage = "flush";
-                producer.flush();
+                };
+            }
+            if (txn) {
+                sendTransactions(producer, tm, topic, 0, records, txnSize, partitions, payload, failures, out, tick);
             } else {
-                while (done < records) {
-                    long n = Math.min(txnSize, records - done);
-                    stage = "beginTransaction (transaction " + (out.transactions + 1) + ")";
-                    producer.beginTransaction();
-                    if (out.epochBefore == null) {
-                        // After initTransactions and the first begin: the epoch the first txn uses.
-                        out.epochBefore = epoch(tm);
-                    }
-                    stage = "send (transaction " + (out.transactions + 1) + ")";
-                    for (long i = done; i < done + n; i++) {
-                        producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
-                    }
-                    stage = "commitTransaction (transaction " + (out.transactions + 1) + ")";
-                    producer.commitTransaction();
-                    done += n;
-                    out.transactions++;
-                    if (report) {
-                        long now = System.nanoTime();
-                        if (now >= nextProgress) {
-                            nextProgress = now + PROGRESS_NANOS;
-                            progress(done, "committed", now - t0);
-                        }
-                    }
-                }
+                sendIdempotent(producer, topic, 0, records, partitions, payload, failures, tick);
             }
             out.seconds = secs(System.nanoTime() - t0);
-            if (failures.count.get() > 0) {
-                throw new IllegalStateException(failures.count.get() + " delivery failures, first: "
-                        + failures.first.get(), failures.first.get());
-            }
+            checkDelivered(failures);
             out.tv2 = tv2(tm);
             out.epochAfter = epoch(tm);
             out.producerId = producerId(tm);
         }
         return out;
+    }
+
+    /** Progress callback of the timed loops: records done so far. */
+    private interface Tick {
+        void at(long done);
+    }
+
+    /** Records [from, from + count) of the idempotent workload (record i to partition i % P), then flush(). */
+    private static void sendIdempotent(KafkaProducer<byte[], byte[]> producer, String topic, long from, long count,
+                                       int partitions, byte[] payload, Failures failures, Tick tick) {
+        for (long i = from; i < from + count; i++) {
+            producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
+            if (tick != null && (i & 0x3FFF) == 0) {
+                tick.at(i - from);
+            }
+        }
+        stage = "flush";
+        producer.flush();
+    }
+
+    /** Records [from, from + count) as transactions of txnSize (begin, sends, commit each); counts them in out. */
+    private static void sendTransactions(KafkaProducer<byte[], byte[]> producer, Object tm, String topic, long from,
+                                         long count, int txnSize, int partitions, byte[] payload, Failures failures,
+                                         Outcome out, Tick tick) {
+        long done = from;
+        while (done < from + count) {
+            long n = Math.min(txnSize, from + count - done);
+            stage = "beginTransaction (transaction " + (out.transactions + 1) + ")";
+            producer.beginTransaction();
+            if (out.epochBefore == null) {
+                // After initTransactions and the first begin: the epoch the first txn uses.
+                out.epochBefore = epoch(tm);
+            }
+            stage = "send (transaction " + (out.transactions + 1) + ")";
+            for (long i = done; i < done + n; i++) {
+                producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
+            }
+            stage = "commitTransaction (transaction " + (out.transactions + 1) + ")";
+            producer.commitTransaction();
+            done += n;
+            out.transactions++;
+            if (tick != null) {
+                tick.at(done - from);
+            }
+        }
+    }
+
+    private static void checkDelivered(Failures failures) {
+        if (failures.count.get() > 0) {
+            throw new IllegalStateException(failures.count.get() + " delivery failures, first: "
+                    + failures.first.get(), failures.first.get());
+        }
+    }
+
+    /**
+     * Both modes in one JVM, alternating in slices (see the header). The warm-up runs each mode
+     * once on the warm-up topic with its own producer; the timed producers are fresh.
+     */
+    private static void interleaved(String idemTopic, String txnTopic, long records, int txnSize, long slice,
+                                    byte[] payload, String warmupTopic, long warmupRecords, boolean waitGo)
+            throws Exception {
+        if (warmupTopic != null && warmupRecords > 0) {
+            long t0 = System.nanoTime();
+            Outcome wi = run(warmupTopic, warmupRecords, txnSize, payload, false, false, false);
+            Outcome wt = run(warmupTopic, warmupRecords, txnSize, payload, true, false, false);
+            emit("{\"op\":\"warmup\",\"records\":" + 2 * warmupRecords + ",\"transactions\":"
+                    + (wi.transactions + wt.transactions) + ",\"seconds\":" + secs(System.nanoTime() - t0) + "}");
+        }
+        Failures failures = new Failures();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        try (KafkaProducer<byte[], byte[]> idem = new KafkaProducer<>(config(false));
+             KafkaProducer<byte[], byte[]> txn = new KafkaProducer<>(config(true))) {
+            int partitions = idem.partitionsFor(idemTopic).size();
+            if (txn.partitionsFor(txnTopic).size() != partitions) {
+                throw new IllegalStateException(idemTopic + " and " + txnTopic + " differ in partition count");
+            }
+            stage = "initTransactions";
+            txn.initTransactions();
+            Object tm = transactionManager(txn);
+            Map<String, ?> eff = new ProducerConfig(config(true)).values();
+            emit("{\"op\":\"ready\",\"partitions\":" + partitions
+                    + ",\"effective\":{\"batch.size\":\"" + eff.get("batch.size")
+                    + "\",\"linger.ms\":\"" + eff.get("linger.ms")
+                    + "\",\"acks\":\"" + eff.get("acks")
+                    + "\",\"max.in.flight.requests.per.connection\":\""
+                    + eff.get("max.in.flight.requests.per.connection") + "\"}}");
+            Outcome txnOut = new Outcome();
+            long[] done = {0, 0};  // records done: idempotent, transactional
+            double[] seconds = {0, 0};
+            long slices = (records + slice - 1) / slice;
+            for (long k = 0; k < slices; k++) {
+                // Pairs alternate their order: a drift in the machine's speed meets both modes alike.
+                int[] order = k % 2 == 0 ? new int[] {0, 1} : new int[] {1, 0};
+                for (int m : order) {
+                    String name = m == 0 ? "idempotent" : "transactional";
+                    long n = Math.min(slice, records - done[m]);
+                    if (waitGo) {
+                        emit("{\"op\":\"slice-ready\",\"mode\":\"" + name + "\",\"index\":" + k + "}");
+                        if (in.readLine() == null) {
+                            throw new IllegalStateException("stdin closed before the go line of slice " + k);
+                        }
+                    }
+                    long txns0 = txnOut.transactions;
+                    stage = name + " slice " + k;
+                    long t0 = System.nanoTime();
+                    if (m == 0) {
+                        sendIdempotent(idem, idemTopic, done[m], n, partitions, payload, failures, null);
+                    } else {
+                        sendTransactions(txn, tm, txnTopic, done[m], n, txnSize, partitions, payload, failures, txnOut,
+                                null);
+                    }
+                    long nanos = System.nanoTime() - t0;
+                    checkDelivered(failures);
+                    done[m] += n;
+                    seconds[m] += nanos / 1e9;
+                    emit("{\"op\":\"slice\",\"mode\":\"" + name + "\",\"index\":" + k + ",\"records\":" + n
+                            + ",\"transactions\":" + (txnOut.transactions - txns0) + ",\"seconds\":" + nanos / 1e9 + "}");
+                }
+            }
+            txnOut.tv2 = tv2(tm);
+            txnOut.epochAfter = epoch(tm);
+            txnOut.producerId = producerId(tm);
+            emit("{\"op\":\"result\",\"mode\":\"interleaved\",\"slices\":" + slices
+                    + ",\"idempotent\":{\"records\":" + done[0] + ",\"transactions\":0,\"seconds\":" + seconds[0]
+                    + "},\"transactional\":{\"records\":" + done[1] + ",\"transactions\":" + txnOut.transactions
+                    + ",\"seconds\":" + seconds[1]
+                    + ",\"tv2_enabled\":" + txnOut.tv2
+                    + ",\"transaction_version\":" + (txnOut.tv2 == null ? "null" : txnOut.tv2 ? "2" : "1")
+                    + ",\"producer_id\":" + txnOut.producerId
+                    + ",\"epoch_before\":" + txnOut.epochBefore
+                    + ",\"epoch_after\":" + txnOut.epochAfter
+                    + "},\"client\":\"" + org.apache.kafka.common.utils.AppInfoParser.getVersion() + "\"}");
+        }
     }
 
     // -- reflection into the client's internals (read-only) -------------------------------------

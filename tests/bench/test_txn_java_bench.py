@@ -59,6 +59,34 @@ def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, se
     assert doc["summary"][0]["ratio"] is not None
 
 
+def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Path) -> None:
+    """--schedule interleaved: one JVM per round, both modes in slices, each mode's topic verified
+    and its clocks summed over its own slices."""
+    problem = kafka_ref.java_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    out = tmp_path / "out.json"
+    code = txn_java.main(["--brokers", "strom", "--repeat", "1", "--records", "4000", "--warmup", "0",
+                          "--warmup-rounds", "0", "--schedule", "interleaved", "--slice", "2000",
+                          "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert code == 0, doc["rounds"]
+    assert doc["settings"]["schedule"] == "interleaved" and doc["settings"]["slice"] == 2000
+    rounds = {r["mode"]: r for r in doc["rounds"]}
+    for r in rounds.values():
+        assert r["error"] is None and r["notes"] == [], r
+        assert r["records"] == 4000 and r["seconds"] > 0 and r["java_wall_s"] > 0 and r["client_cpu_s"] > 0
+    txn = rounds["transactional"]
+    assert txn["transactions"] == 4 and txn["transaction_version"] == 2
+    assert txn["epoch_after"] == txn["epoch_before"] + 4
+
+
+def test_interleaved_slice_must_hold_whole_transactions() -> None:
+    with pytest.raises(SystemExit):
+        txn_java.parse_args(["--schedule", "interleaved", "--slice", "1500"])
+    assert txn_java.parse_args(["--schedule", "sequential", "--slice", "1500"]).slice == 1500
+
+
 def test_disturbed_phases_are_named() -> None:
     """A phase where other work took over a tenth of the machine is reported; a quiet one is not."""
     quiet = txn_java.JavaTxnResult("strom", "idempotent", 1, 1000, seconds=2.0, java_wall_s=2.0,
