@@ -45,8 +45,8 @@ with the driver's clocks read around every slice and summed per mode: a drift in
 speed then meets both modes alike. It is not the same idempotent workload, though: a slice of
 100,000 records never fills the producer's 32 MB ``buffer.memory``, so the idempotent producer
 runs as a burst into an empty buffer and never under back-pressure, where the Java client spends
-far more CPU per record (young collections copying ~300,000 in-flight records and their
-callbacks, the sender and the application thread handing buffers to each other). The sequential
+far more CPU per record (with a full buffer, each young collection copies and promotes the records
+waiting in it: 100-150 ms pauses, about 1.2 s of a 3 s phase under the serial collector). The sequential
 schedule, like ``kafka-producer-perf-test``, measures the back-pressured producer, and is issue
 3's figure; docs/benchmarks.md ("session 10") has both.
 
@@ -118,6 +118,9 @@ class JavaTxnResult(TxnResult):
     effective: dict[str, str] = field(default_factory=dict)  # batching settings the client resolved
     warmup: bool = False  # an unmeasured round (--warmup-rounds): verified, not summarized
     retried: str | None = None  # the client race that failed the first attempt (see client_race)
+    # The producer's counters (TxnBench.clientMetrics): buffer_wait_s (send() blocked on buffer
+    # memory), requests (all it sent), batch_size_avg (bytes)
+    client_metrics: dict[str, float | None] = field(default_factory=dict)
 
 
 def new_broker(name: str, transaction_version: int | None) -> Broker:
@@ -309,6 +312,7 @@ def take_result(res: JavaTxnResult, line: dict[str, Any]) -> None:
     res.transactions = int(line["transactions"])
     res.transaction_version = line.get("transaction_version")
     res.epoch_before, res.epoch_after = line.get("epoch_before"), line.get("epoch_after")
+    res.client_metrics = dict(line.get("client_metrics") or {})
 
 
 def verify_result(broker: Broker, res: JavaTxnResult, topic: str, partitions: int, txn_size: int,
@@ -485,14 +489,14 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
         for mode in MODES:
             r = s[mode]
             if r is None:
-                rows.append([s["broker"], mode, f"{args.records:,}", "-", "-", "-", "-", "-", "-", "-", "-", "FAILED"])
+                rows.append([s["broker"], mode, f"{args.records:,}", *["-"] * 11, "FAILED"])
                 continue
             epochs = "-" if r["epoch_before"] is None or mode != "transactional" \
                 else f"{r['epoch_before']}->{r['epoch_after']}"
             rows.append([s["broker"], mode, f"{r['records']:,}", str(r["transactions"] or "-"),
                          f"{r['seconds']:.2f}", f"{r['msgs_per_s']:,.0f}", f"{r['broker_cpu_s']:.2f}",
-                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", f"{r.get('steal_s', 0.0):.2f}", epochs,
-                         "; ".join(r["notes"]) or "ok"])
+                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", f"{r.get('steal_s', 0.0):.2f}",
+                         *_client_columns(r), epochs, "; ".join(r["notes"]) or "ok"])
     client = next((r.client for r in results if r.client), "?")
     effective = next((r.effective for r in results if r.effective), {})
     settings = f"--settings {args.settings}" + "".join(f" {p}" for p in args.producer_prop) \
@@ -515,9 +519,18 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                            tv_used(results, s["broker"]),
                            "-" if s["ratio"] is None else ("met" if s["ratio"] >= 0.8 else "MISSED")])
     return "\n".join([head, _table(["broker", "mode", "records", "txns", "secs", "msgs/s", "broker CPU s",
-                                    "client CPU s", "other CPU s", "steal s", "epoch", "status"], rows), "",
+                                    "client CPU s", "other CPU s", "steal s", "buffer wait s", "requests",
+                                    "batch B", "epoch", "status"], rows), "",
                       _table(["broker", "idempotent msgs/s", "transactional msgs/s", "txn/idempotent", "per round",
                               "client TV", target], ratio_rows)])
+
+
+def _client_columns(r: dict[str, Any]) -> list[str]:
+    """The producer's own counters as table cells: buffer wait s, requests, average batch bytes."""
+    m = r.get("client_metrics") or {}
+    wait, requests, batch = m.get("buffer_wait_s"), m.get("requests"), m.get("batch_size_avg")
+    return ["-" if wait is None else f"{wait:.2f}", "-" if requests is None else f"{requests:,.0f}",
+            "-" if batch is None else f"{batch:,.0f}"]
 
 
 # A phase where other work (other processes or containers on this machine, or the host's other

@@ -56,6 +56,8 @@ import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class TxnBench {
@@ -83,6 +85,7 @@ public final class TxnBench {
         Integer epochBefore;
         Integer epochAfter;
         long producerId = -1;
+        String clientMetrics = "{}";  // see clientMetrics()
     }
 
     private static String bootstrap;
@@ -171,6 +174,7 @@ public final class TxnBench {
                 .append(",\"transaction_version\":")
                 .append(txn && o.tv2 != null ? (o.tv2 ? "2" : "1") : "null")
                 .append(",\"producer_id\":").append(o.producerId)
+                .append(",\"client_metrics\":").append(o.clientMetrics)
                 .append(",\"epoch_before\":").append(o.epochBefore)
                 .append(",\"epoch_after\":").append(o.epochAfter)
                 .append(",\"client\":\"").append(org.apache.kafka.common.utils.AppInfoParser.getVersion())
@@ -244,6 +248,7 @@ public final class TxnBench {
             out.tv2 = tv2(tm);
             out.epochAfter = epoch(tm);
             out.producerId = producerId(tm);
+            out.clientMetrics = clientMetrics(producer);
         }
         return out;
     }
@@ -370,6 +375,7 @@ public final class TxnBench {
             txnOut.producerId = producerId(tm);
             emit("{\"op\":\"result\",\"mode\":\"interleaved\",\"slices\":" + slices
                     + ",\"idempotent\":{\"records\":" + done[0] + ",\"transactions\":0,\"seconds\":" + seconds[0]
+                    + ",\"client_metrics\":" + clientMetrics(idem)
                     + "},\"transactional\":{\"records\":" + done[1] + ",\"transactions\":" + txnOut.transactions
                     + ",\"seconds\":" + seconds[1]
                     + ",\"tv2_enabled\":" + txnOut.tv2
@@ -377,8 +383,33 @@ public final class TxnBench {
                     + ",\"producer_id\":" + txnOut.producerId
                     + ",\"epoch_before\":" + txnOut.epochBefore
                     + ",\"epoch_after\":" + txnOut.epochAfter
+                    + ",\"client_metrics\":" + clientMetrics(txn)
                     + "},\"client\":\"" + org.apache.kafka.common.utils.AppInfoParser.getVersion() + "\"}");
         }
+    }
+
+    /**
+     * The producer's own counters over its life (a fresh producer per timed phase, so the phase plus
+     * metadata and initTransactions): how long send() waited for buffer memory (the back-pressure of
+     * a producer that outruns the broker), the requests it sent and its average batch size.
+     */
+    private static String clientMetrics(KafkaProducer<?, ?> producer) {
+        String[][] wanted = {{"buffer_wait_s", "bufferpool-wait-time-ns-total", "1e-9"},
+                             {"requests", "request-total", "1"},
+                             {"batch_size_avg", "batch-size-avg", "1"}};
+        StringBuilder sb = new StringBuilder("{");
+        for (String[] w : wanted) {
+            double value = Double.NaN;
+            for (Map.Entry<MetricName, ? extends Metric> e : producer.metrics().entrySet()) {
+                if (e.getKey().group().equals("producer-metrics") && e.getKey().name().equals(w[1])
+                        && e.getValue().metricValue() instanceof Number n) {
+                    value = n.doubleValue() * Double.parseDouble(w[2]);
+                }
+            }
+            sb.append(sb.length() > 1 ? "," : "").append('"').append(w[0]).append("\":")
+                    .append(Double.isNaN(value) ? "null" : Double.toString(value));
+        }
+        return sb.append('}').toString();
     }
 
     // -- reflection into the client's internals (read-only) -------------------------------------

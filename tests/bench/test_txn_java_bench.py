@@ -55,6 +55,9 @@ def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, se
     txn = rounds["transactional"]
     assert txn["transactions"] == 3 and txn["transaction_version"] == 2
     assert txn["epoch_after"] == txn["epoch_before"] + 3
+    # The producer's own counters: at least one Produce per transaction plus EndTxn each.
+    assert txn["client_metrics"]["requests"] >= 2 * 3 and txn["client_metrics"]["buffer_wait_s"] >= 0
+    assert rounds["idempotent"]["client_metrics"]["batch_size_avg"] > 0
     assert doc["settings"]["settings_name"] == settings
     assert doc["summary"][0]["ratio"] is not None
 
@@ -79,6 +82,7 @@ def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Pat
     txn = rounds["transactional"]
     assert txn["transactions"] == 4 and txn["transaction_version"] == 2
     assert txn["epoch_after"] == txn["epoch_before"] + 4
+    assert txn["client_metrics"]["requests"] >= 2 * 4
 
 
 def test_interleaved_slice_must_hold_whole_transactions() -> None:
