@@ -230,6 +230,20 @@ class JavaPhase:
             raise RuntimeError(f"TxnBench failed in {item.get('stage')}: {item.get('exception')}{self.tail()}")
         return item
 
+    def wait_ready(self, label: str) -> dict[str, Any]:
+        """Wait for the ready line (JVM start, warm-up, metadata, initTransactions) and return it."""
+        while (line := self.next_line(READY_TIMEOUT)).get("op") != "ready":
+            if line.get("op") == "warmup":
+                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
+                      file=sys.stderr, flush=True)
+        return line
+
+    def finish_after_result(self) -> None:
+        """After the result line: the JVM closes its producers and must exit 0."""
+        rc = self.finish()
+        if rc != 0:
+            raise RuntimeError(f"TxnBench exited {rc} after its result{self.tail()}")
+
     def go(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write("go\n")
@@ -259,6 +273,18 @@ class JavaPhase:
             self.proc.wait()
 
 
+def txnbench_argv(classes: Path, lib: Path, bootstrap: str, topic: str, records: int, txn_size: int, mode: str,
+                  options: list[str], warmup_topic: str, warmup: int) -> list[str]:
+    """The command line of one TxnBench JVM (it waits for the driver's go lines)."""
+    java = shutil.which("java")
+    assert java is not None
+    argv = [java, *JVM_OPTS, "-cp", f"{classes}:{lib}/*", "TxnBench", bootstrap, topic, str(records), str(txn_size),
+            str(VALUE_BYTES), mode, "--wait-go", *options]
+    if warmup > 0:
+        argv += ["--warmup-topic", warmup_topic, "--warmup-records", str(warmup)]
+    return argv
+
+
 def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, partitions: int, txn_size: int,
               warmup_topic: str, warmup: int, label: str, props: list[str]) -> None:
     """Run one mode through a TxnBench JVM into ``res`` (raises on any failure)."""
@@ -267,18 +293,10 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
           + (f", {txn_size:,} per transaction" if res.mode == "transactional" else "") + ")",
           file=sys.stderr, flush=True)
     create_topic(broker.bootstrap, topic, partitions)
-    java = shutil.which("java")
-    assert java is not None
-    argv = [java, *JVM_OPTS, "-cp", f"{classes}:{lib}/*", "TxnBench", broker.bootstrap, topic, str(res.records),
-            str(txn_size), str(VALUE_BYTES), res.mode, "--wait-go", *props]
-    if warmup > 0:
-        argv += ["--warmup-topic", warmup_topic, "--warmup-records", str(warmup)]
-    phase = JavaPhase(argv)
+    phase = JavaPhase(txnbench_argv(classes, lib, broker.bootstrap, topic, res.records, txn_size, res.mode, props,
+                                    warmup_topic, warmup))
     try:
-        while (line := phase.next_line(READY_TIMEOUT)).get("op") != "ready":
-            if line.get("op") == "warmup":
-                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
-                      file=sys.stderr, flush=True)
+        line = phase.wait_ready(label)
         res.effective = {str(k): str(v) for k, v in line.get("effective", {}).items()}
         progress = Progress(label, res.records)
         with PhaseClock(broker.pid) as clock:
@@ -288,9 +306,7 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
                 if line.get("op") == "progress":
                     progress.maybe(int(line["done"]), time.monotonic(), str(line["what"]))
             java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
-        rc = phase.finish()
-        if rc != 0:
-            raise RuntimeError(f"TxnBench exited {rc} after its result{phase.tail()}")
+        phase.finish_after_result()
     except BaseException:
         phase.kill()
         raise
@@ -346,20 +362,12 @@ def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResul
           f"slices of {slice_records:,}", file=sys.stderr, flush=True)
     for topic in topics.values():
         create_topic(broker.bootstrap, topic, partitions)
-    java = shutil.which("java")
-    assert java is not None
-    argv = [java, *JVM_OPTS, "-cp", f"{classes}:{lib}/*", "TxnBench", broker.bootstrap, topics["idempotent"],
-            str(idem.records), str(txn_size), str(VALUE_BYTES), "interleaved", "--txn-topic", topics["transactional"],
-            "--slice", str(slice_records), "--wait-go", *props]
-    if warmup > 0:
-        argv += ["--warmup-topic", warmup_topic, "--warmup-records", str(warmup)]
-    phase = JavaPhase(argv)
+    phase = JavaPhase(txnbench_argv(classes, lib, broker.bootstrap, topics["idempotent"], idem.records, txn_size,
+                                    "interleaved", ["--txn-topic", topics["transactional"], "--slice",
+                                                    str(slice_records), *props], warmup_topic, warmup))
     cpu: dict[str, dict[str, float]] = {mode: collections.defaultdict(float) for mode in MODES}
     try:
-        while (line := phase.next_line(READY_TIMEOUT)).get("op") != "ready":
-            if line.get("op") == "warmup":
-                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
-                      file=sys.stderr, flush=True)
+        line = phase.wait_ready(label)
         for res in by_mode.values():
             res.effective = {str(k): str(v) for k, v in line.get("effective", {}).items()}
         progress = Progress(label, 2 * idem.records)
@@ -381,9 +389,7 @@ def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResul
                 acc["steal"] += clock.steal
                 done += int(line["records"])
                 progress.maybe(done, time.monotonic(), "records (both modes)")
-        rc = phase.finish()
-        if rc != 0:
-            raise RuntimeError(f"TxnBench exited {rc} after its result{phase.tail()}")
+        phase.finish_after_result()
     except BaseException:
         phase.kill()
         raise

@@ -209,14 +209,7 @@ public final class TxnBench {
             }
             Object tm = transactionManager(producer);
             if (report) {
-                // The settings in force, defaults included, so the driver prints what was measured.
-                Map<String, ?> eff = new ProducerConfig(config(txn)).values();
-                emit("{\"op\":\"ready\",\"partitions\":" + partitions
-                        + ",\"effective\":{\"batch.size\":\"" + eff.get("batch.size")
-                        + "\",\"linger.ms\":\"" + eff.get("linger.ms")
-                        + "\",\"acks\":\"" + eff.get("acks")
-                        + "\",\"max.in.flight.requests.per.connection\":\""
-                        + eff.get("max.in.flight.requests.per.connection") + "\"}}");
+                emitReady(partitions, txn);
                 if (waitGo) {
                     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
                     if (in.readLine() == null) {
@@ -251,6 +244,17 @@ public final class TxnBench {
             out.clientMetrics = clientMetrics(producer);
         }
         return out;
+    }
+
+    /** The ready line: the settings in force, defaults included, so the driver prints what was measured. */
+    private static void emitReady(int partitions, boolean txn) {
+        Map<String, ?> eff = new ProducerConfig(config(txn)).values();
+        emit("{\"op\":\"ready\",\"partitions\":" + partitions
+                + ",\"effective\":{\"batch.size\":\"" + eff.get("batch.size")
+                + "\",\"linger.ms\":\"" + eff.get("linger.ms")
+                + "\",\"acks\":\"" + eff.get("acks")
+                + "\",\"max.in.flight.requests.per.connection\":\""
+                + eff.get("max.in.flight.requests.per.connection") + "\"}}");
     }
 
     /** Progress callback of the timed loops: records done so far. */
@@ -330,13 +334,7 @@ public final class TxnBench {
             stage = "initTransactions";
             txn.initTransactions();
             Object tm = transactionManager(txn);
-            Map<String, ?> eff = new ProducerConfig(config(true)).values();
-            emit("{\"op\":\"ready\",\"partitions\":" + partitions
-                    + ",\"effective\":{\"batch.size\":\"" + eff.get("batch.size")
-                    + "\",\"linger.ms\":\"" + eff.get("linger.ms")
-                    + "\",\"acks\":\"" + eff.get("acks")
-                    + "\",\"max.in.flight.requests.per.connection\":\""
-                    + eff.get("max.in.flight.requests.per.connection") + "\"}}");
+            emitReady(partitions, true);  // both producers have the same settings but transactional.id
             Outcome txnOut = new Outcome();
             long[] done = {0, 0};  // records done: idempotent, transactional
             double[] seconds = {0, 0};
