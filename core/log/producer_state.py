@@ -26,7 +26,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -148,10 +148,16 @@ class ProducerStateEntry:
             return True
         return False
 
-    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
-        self.maybe_update_producer_epoch(epoch)
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int,
+                  txn_first_offset: int | None = None) -> None:
+        """A data batch; ``txn_first_offset`` when it opens a transaction (its first offset)."""
+        if self.producer_epoch != epoch:  # maybe_update_producer_epoch, inline (once per append)
+            self.batches.clear()
+            self.producer_epoch = epoch
         self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
+        if txn_first_offset is not None:
+            self.current_txn_first_offset = txn_first_offset
 
     def end_transaction(self, epoch: int, coordinator_epoch: int, timestamp: int) -> None:
         """A COMMIT/ABORT marker: the transaction is over (Kafka's ``ProducerStateEntry.update``)."""
@@ -177,34 +183,63 @@ class CompletedTxn(NamedTuple):
 
 
 class ProducerAppendInfo:
-    """The checks and state changes of one append for one producer, applied on a copy.
+    """The checks and state changes of one append for one producer.
 
     Nothing is changed in the manager until :meth:`ProducerStateManager.update` commits it, so an
-    append that fails validation leaves the producer state untouched.
+    append that fails validation leaves the producer state untouched. The checks read the
+    producer's committed entry, and the one change an append usually makes (one batch or one
+    marker) waits as a pending call that the commit applies to that entry in place: no entry is
+    copied per append. A second batch or marker of the same producer in one append (a follower's
+    run of batches, a replay) first applies the pending change to a private copy of the entry
+    and works on that copy from then on, as does an append of a producer with no entry yet.
     """
 
-    __slots__ = ("_current_epoch", "origin", "producer_id", "started_txns", "updated")
+    __slots__ = ("_current_epoch", "_entry", "_owned", "_pending", "origin", "producer_id", "started_txns")
 
     def __init__(self, producer_id: int, current: ProducerStateEntry | None, origin: str) -> None:
         if origin not in _ORIGINS:
             raise ValueError(f"unknown append origin {origin!r}; expected one of {_ORIGINS}")
         self.producer_id = producer_id
         self.origin = origin
-        self._current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
-        self.updated = current.copy() if current is not None else ProducerStateEntry(producer_id)
+        if current is None:
+            self._current_epoch = NO_PRODUCER_EPOCH
+            self._entry = ProducerStateEntry(producer_id)
+            self._owned = True  # a new entry of this append's own: changed at once
+        else:
+            self._current_epoch = current.producer_epoch
+            self._entry = current  # the committed entry: read only until the commit
+            self._owned = False
+        # A change to the committed entry, left for the commit: (ProducerStateEntry method, args).
+        self._pending: tuple[Callable[..., None], tuple[int | None, ...]] | None = None
         self.started_txns: list[int] = []  # first offsets of transactions begun by this append
 
-    def _check_producer_epoch(self, epoch: int, offset: int, transaction_version: int = 0) -> None:
-        current = self.updated.producer_epoch
-        # TV2 markers always carry a bumped epoch, so an equal epoch is stale there (KIP-890),
-        # unless it is the retry of a marker already written (no transaction open any more).
-        invalid = epoch <= current if transaction_version >= 2 else epoch < current
-        if not invalid:
-            return
-        if transaction_version >= 2 and epoch == current and (
-                self.updated.current_txn_first_offset is None or epoch == SHORT_MAX):
-            # A retried marker (no transaction open), or one at the last epoch, which cannot be bumped.
-            return
+    def _state(self) -> ProducerStateEntry:
+        """The entry the next check reads: the committed one while no change is pending, else a
+        private copy with the pending change applied."""
+        pending = self._pending
+        if pending is not None:
+            entry = self._entry.copy()
+            pending[0](entry, *pending[1])
+            self._entry, self._owned, self._pending = entry, True, None
+        return self._entry
+
+    def _change(self, entry: ProducerStateEntry, method: Callable[..., None], args: tuple[int | None, ...]) -> None:
+        """``method(entry, *args)`` now on an entry of this append's own, else at the commit."""
+        if self._owned:
+            method(entry, *args)
+        else:
+            self._pending = (method, args)
+
+    def commit(self, producers: dict[int, ProducerStateEntry]) -> None:
+        """Apply the append to ``producers`` (the manager's map; :meth:`ProducerStateManager.update`)."""
+        pending = self._pending
+        if pending is not None:
+            pending[0](self._entry, *pending[1])  # the committed entry, changed in place
+            self._pending = None
+        elif self._owned:
+            producers[self.producer_id] = self._entry
+
+    def _reject_epoch(self, epoch: int, current: int, offset: int) -> None:
         msg = (f"epoch of producer {self.producer_id} at offset {offset} is {epoch}, "
                f"older than the last seen epoch {current}")
         if self.origin == ORIGIN_REPLICATION:
@@ -213,54 +248,73 @@ class ProducerAppendInfo:
             # Kafka 2.7+ answers INVALID_PRODUCER_EPOCH here (PRODUCER_FENCED is the coordinator's).
             raise InvalidProducerEpochError(msg)
 
-    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
-        updated = self.updated
-        if epoch != updated.producer_epoch:
+    def _check_producer_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int,
+                              transaction_version: int = 0) -> None:
+        current = entry.producer_epoch
+        # TV2 markers always carry a bumped epoch, so an equal epoch is stale there (KIP-890),
+        # unless it is the retry of a marker already written (no transaction open any more).
+        invalid = epoch <= current if transaction_version >= 2 else epoch < current
+        if not invalid:
+            return
+        if transaction_version >= 2 and epoch == current and (
+                entry.current_txn_first_offset is None or epoch == SHORT_MAX):
+            # A retried marker (no transaction open), or one at the last epoch, which cannot be bumped.
+            return
+        self._reject_epoch(epoch, current, offset)
+
+    def _check_sequence(self, entry: ProducerStateEntry, epoch: int, first_seq: int, offset: int) -> None:
+        if epoch != entry.producer_epoch:
             # A new epoch must start over at 0, unless the producer is unknown here (its state
             # may have been removed by retention or expiration: Kafka then accepts any sequence).
-            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceNumberError(
                     f"invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}: "
-                    f"{epoch} (request epoch), {first_seq} (sequence), {updated.producer_epoch} (current epoch)")
+                    f"{epoch} (request epoch), {first_seq} (sequence), {entry.producer_epoch} (current epoch)")
             return
-        last_seq = updated.last_seq
-        if not (self._current_epoch == NO_PRODUCER_EPOCH or in_sequence(last_seq, first_seq)):
+        batches = entry.batches
+        last_seq = batches[-1].last_seq if batches else NO_SEQUENCE
+        if not (self._current_epoch == NO_PRODUCER_EPOCH or first_seq == last_seq + 1
+                or (first_seq == 0 and last_seq == INT32_MAX)):  # in_sequence(last_seq, first_seq), inline
             raise OutOfOrderSequenceNumberError(
                 f"out of order sequence number for producer {self.producer_id} at offset {offset}: "
                 f"{first_seq} (incoming sequence), {last_seq} (current end sequence)")
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
                           first_offset: int, last_offset: int, transactional: bool) -> None:
-        self._check_producer_epoch(epoch, first_offset)
+        entry = self._entry if self._pending is None else self._state()
+        if epoch < entry.producer_epoch:  # _check_producer_epoch for a data batch, inline
+            self._reject_epoch(epoch, entry.producer_epoch, first_offset)
         if self.origin == ORIGIN_CLIENT:
-            self._check_sequence(epoch, first_seq, first_offset)
-        updated = self.updated
-        updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
-        if updated.current_txn_first_offset is not None and not transactional:
+            self._check_sequence(entry, epoch, first_seq, first_offset)
+        # A new epoch does not end the open transaction: the batch is checked against it as it stands.
+        txn_first = entry.current_txn_first_offset
+        if txn_first is not None and not transactional:
             msg = f"expected a transactional write from producer {self.producer_id} at offset {first_offset}"
             if self.origin != ORIGIN_REPLICATION:
                 raise InvalidTxnStateError(msg)
             # Kafka raises for followers too; a log being rebuilt must still load, so only warn.
             logger.warning("%s", msg)
-        if updated.current_txn_first_offset is None and transactional:
-            updated.current_txn_first_offset = first_offset
+        starts_txn = txn_first is None and transactional
+        if starts_txn:
             self.started_txns.append(first_offset)
+        self._change(entry, ProducerStateEntry.add_batch, (epoch, last_seq, last_offset, last_offset - first_offset,
+                                                           timestamp, first_offset if starts_txn else None))
 
     def append_end_txn_marker(self, commit: bool, epoch: int, coordinator_epoch: int, offset: int,
                               timestamp: int, transaction_version: int = 0) -> CompletedTxn | None:
         """A COMMIT/ABORT marker at ``offset``; returns the completed transaction (None if it held no data)."""
-        self._check_producer_epoch(epoch, offset, transaction_version)
-        updated = self.updated
-        if updated.coordinator_epoch > coordinator_epoch:
+        entry = self._entry if self._pending is None else self._state()
+        self._check_producer_epoch(entry, epoch, offset, transaction_version)
+        if entry.coordinator_epoch > coordinator_epoch:
             msg = (f"invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
-                   f"{coordinator_epoch} (zombie), {updated.coordinator_epoch} (current)")
+                   f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
             if self.origin == ORIGIN_REPLICATION:
                 logger.info("%s", msg)
             else:
                 raise TransactionCoordinatorFencedError(msg)
-        first = updated.current_txn_first_offset
+        first = entry.current_txn_first_offset
         completed = None if first is None else CompletedTxn(self.producer_id, first, offset, not commit)
-        updated.end_transaction(epoch, coordinator_epoch, timestamp)
+        self._change(entry, ProducerStateEntry.end_transaction, (epoch, coordinator_epoch, timestamp))
         return completed
 
 
@@ -306,7 +360,7 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo) -> None:
         """Commit a validated append."""
-        self.producers[info.producer_id] = info.updated
+        info.commit(self.producers)
         for first in info.started_txns:
             self._ongoing[first] = info.producer_id
             bisect.insort(self._ongoing_offsets, first)
