@@ -78,7 +78,14 @@ from strom.core.log.segment import (
     LogSegment,
     segment_path,
 )
-from strom.core.records.batch import ATTRIBUTES_OFFSET, BatchHeader, iter_headers, read_header
+from strom.core.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    iter_headers,
+    read_header,
+)
 from strom.core.records.builder import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -362,7 +369,7 @@ class Log:
         Kafka error of the first bad batch; nothing is changed until the caller commits.
         ``base_offsets_given``: the batches carry their offsets already (follower appends).
         """
-        ps = self.producer_state
+        producers = self.producer_state.producers
         updates: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
         offset = first_offset
@@ -373,21 +380,23 @@ class Log:
             pid = h.producer_id
             if pid < 0:
                 continue
-            if origin == ORIGIN_CLIENT:
-                entry = ps.last_entry(pid)
-                if entry is not None and entry.find_duplicate_batch(h.producer_epoch, h.base_sequence,
-                                                                    h.last_sequence) is not None:
-                    return [], [], h
+            # The header's properties, read once each (this runs for every producer batch).
+            attributes = h.attributes
+            last_seq = h.last_sequence
+            entry = producers.get(pid)
+            if origin == ORIGIN_CLIENT and entry is not None and \
+                    entry.find_duplicate_batch(h.producer_epoch, h.base_sequence, last_seq) is not None:
+                return [], [], h
             info = updates.get(pid)
             if info is None:
-                info = updates[pid] = ps.prepare_update(pid, origin)
-            if h.is_control:
+                info = updates[pid] = ProducerAppendInfo(pid, entry, origin)  # ProducerStateManager.prepare_update
+            if attributes & CONTROL_MASK:
                 txn = self._apply_control_batch(info, buf, pos, h, base, transaction_version)
                 if txn is not None:
                     completed.append(txn)
             else:
-                info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
-                                       base, base + h.last_offset_delta, h.is_transactional)
+                info.append_data_batch(h.producer_epoch, h.base_sequence, last_seq, h.max_timestamp,
+                                       base, offset - 1, bool(attributes & TRANSACTIONAL_MASK))
         return list(updates.values()), completed, None
 
     def _commit_producer_state(self, updates: list[ProducerAppendInfo], completed: list[CompletedTxn]) -> None:
@@ -491,11 +500,13 @@ class Log:
             first = self._leo
             updates: list[ProducerAppendInfo] = []
             completed: list[CompletedTxn] = []
-            if any(h.producer_id >= 0 for _, h in batches):
-                updates, completed, dup = self._analyze_producer_state(buf, batches, first, origin,
-                                                                       transaction_version)
-                if dup is not None:
-                    return self._duplicate_info(dup)
+            for _, h in batches:  # any producer batch (a loop: no generator per append)
+                if h.producer_id >= 0:
+                    updates, completed, dup = self._analyze_producer_state(buf, batches, first, origin,
+                                                                           transaction_version)
+                    if dup is not None:
+                        return self._duplicate_info(dup)
+                    break
             now = self._clock()
             log_append_time_ms = now if self.config.log_append_time else None
             result = assign_offsets(buf, batches, first, leader_epoch, log_append_time_ms)
