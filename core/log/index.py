@@ -101,7 +101,7 @@ class _MappedIndex:
         return self._entries
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self._max_entries
 
     def resize(self, new_size: int) -> None:
         """Grow/shrink the file (and map) to ``new_size`` rounded to whole entries (>= entries)."""
@@ -256,7 +256,7 @@ class TimeIndex(_MappedIndex):
 
     def is_full(self) -> bool:
         # Kafka keeps one slot free so the final entry written on roll always fits.
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._max_entries - 1
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -284,7 +284,7 @@ class TimeIndex(_MappedIndex):
         if not skip_full_check and self.is_full():
             raise IndexOffsetError(f"{self.path}: time index is full")
         assert self._map is not None
-        if self._entries >= self.max_entries:
+        if self._entries >= self._max_entries:
             raise IndexOffsetError(f"{self.path}: time index has no room")
         self._struct.pack_into(self._map, self._entries * self.ENTRY_SIZE, timestamp, rel)
         self._entries += 1

@@ -77,7 +77,11 @@ class SegmentRead(NamedTuple):
 
 
 def _write_all(fd: int, data: Buffer, position: int) -> None:
-    view = memoryview(data)
+    written = os.pwrite(fd, data, position)
+    if written == len(data):  # the usual case: one write, no view
+        return
+    position += written
+    view = memoryview(data)[written:]
     while view:
         written = os.pwrite(fd, view, position)
         position += written
@@ -145,12 +149,15 @@ class LogSegment:
 
     def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
                     segment_bytes: int, segment_ms: int) -> bool:
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.rolling_jitter_ms
-        return (self.size > segment_bytes - messages_size
-                or (self.size > 0 and reached_roll_ms)
-                or self.offset_index.is_full()
+        size = self.size
+        if size > segment_bytes - messages_size:
+            return True
+        # An empty segment never rolls on time (time_waited_for_roll changes nothing when empty).
+        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.rolling_jitter_ms:
+            return True
+        return (self.offset_index.is_full()
                 or self.time_index.is_full()
-                or not self.can_convert_to_relative_offset(max_offset))
+                or not 0 <= max_offset - self.base_offset <= INT32_MAX)  # can_convert_to_relative_offset
 
     # -- append -------------------------------------------------------------------------------
 
@@ -161,8 +168,9 @@ class LogSegment:
         """
         if not batches:
             return
-        last_offset = batches[-1][1].last_offset
-        if not self.can_convert_to_relative_offset(last_offset):
+        last = batches[-1][1]
+        last_offset = last.base_offset + last.last_offset_delta
+        if not 0 <= last_offset - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset
             raise ValueError(f"{self.log_path}: offset {last_offset} too far from base {self.base_offset}")
         physical = self.size
         _write_all(self._fd, buf, physical)
@@ -174,11 +182,12 @@ class LogSegment:
     def _index_batches(self, batches: Sequence[tuple[int, BatchHeader]], physical: int) -> None:
         interval = self.index_interval_bytes
         for pos, header in batches:
+            last_offset = header.base_offset + header.last_offset_delta
             if header.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = header.max_timestamp
-                self.offset_of_max_timestamp_so_far = header.last_offset
+                self.offset_of_max_timestamp_so_far = last_offset
             if self._bytes_since_last_index_entry > interval:
-                self.offset_index.append(header.last_offset, physical + pos)
+                self.offset_index.append(last_offset, physical + pos)
                 self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += header.batch_length + 12
