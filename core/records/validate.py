@@ -178,11 +178,15 @@ def validate_produce_batches(
             _validate_records(view, pos, header, compacted, check_ts, now_ms,
                               timestamp_before_max_ms, timestamp_after_max_ms)
         elif check_ts:
-            # Header-level bounds: no per-record work on the uncompressed path.
-            _check_timestamp(header.base_timestamp, pos, "base timestamp", now_ms,
-                             timestamp_before_max_ms, timestamp_after_max_ms)
-            _check_timestamp(header.max_timestamp, pos, "max timestamp", now_ms,
-                             timestamp_before_max_ms, timestamp_after_max_ms)
+            # Header-level bounds: no per-record work on the uncompressed path. Both within
+            # [now - before, now + after] is _check_timestamp's test passed, without two calls.
+            base_ts, max_ts = header.base_timestamp, header.max_timestamp
+            if not (now_ms - timestamp_before_max_ms <= base_ts <= now_ms + timestamp_after_max_ms
+                    and now_ms - timestamp_before_max_ms <= max_ts <= now_ms + timestamp_after_max_ms):
+                _check_timestamp(base_ts, pos, "base timestamp", now_ms,
+                                 timestamp_before_max_ms, timestamp_after_max_ms)
+                _check_timestamp(max_ts, pos, "max timestamp", now_ms,
+                                 timestamp_before_max_ms, timestamp_after_max_ms)
         out.append((pos, header))
         pos = batch_end
     if single_batch and len(out) > 1:
@@ -245,8 +249,9 @@ def assign_offsets(
                                      attributes=attributes, max_timestamp=log_append_time_ms, crc=crc)
         else:
             # base_offset and partition_leader_epoch are the first and third fields (_replace is
-            # twice as slow, and this runs for every produced batch).
-            header = BatchHeader(offset, header.batch_length, leader_epoch, *header[3:])
+            # twice as slow, and this runs for every produced batch; _make skips the Python
+            # __new__ the constructor goes through).
+            header = _make_header((offset, header.batch_length, leader_epoch, *header[3:]))
             if header.max_timestamp > max_timestamp:
                 max_timestamp = header.max_timestamp
                 offset_of_max = last
