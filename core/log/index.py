@@ -165,13 +165,6 @@ class _MappedIndex:
                 hi = mid - 1
         return lo
 
-    def _append_raw(self, a: int, b: int) -> None:
-        if self.is_full():
-            raise IndexOffsetError(f"{self.path}: index is full ({self._entries} entries)")
-        assert self._map is not None
-        self._struct.pack_into(self._map, self._entries * self.ENTRY_SIZE, a, b)
-        self._entries += 1
-
     def _check_size(self) -> None:
         if self._corrupt_size:
             raise CorruptIndexError(
@@ -215,10 +208,18 @@ class OffsetIndex(_MappedIndex):
         rel = offset - self.base_offset
         if not 0 <= rel <= INT32_MAX:
             raise IndexOffsetError(f"{self.path}: offset {offset} not relative to base {self.base_offset}")
-        if self._entries and rel <= self._entry(self._entries - 1)[0]:
-            raise IndexOffsetError(
-                f"{self.path}: offset {offset} is not larger than the last indexed offset {self.last_offset}")
-        self._append_raw(rel, position)
+        # The last entry and the free slot checked inline: a 16 KiB produced batch is indexed on every append.
+        n = self._entries
+        if n:
+            assert self._map is not None
+            if rel <= self._struct.unpack_from(self._map, (n - 1) * self.ENTRY_SIZE)[0]:
+                raise IndexOffsetError(
+                    f"{self.path}: offset {offset} is not larger than the last indexed offset {self.last_offset}")
+        if n >= self._max_entries:  # is_full()
+            raise IndexOffsetError(f"{self.path}: index is full ({n} entries)")
+        assert self._map is not None
+        self._struct.pack_into(self._map, n * self.ENTRY_SIZE, rel, position)
+        self._entries = n + 1
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset``."""
@@ -275,13 +276,15 @@ class TimeIndex(_MappedIndex):
         rel = offset - self.base_offset
         if not 0 <= rel <= INT32_MAX:
             raise IndexOffsetError(f"{self.path}: offset {offset} not relative to base {self.base_offset}")
-        if self._entries:
-            last_ts, last_rel = self._entry(self._entries - 1)
+        n = self._entries
+        if n:
+            assert self._map is not None  # _entry(n - 1), inline: every indexed append asks
+            last_ts, last_rel = self._struct.unpack_from(self._map, (n - 1) * self.ENTRY_SIZE)
             if timestamp <= last_ts:
                 return
             if rel < last_rel:
                 raise IndexOffsetError(f"{self.path}: offset {offset} is below the last indexed offset")
-        if not skip_full_check and self.is_full():
+        if not skip_full_check and n >= self._max_entries - 1:  # is_full()
             raise IndexOffsetError(f"{self.path}: time index is full")
         assert self._map is not None
         if self._entries >= self._max_entries:
