@@ -107,9 +107,11 @@ class Partition:
 
     def append_records_as_leader(self, records: bytes, required_acks: int) -> AppendResult:
         """Validate and append a produce request's records for this partition."""
-        if not self.is_leader:
+        # is_leader and config, read without their properties (this runs for every produced batch).
+        if self.leader_id != self.local_id:
             raise NotLeaderOrFollowerError(f"broker {self.local_id} is not the leader of {self.topic}-{self.index}")
-        config = self.config
+        log = self.log
+        config = log.config
         if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"ISR {list(self.isr)} is smaller than min.insync.replicas={config.min_insync_replicas}")
@@ -120,7 +122,7 @@ class Partition:
             timestamp_before_max_ms=config.message_timestamp_before_max_ms,
             timestamp_after_max_ms=config.message_timestamp_after_max_ms,
             log_append_time=config.log_append_time)
-        info = self.log.append_as_leader(buf, batches, self.leader_epoch, origin="client")
+        info = log.append_as_leader(buf, batches, self.leader_epoch, origin="client")
         self.maybe_increment_high_watermark()
         # The log's answer already holds what Produce returns: the append time is -1 unless the
         # topic uses LogAppendTime (and for a duplicate), the log start offset is the one at the
