@@ -124,6 +124,9 @@ class LogAppendInfo(NamedTuple):
     duplicate: bool = False
 
 
+_make_append_info = LogAppendInfo._make
+
+
 class FetchDataInfo(NamedTuple):
     """Whole batches read from the log; ``first_batch_offset`` is -1 when nothing was found."""
 
@@ -493,10 +496,12 @@ class Log:
         ``transaction_version`` >= 2 applies KIP-890's stricter marker epoch check.
         """
         with self._lock:
-            self._check_open()
-            if len(buf) > self.config.segment_bytes:
+            if self.closed:
+                self._check_open()  # raises
+            config = self.config
+            if len(buf) > config.segment_bytes:
                 raise RecordListTooLargeError(
-                    f"{len(buf)} bytes of batches exceed segment.bytes {self.config.segment_bytes}")
+                    f"{len(buf)} bytes of batches exceed segment.bytes {config.segment_bytes}")
             first = self._leo
             updates: list[ProducerAppendInfo] = []
             completed: list[CompletedTxn] = []
@@ -508,7 +513,7 @@ class Log:
                         return self._duplicate_info(dup)
                     break
             now = self._clock()
-            log_append_time_ms = now if self.config.log_append_time else None
+            log_append_time_ms = now if config.log_append_time else None
             result = assign_offsets(buf, batches, first, leader_epoch, log_append_time_ms)
             self._append(buf, batches, first, result.last_offset, result.max_timestamp, now)
             if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
@@ -517,9 +522,10 @@ class Log:
                 self._commit_producer_state(updates, completed)
             else:
                 self.producer_state.update_map_end_offset(self._leo)
-            return LogAppendInfo(first, result.last_offset, result.max_timestamp,
-                                 -1 if log_append_time_ms is None else log_append_time_ms,
-                                 self._log_start, result.offset_of_max_timestamp, len(buf))
+            # _make: the namedtuple's Python __new__ skipped (every field given, duplicate False).
+            return _make_append_info((first, result.last_offset, result.max_timestamp,
+                                      -1 if log_append_time_ms is None else log_append_time_ms,
+                                      self._log_start, result.shallow_offset_of_max_timestamp, len(buf), False))
 
     def _duplicate_info(self, h: BatchHeader) -> LogAppendInfo:
         entry = self.producer_state.last_entry(h.producer_id)

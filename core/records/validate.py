@@ -81,6 +81,9 @@ class AssignResult(NamedTuple):
         return self.shallow_offset_of_max_timestamp
 
 
+_make_assign_result = AssignResult._make
+
+
 def _check_timestamp(ts: int, pos: int, what: str, now_ms: int, before_max: int, after_max: int) -> None:
     if ts == NO_TIMESTAMP:
         return
@@ -262,4 +265,4 @@ def assign_offsets(
         # Kafka (v2, uncompressed): with LogAppendTime the max timestamp's offset is the last one.
         max_timestamp = log_append_time_ms
         offset_of_max = last_offset
-    return AssignResult(last_offset, max_timestamp, offset_of_max)
+    return _make_assign_result((last_offset, max_timestamp, offset_of_max))  # without the Python __new__
