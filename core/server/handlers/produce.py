@@ -27,7 +27,7 @@ from strom.core.coordinator.txn.wire import may_write_txn_id
 from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
-from strom.core.records.batch import read_header
+from strom.core.records.batch import ATTRIBUTES_OFFSET, BATCH_OVERHEAD, TRANSACTIONAL_MASK, read_header
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
 from strom.core.server.txn_verification import (
@@ -47,6 +47,7 @@ VERSIONS = (3, 13)
 TOPIC_IDS_SINCE = 13  # KIP-516: topics named by id instead of by name
 ADDS_PARTITIONS_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
 ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes are a big-endian int16
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
@@ -157,13 +158,14 @@ def _transactional_batches(request: Any, names: list[str | None]) -> dict[tuple[
         if name is None:
             continue
         for pd in topic.partition_data:
-            try:
-                header = read_header(pd.records or b"", 0)
-            except Exception:
-                continue  # the append reports the malformed records
-            if header.is_transactional:
-                batches[(name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch,
-                                                           header.base_sequence)
+            records = pd.records or b""
+            # The transactional bit (in the low byte of the int16 attributes) first: only a
+            # transactional batch needs its header parsed. Fewer than a header's bytes: the
+            # append reports the malformed records.
+            if len(records) < BATCH_OVERHEAD or not records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_MASK:
+                continue
+            header = read_header(records, 0)
+            batches[(name, pd.index)] = TxnBatch(header.producer_id, header.producer_epoch, header.base_sequence)
     return batches
 
 
