@@ -48,6 +48,7 @@ TOPIC_IDS_SINCE = 13  # KIP-516: topics named by id instead of by name
 ADDS_PARTITIONS_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
 ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes are a big-endian int16
+_partition_result = PartitionResult._make  # a row holds every field: no namedtuple __new__ per partition
 
 
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
@@ -96,9 +97,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             elif topic_image is None or pd.index not in topic_image.partitions:
                 # Kafka checks its metadata before appending: no error message.
                 code = int(ErrorCode.unknown_topic_or_partition)
-            elif (name, pd.index) in txn_codes:
+            elif txn_codes and (name, pd.index) in txn_codes:
                 code = txn_codes[(name, pd.index)]
-            elif (name, pd.index) in guarded and (
+            elif guarded and (name, pd.index) in guarded and (
                     refused := _refuse_guarded(broker, request.transactional_id, batches[(name, pd.index)],
                                                (name, pd.index), version)):
                 code, message = refused
@@ -106,9 +107,10 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 try:
                     part = rm.get_partition(name, pd.index)
                     result = rm.append_to_partition(part, records, acks)
-                    if part.log.needs_flush():
+                    plog = part.log
+                    if plog.config.flushes and plog.needs_flush():  # no call without flush.messages/flush.ms
                         # flush.messages / flush.ms: durable before the ack, fsync off the loop.
-                        await asyncio.to_thread(part.log.flush)
+                        await asyncio.to_thread(plog.flush)
                     base_offset, log_append_time = result.first_offset, result.log_append_time_ms
                     log_start = result.log_start_offset
                     if acks == -1:
@@ -137,7 +139,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                         row[1], row[5] = int(ErrorCode.request_timed_out), "acks=all timed out waiting for the ISR"
 
     return ProduceResults(throttle_ms, [
-        TopicResults(name or "", [PartitionResult(*row) for row in parts], tid) for name, tid, parts in topics_out])
+        TopicResults(name or "", [_partition_result(row) for row in parts], tid) for name, tid, parts in topics_out])
 
 
 def _topic_names(broker: Broker, request: Any, version: int) -> tuple[list[str | None], list[uuid.UUID | None]]:
