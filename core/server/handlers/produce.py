@@ -75,7 +75,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             if acks == 0:
                 raise MalformedRequestError("transactional records without an authorized transactional id")
             return _all_failed(m, request, ids, int(ErrorCode.transactional_id_authorization_failed), None)
-        known = {tp: b for tp, b in batches.items() if tp[0] not in denied and tp[0] in broker.image.topics}
+        image_topics = broker.image.topics  # once, not per partition
+        known = {tp: b for tp, b in batches.items() if tp[0] not in denied and tp[0] in image_topics}
         txn_codes, guarded = await _enlist_partitions(broker, tid, known, version, ms(request.timeout))
     total_bytes = 0
     waits: list[tuple[Any, int]] = []
