@@ -62,6 +62,12 @@ _CONTROL_VALUE = struct.Struct(">hi")
 # a header count of 0.
 _CONTROL_RECORD_HEAD = bytes([32, 0, 0, 0, 8])
 _CONTROL_VALUE_LEN = bytes([12])
+# Where a marker record's key, value length and value sit after the batch header, and its size
+# up to the end of its value.
+_MARKER_KEY_AT = len(_CONTROL_RECORD_HEAD)
+_MARKER_VALUE_LEN_AT = _MARKER_KEY_AT + _CONTROL_KEY.size
+_MARKER_VALUE_AT = _MARKER_VALUE_LEN_AT + 1
+_MARKER_RECORD_SIZE = _MARKER_VALUE_AT + _CONTROL_VALUE.size
 
 
 class Record(NamedTuple):
@@ -340,8 +346,15 @@ def read_control_record(buf: Buffer, pos: int, header: BatchHeader) -> ControlRe
     if header.attributes & COMPRESSION_MASK:
         records = decode_batch(buf, pos, check_crc=False).records
         return parse_control_record(records[0].key, records[0].value) if records else None
+    p = pos + BATCH_OVERHEAD
+    # A marker laid out as build_control_batch (and Kafka) writes it: key and value read in place,
+    # what the varint walk below finds for that layout. Anything else takes the walk.
+    if len(buf) >= p + _MARKER_RECORD_SIZE and buf[p:p + _MARKER_KEY_AT] == _CONTROL_RECORD_HEAD \
+            and buf[p + _MARKER_VALUE_LEN_AT] == _CONTROL_VALUE_LEN[0]:
+        version, ctype = _CONTROL_KEY.unpack_from(buf, p + _MARKER_KEY_AT)
+        if ctype in (CONTROL_ABORT, CONTROL_COMMIT):
+            return ControlRecord(version, ctype, _CONTROL_VALUE.unpack_from(buf, p + _MARKER_VALUE_AT)[1])
     try:
-        p = pos + BATCH_OVERHEAD
         _length, p = _read_varint(buf, p)
         p += 1  # attributes
         _timestamp_delta, p = _read_varint(buf, p)
