@@ -102,6 +102,9 @@ class BatchMetadata(NamedTuple):
         return self.last_offset - self.offset_delta
 
 
+_make_batch_metadata = BatchMetadata._make
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
     producer_id: int
@@ -154,7 +157,8 @@ class ProducerStateEntry:
         if self.producer_epoch != epoch:  # maybe_update_producer_epoch, inline (once per append)
             self.batches.clear()
             self.producer_epoch = epoch
-        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        # _make: the namedtuple's Python __new__ skipped (one batch per producer append).
+        self.batches.append(_make_batch_metadata((last_seq, last_offset, offset_delta, timestamp)))
         self.last_timestamp = timestamp
         if txn_first_offset is not None:
             self.current_txn_first_offset = txn_first_offset

@@ -41,6 +41,9 @@ class AppendResult(NamedTuple):
     duplicate: bool = False
 
 
+_make_append_result = AppendResult._make
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     records: bytes
@@ -127,8 +130,8 @@ class Partition:
         # The log's answer already holds what Produce returns: the append time is -1 unless the
         # topic uses LogAppendTime (and for a duplicate), the log start offset is the one at the
         # append (as Kafka answers from its LogAppendInfo).
-        return AppendResult(info.first_offset, info.last_offset, info.log_append_time_ms, info.log_start_offset,
-                            info.duplicate)
+        return _make_append_result((info.first_offset, info.last_offset, info.log_append_time_ms,
+                                    info.log_start_offset, info.duplicate))  # _make: no namedtuple __new__
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, *, transaction_version: int = 0) -> AppendResult:
