@@ -245,7 +245,8 @@ def test_eos_close_while_the_transaction_times_out(sweeping_broker: BrokerProces
     """Closing the application while its transaction is being timed out. With commits every
     100 ms the fence is met by the commit right after the stall (the thread replaces its producer
     and rejoins, then stops); with commits every 30 s nothing was committed yet and the fence is
-    met by the last commit at shutdown. Either way, as in Kafka, the thread closes its tasks
+    met by the last commit at shutdown (or, on a loaded machine, by the records still in the
+    producer when the coordinator aborted). Either way, as in Kafka, the thread closes its tasks
     without committing and ends cleanly (not ERROR), and after a restart every input line is
     counted exactly once."""
     bootstrap = sweeping_broker.bootstrap
@@ -270,7 +271,12 @@ def test_eos_close_while_the_transaction_times_out(sweeping_broker: BrokerProces
     assert closed and app.state() is State.NOT_RUNNING, _tracebacks(app)
     assert any("fenced" in line for line in log.lines), log.lines[-20:]
     if commit_interval_ms == 30000:
-        assert any("last commit failed" in line for line in log.lines), log.lines[-20:]
+        # Usually the last commit at shutdown meets the fence. On a loaded machine the producer may
+        # still hold the records of before the stall when the coordinator aborts, and then their
+        # ProduceRequest meets it first (seen once in CI): the thread's fenced-producer path, which
+        # the 100 ms case covers. Either way nothing may have been committed.
+        assert any("last commit failed" in line or "its producer was fenced" in line
+                   for line in log.lines), log.lines[-20:]
         assert read_counts(bootstrap, counts, {"__never__": 1}, timeout=2) == {}  # nothing committed
 
     app = _eos_app(bootstrap, text, counts, app_id, state_dir, stalled, log)
