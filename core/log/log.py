@@ -392,7 +392,7 @@ class Log:
                 return [], [], h
             info = updates.get(pid)
             if info is None:
-                info = updates[pid] = ProducerAppendInfo(pid, entry, origin)  # ProducerStateManager.prepare_update
+                info = updates[pid] = self.producer_state.prepare_update(pid, origin)
             if attributes & CONTROL_MASK:
                 txn = self._apply_control_batch(info, buf, pos, h, base, transaction_version)
                 if txn is not None:

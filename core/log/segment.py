@@ -157,7 +157,7 @@ class LogSegment:
             return True
         return (self.offset_index.is_full()
                 or self.time_index.is_full()
-                or not 0 <= max_offset - self.base_offset <= INT32_MAX)  # can_convert_to_relative_offset
+                or not self.can_convert_to_relative_offset(max_offset))
 
     # -- append -------------------------------------------------------------------------------
 
@@ -168,9 +168,8 @@ class LogSegment:
         """
         if not batches:
             return
-        last = batches[-1][1]
-        last_offset = last.base_offset + last.last_offset_delta
-        if not 0 <= last_offset - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset
+        last_offset = batches[-1][1].last_offset
+        if not self.can_convert_to_relative_offset(last_offset):
             raise ValueError(f"{self.log_path}: offset {last_offset} too far from base {self.base_offset}")
         physical = self.size
         _write_all(self._fd, buf, physical)
@@ -182,7 +181,7 @@ class LogSegment:
     def _index_batches(self, batches: Sequence[tuple[int, BatchHeader]], physical: int) -> None:
         interval = self.index_interval_bytes
         for pos, header in batches:
-            last_offset = header.base_offset + header.last_offset_delta
+            last_offset = header.last_offset
             if header.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = header.max_timestamp
                 self.offset_of_max_timestamp_so_far = last_offset

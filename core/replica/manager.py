@@ -99,7 +99,7 @@ class ReplicaManager:
     def append_to_partition(self, part: Partition, records: bytes, required_acks: int) -> AppendResult:
         """Produce's append to a partition it has looked up: validate, append, wake the fetches."""
         result = part.append_records_as_leader(records, required_acks)
-        self.fetch_purgatory.check_and_complete((part.topic, part.index))  # part.key, without the property
+        self.fetch_purgatory.check_and_complete(part.key)
         return result
 
     def partitions_of(self, keys: Iterable[tuple[str, int]]) -> list[Partition | None]:

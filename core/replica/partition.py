@@ -110,8 +110,7 @@ class Partition:
 
     def append_records_as_leader(self, records: bytes, required_acks: int) -> AppendResult:
         """Validate and append a produce request's records for this partition."""
-        # is_leader and config, read without their properties (this runs for every produced batch).
-        if self.leader_id != self.local_id:
+        if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_id} is not the leader of {self.topic}-{self.index}")
         log = self.log
         config = log.config
