@@ -10,8 +10,11 @@ For every broker of ``--brokers`` (started fresh, once) and ``--repeat`` rounds,
 ``idempotent`` then ``transactional``; ``--warmup-rounds`` (default 1) unmeasured but verified
 rounds of the same size come first, so the broker's own JIT (Kafka) is warm too. A phase is one JVM (``bench/java_txn/TxnBench.java``):
 
-1. an untimed warm-up of the same mode (``--warmup`` records on a separate topic) so the JIT has
-   compiled the send path;
+1. an untimed warm-up of the same mode on a separate topic, in chunks of ``--warmup`` records
+   repeated until the JIT is quiet (its compile time under 5% of a chunk's wall time; at most
+   60 s), so the send path is compiled and the compiler does not take the broker's CPU during the
+   timed phase (a single 50,000-record warm-up left the C2 thread compiling through the whole
+   phase: 1-2.5 CPU s of a 2-4 s phase);
 2. a fresh producer (``--settings``, below; the transactional one with a fresh ``transactional.id``)
    loads metadata and runs ``initTransactions()``, then says it is ready, with the batching
    settings it resolved (defaults included), which the report prints;
@@ -21,6 +24,9 @@ rounds of the same size come first, so the broker's own JIT (Kafka) is warm too.
    the client's own timing of that loop;
 4. verification as groups_txn.py: high watermarks (records + one COMMIT marker per partition per
    transaction) and a ``read_committed`` count. Any failure makes the exit code 1.
+
+Every row also splits the JVM's CPU by thread (``/proc/<pid>/task``): the thread running the
+loop, the producers' I/O threads, GC and VM threads, and the JIT compilers.
 
 The transaction version the client used (``TransactionManager.isTransactionV2Enabled()``, read
 by reflection) and the producer epoch before/after the timed phase (TV2 bumps it once per
@@ -83,6 +89,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_throughput import PhaseClock, Progress, _table, create_topic, machine_info
 from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES, TxnResult, summarize_txn, verify_topic
+from peers import _CLK_TCK as CLK_TCK
 from peers import KAFKA_REF_DIR, Broker, KafkaBroker, StromBroker, make_broker, tree_cpu_seconds
 
 if str(KAFKA_REF_DIR) not in sys.path:
@@ -121,6 +128,11 @@ class JavaTxnResult(TxnResult):
     # The producer's counters (TxnBench.clientMetrics): buffer_wait_s (send() blocked on buffer
     # memory), requests (all it sent), batch_size_avg (bytes)
     client_metrics: dict[str, float | None] = field(default_factory=dict)
+    # The JVM's CPU seconds by thread kind (jvm_thread_cpu): main, sender, gc+vm, jit, other
+    client_threads: dict[str, float] = field(default_factory=dict)
+    # The JVM's warm-up before the timed work (TxnBench.warmUp): records, transactions, chunks,
+    # seconds, jit_share (the JIT's compile time over the last chunk's wall time)
+    jvm_warmup: dict[str, float] = field(default_factory=dict)
 
 
 def new_broker(name: str, transaction_version: int | None) -> Broker:
@@ -193,6 +205,7 @@ class JavaPhase:
                                      text=True, start_new_session=True)
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.stderr: collections.deque[str] = collections.deque(maxlen=200)
+        self.warmup: dict[str, Any] = {}  # the JVM's warm-up line, once it came
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._threads = [threading.Thread(target=self._read_out, args=(self.proc.stdout,), daemon=True),
                          threading.Thread(target=self._read_err, args=(self.proc.stderr,), daemon=True)]
@@ -234,7 +247,9 @@ class JavaPhase:
         """Wait for the ready line (JVM start, warm-up, metadata, initTransactions) and return it."""
         while (line := self.next_line(READY_TIMEOUT)).get("op") != "ready":
             if line.get("op") == "warmup":
-                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line['seconds']:.2f}s",
+                self.warmup = {k: v for k, v in line.items() if k != "op"}
+                print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line.get('chunks', 1)} chunk(s), "
+                      f"{line['seconds']:.2f}s; JIT compile time {line.get('jit_share', 0.0):.0%} of the last chunk",
                       file=sys.stderr, flush=True)
         return line
 
@@ -273,6 +288,38 @@ class JavaPhase:
             self.proc.wait()
 
 
+# A JVM thread's kind from its Linux name (15 characters at most; HotSpot names its native threads).
+_THREAD_KINDS = (("kafka-producer-", "sender"), ("C1 CompilerThre", "jit"), ("C2 CompilerThre", "jit"),
+                 ("GC Thread", "gc+vm"), ("VM Thread", "gc+vm"), ("G1 ", "gc+vm"), ("java", "main"))
+
+
+def jvm_thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """The kind and CPU seconds of each live thread of a JVM (see jvm_thread_delta)."""
+    out: dict[int, tuple[str, float]] = {}
+    task_dir = Path(f"/proc/{pid}/task")
+    for tid in os.listdir(task_dir):
+        try:
+            raw = (task_dir / tid / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2:].split()
+        kind = next((k for prefix, k in _THREAD_KINDS if name.startswith(prefix)), "other")
+        out[int(tid)] = (kind, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+    return out
+
+
+def jvm_thread_delta(after: dict[int, tuple[str, float]], before: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds between two ``jvm_thread_cpu`` readings, summed by thread kind: ``main`` (the
+    thread running TxnBench; the launcher's first thread idles), ``sender`` (the producers' I/O
+    threads), ``gc+vm``, ``jit`` and ``other``. Per thread, so a thread that ended in between (a
+    warm-up producer's) takes nothing away; what it spent in between is lost with it."""
+    out = dict.fromkeys(("main", "sender", "gc+vm", "jit", "other"), 0.0)
+    for tid, (kind, seconds) in after.items():
+        out[kind] += seconds - before.get(tid, (kind, 0.0))[1]
+    return out
+
+
 def txnbench_argv(classes: Path, lib: Path, bootstrap: str, topic: str, records: int, txn_size: int, mode: str,
                   options: list[str], warmup_topic: str, warmup: int) -> list[str]:
     """The command line of one TxnBench JVM (it waits for the driver's go lines)."""
@@ -300,12 +347,13 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
         res.effective = {str(k): str(v) for k, v in line.get("effective", {}).items()}
         progress = Progress(label, res.records)
         with PhaseClock(broker.pid) as clock:
-            java0 = tree_cpu_seconds(phase.proc.pid)
+            java0, threads0 = tree_cpu_seconds(phase.proc.pid), jvm_thread_cpu(phase.proc.pid)
             phase.go()
             while (line := phase.next_line(STALL_TIMEOUT)).get("op") != "result":
                 if line.get("op") == "progress":
                     progress.maybe(int(line["done"]), time.monotonic(), str(line["what"]))
             java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
+            threads = jvm_thread_delta(jvm_thread_cpu(phase.proc.pid), threads0)
         phase.finish_after_result()
     except BaseException:
         phase.kill()
@@ -315,6 +363,8 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
     res.java_wall_s = round(clock.seconds, 4)
     res.broker_cpu_s = round(clock.broker_cpu, 3)
     res.client_cpu_s = round(java_cpu, 3)  # the JVM's CPU (the driver idles during the phase)
+    res.client_threads = {k: round(v, 3) for k, v in threads.items()}
+    res.jvm_warmup = phase.warmup
     res.other_cpu_s = round(max(0.0, clock.other_cpu - java_cpu), 3)
     res.steal_s = round(clock.steal, 3)
     verify_result(broker, res, topic, partitions, txn_size, label)
@@ -366,6 +416,8 @@ def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResul
                                     "interleaved", ["--txn-topic", topics["transactional"], "--slice",
                                                     str(slice_records), *props], warmup_topic, warmup))
     cpu: dict[str, dict[str, float]] = {mode: collections.defaultdict(float) for mode in MODES}
+    threads: dict[str, dict[str, float]] = {mode: collections.defaultdict(float) for mode in MODES}
+    threads0: dict[int, tuple[str, float]] = {}
     try:
         line = phase.wait_ready(label)
         for res in by_mode.values():
@@ -376,7 +428,7 @@ def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResul
         while (line := phase.next_line(STALL_TIMEOUT)).get("op") != "result":
             if line.get("op") == "slice-ready":
                 clock.begin()
-                java0 = tree_cpu_seconds(phase.proc.pid)
+                java0, threads0 = tree_cpu_seconds(phase.proc.pid), jvm_thread_cpu(phase.proc.pid)
                 phase.go()
             elif line.get("op") == "slice":
                 java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
@@ -387,6 +439,8 @@ def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResul
                 acc["java"] += java_cpu
                 acc["other"] += max(0.0, clock.other_cpu - java_cpu)
                 acc["steal"] += clock.steal
+                for kind, seconds in jvm_thread_delta(jvm_thread_cpu(phase.proc.pid), threads0).items():
+                    threads[str(line["mode"])][kind] += seconds
                 done += int(line["records"])
                 progress.maybe(done, time.monotonic(), "records (both modes)")
         phase.finish_after_result()
@@ -401,6 +455,8 @@ def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResul
         res.client_cpu_s = round(cpu[mode]["java"], 3)
         res.other_cpu_s = round(cpu[mode]["other"], 3)
         res.steal_s = round(cpu[mode]["steal"], 3)
+        res.client_threads = {k: round(v, 3) for k, v in threads[mode].items()}
+        res.jvm_warmup = phase.warmup
         verify_result(broker, res, topics[mode], partitions, txn_size, f"{label} {mode}")
 
 
@@ -495,14 +551,14 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
         for mode in MODES:
             r = s[mode]
             if r is None:
-                rows.append([s["broker"], mode, f"{args.records:,}", *["-"] * 11, "FAILED"])
+                rows.append([s["broker"], mode, f"{args.records:,}", *["-"] * 12, "FAILED"])
                 continue
             epochs = "-" if r["epoch_before"] is None or mode != "transactional" \
                 else f"{r['epoch_before']}->{r['epoch_after']}"
             rows.append([s["broker"], mode, f"{r['records']:,}", str(r["transactions"] or "-"),
                          f"{r['seconds']:.2f}", f"{r['msgs_per_s']:,.0f}", f"{r['broker_cpu_s']:.2f}",
                          f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", f"{r.get('steal_s', 0.0):.2f}",
-                         *_client_columns(r), epochs, "; ".join(r["notes"]) or "ok"])
+                         *_client_columns(r), _threads_cell(r), epochs, "; ".join(r["notes"]) or "ok"])
     client = next((r.client for r in results if r.client), "?")
     effective = next((r.effective for r in results if r.effective), {})
     settings = f"--settings {args.settings}" + "".join(f" {p}" for p in args.producer_prop) \
@@ -526,7 +582,7 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                            "-" if s["ratio"] is None else ("met" if s["ratio"] >= 0.8 else "MISSED")])
     return "\n".join([head, _table(["broker", "mode", "records", "txns", "secs", "msgs/s", "broker CPU s",
                                     "client CPU s", "other CPU s", "steal s", "buffer wait s", "requests",
-                                    "batch B", "epoch", "status"], rows), "",
+                                    "batch B", "JVM CPU s main/sender/gc+vm/jit", "epoch", "status"], rows), "",
                       _table(["broker", "idempotent msgs/s", "transactional msgs/s", "txn/idempotent", "per round",
                               "client TV", target], ratio_rows)])
 
@@ -537,6 +593,14 @@ def _client_columns(r: dict[str, Any]) -> list[str]:
     wait, requests, batch = m.get("buffer_wait_s"), m.get("requests"), m.get("batch_size_avg")
     return ["-" if wait is None else f"{wait:.2f}", "-" if requests is None else f"{requests:,.0f}",
             "-" if batch is None else f"{batch:,.0f}"]
+
+
+def _threads_cell(r: dict[str, Any]) -> str:
+    """The JVM's CPU by thread kind (jvm_thread_cpu) as one table cell."""
+    t = r.get("client_threads") or {}
+    if not t:
+        return "-"
+    return "/".join(f"{t.get(k, 0.0):.2f}" for k in ("main", "sender", "gc+vm", "jit"))
 
 
 # A phase where other work (other processes or containers on this machine, or the host's other
@@ -578,7 +642,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help=f"records per transaction (issue 3's workload: {TXN_SIZE:,})")
     ap.add_argument("--partitions", type=int, default=3, help="partitions of every topic")
     ap.add_argument("--warmup", type=int, default=50_000,
-                    help="untimed records of the same mode at the start of every JVM (0: none)")
+                    help="untimed records per warm-up chunk of the same mode(s) at the start of every JVM; chunks "
+                         "repeat until the JIT's compile time is under 5%% of a chunk (at most 60 s; 0: none)")
     ap.add_argument("--warmup-rounds", type=int, default=1,
                     help="unmeasured rounds per broker before the measured ones (the broker's JIT: Kafka's "
                          "CPU per transactional phase keeps falling over its first ~2,000 transactions)")

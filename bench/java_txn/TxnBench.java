@@ -9,8 +9,9 @@
  *   java TxnBench <bootstrap> <topic> <records> <txn-size> <value-bytes> interleaved
  *        --txn-topic T2 --slice N [--warmup-topic T --warmup-records N] [--wait-go] [--prop key=value ...]
  *
- * Flow: (1) optional untimed warm-up of the same mode on another topic (the JIT compiles the send
- * path before anything is timed); (2) a fresh producer loads the topic's metadata and, when
+ * Flow: (1) optional untimed warm-up of the same mode on another topic, in chunks of
+ * --warmup-records until the JIT is quiet (see warmUp: the send path is compiled before anything is
+ * timed, and the compiler does not compete with the broker for the CPU); (2) a fresh producer loads the topic's metadata and, when
  * transactional, runs initTransactions() (once per producer lifetime, so not timed); (3) prints
  * {"op":"ready", "effective": {...}} (batch.size, linger.ms, acks and max.in.flight as the client
  * resolves them, defaults included) and, with --wait-go, blocks until a line arrives on stdin (the driver starts its
@@ -40,6 +41,8 @@
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
@@ -62,6 +65,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class TxnBench {
     private static final long PROGRESS_NANOS = 2_000_000_000L;
+    /** Warm-up stops once the JIT's compile time is under this share of a chunk's wall time... */
+    private static final double JIT_QUIET = 0.05;
+    /** ...or after this long, whichever comes first. */
+    private static final long WARMUP_MAX_NANOS = 60_000_000_000L;
 
     /** Delivery failures of the async sends (the callback runs on the producer's I/O thread). */
     private static final class Failures implements Callback {
@@ -147,17 +154,15 @@ public final class TxnBench {
         }
 
         if (warmupTopic != null && warmupRecords > 0) {
-            long t0 = System.nanoTime();
-            Outcome w;
+            String wt = warmupTopic;
+            long wr = warmupRecords;
             try {
-                w = run(warmupTopic, warmupRecords, txnSize, payload, txn, false, false);
+                warmUp(wr, () -> run(wt, wr, txnSize, payload, txn, false, false).transactions);
             } catch (Exception e) {
                 stage = "warm-up " + stage;
                 fail(e);
                 throw e;
             }
-            emit("{\"op\":\"warmup\",\"records\":" + warmupRecords + ",\"transactions\":" + w.transactions
-                    + ",\"seconds\":" + secs(System.nanoTime() - t0) + "}");
         }
         Outcome o;
         try {
@@ -180,6 +185,37 @@ public final class TxnBench {
                 .append(",\"client\":\"").append(org.apache.kafka.common.utils.AppInfoParser.getVersion())
                 .append("\"}");
         emit(sb.toString());
+    }
+
+    /** One warm-up chunk: a run of the workload on the warm-up topic; returns the transactions it committed. */
+    private interface WarmupChunk {
+        long run() throws Exception;
+    }
+
+    /**
+     * Untimed warm-up: chunks of the workload until the JIT is quiet, i.e. its compile time during a
+     * chunk is under JIT_QUIET of the chunk's wall time (at least one chunk, at most WARMUP_MAX_NANOS).
+     * On two cores a JVM that is still compiling gives the C2 thread most of a core, which the
+     * broker then lacks; a fixed short warm-up left it compiling through the whole timed phase.
+     * Prints {"op":"warmup", "records", "transactions", "chunks", "seconds", "jit_share"}.
+     */
+    private static void warmUp(long recordsPerChunk, WarmupChunk chunk) throws Exception {
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        long t0 = System.nanoTime();
+        long chunks = 0;
+        long transactions = 0;
+        double share;
+        do {
+            long c0 = jit.getTotalCompilationTime();
+            long w0 = System.nanoTime();
+            transactions += chunk.run();
+            chunks++;
+            share = (jit.getTotalCompilationTime() - c0) * 1e6 / Math.max(1, System.nanoTime() - w0);
+        } while (share >= JIT_QUIET && System.nanoTime() - t0 < WARMUP_MAX_NANOS);
+        emit("{\"op\":\"warmup\",\"records\":" + chunks * recordsPerChunk + ",\"transactions\":" + transactions
+                + ",\"chunks\":" + chunks + ",\"seconds\":" + secs(System.nanoTime() - t0)
+                + ",\"uptime_s\":" + ManagementFactory.getRuntimeMXBean().getUptime() / 1000.0
+                + ",\"jit_share\":" + Math.round(share * 1000) / 1000.0 + "}");
     }
 
     private static Properties config(boolean txn) {
@@ -317,11 +353,8 @@ public final class TxnBench {
                                     byte[] payload, String warmupTopic, long warmupRecords, boolean waitGo)
             throws Exception {
         if (warmupTopic != null && warmupRecords > 0) {
-            long t0 = System.nanoTime();
-            Outcome wi = run(warmupTopic, warmupRecords, txnSize, payload, false, false, false);
-            Outcome wt = run(warmupTopic, warmupRecords, txnSize, payload, true, false, false);
-            emit("{\"op\":\"warmup\",\"records\":" + 2 * warmupRecords + ",\"transactions\":"
-                    + (wi.transactions + wt.transactions) + ",\"seconds\":" + secs(System.nanoTime() - t0) + "}");
+            warmUp(2 * warmupRecords, () -> run(warmupTopic, warmupRecords, txnSize, payload, false, false, false)
+                    .transactions + run(warmupTopic, warmupRecords, txnSize, payload, true, false, false).transactions);
         }
         Failures failures = new Failures();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -353,6 +386,7 @@ public final class TxnBench {
                     }
                     long txns0 = txnOut.transactions;
                     stage = name + " slice " + k;
+                    long jit0 = ManagementFactory.getCompilationMXBean().getTotalCompilationTime();
                     long t0 = System.nanoTime();
                     if (m == 0) {
                         sendIdempotent(idem, idemTopic, done[m], n, partitions, payload, failures, null);
@@ -364,7 +398,10 @@ public final class TxnBench {
                     checkDelivered(failures);
                     done[m] += n;
                     seconds[m] += nanos / 1e9;
-                    emit("{\"op\":\"slice\",\"mode\":\"" + name + "\",\"index\":" + k + ",\"records\":" + n
+                    long jitMs = ManagementFactory.getCompilationMXBean().getTotalCompilationTime() - jit0;
+                    emit("{\"op\":\"slice\",\"mode\":\"" + name + "\",\"index\":" + k + ",\"jit_ms\":" + jitMs
+                            + ",\"uptime_s\":" + ManagementFactory.getRuntimeMXBean().getUptime() / 1000.0
+                            + ",\"records\":" + n
                             + ",\"transactions\":" + (txnOut.transactions - txns0) + ",\"seconds\":" + nanos / 1e9 + "}");
                 }
             }

@@ -9,6 +9,7 @@ verified (high watermarks and a read_committed count).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -83,6 +84,40 @@ def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Pat
     assert txn["transactions"] == 4 and txn["transaction_version"] == 2
     assert txn["epoch_after"] == txn["epoch_before"] + 4
     assert txn["client_metrics"]["requests"] >= 2 * 4
+    for r in rounds.values():  # the JVM's CPU by thread kind, summed over the mode's own slices
+        assert set(r["client_threads"]) == {"main", "sender", "gc+vm", "jit", "other"}
+        assert all(v >= 0 for v in r["client_threads"].values()), r["client_threads"]
+        assert r["jvm_warmup"] == {}  # --warmup 0
+
+
+def test_warmup_runs_until_the_jit_is_quiet(tmp_path: Path) -> None:
+    """With --warmup N the JVM repeats chunks of N records (both modes, interleaved) until the
+    JIT's compile time in a chunk is under 5% of it, and says how it ended."""
+    problem = kafka_ref.java_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    out = tmp_path / "out.json"
+    code = txn_java.main(["--brokers", "strom", "--repeat", "1", "--records", "2000", "--warmup", "2000",
+                          "--warmup-rounds", "0", "--schedule", "interleaved", "--slice", "2000",
+                          "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert code == 0, doc["rounds"]
+    for r in doc["rounds"]:
+        w = r["jvm_warmup"]
+        assert w["chunks"] >= 1 and w["records"] == 2 * 2000 * w["chunks"], w
+        assert w["transactions"] == 2 * w["chunks"], w  # 2,000 transactional records a chunk
+        # It stopped because the JIT went quiet, or at the 60 s cap.
+        assert w["jit_share"] < 0.05 or w["seconds"] >= 60, w
+
+
+def test_thread_cpu_is_taken_per_thread() -> None:
+    """A thread that ended between two readings takes nothing away from the others' delta."""
+    before = {1: ("main", 1.0), 2: ("sender", 2.0), 3: ("sender", 5.0), 4: ("jit", 0.5)}
+    after = {1: ("main", 1.5), 2: ("sender", 2.25), 4: ("jit", 0.5), 9: ("other", 0.1)}
+    delta = txn_java.jvm_thread_delta(after, before)
+    assert delta == {"main": 0.5, "sender": 0.25, "gc+vm": 0.0, "jit": 0.0, "other": pytest.approx(0.1)}
+    own = txn_java.jvm_thread_cpu(os.getpid())  # this (Python) process: every thread is "other"
+    assert own and {kind for kind, _ in own.values()} == {"other"}
 
 
 def test_interleaved_slice_must_hold_whole_transactions() -> None:
