@@ -11,10 +11,10 @@ For every broker of ``--brokers`` (started fresh, once) and ``--repeat`` rounds,
 rounds of the same size come first, so the broker's own JIT (Kafka) is warm too. A phase is one JVM (``bench/java_txn/TxnBench.java``):
 
 1. an untimed warm-up of the same mode on a separate topic, in chunks of ``--warmup`` records
-   repeated until the JIT is quiet (its compile time under 5% of a chunk's wall time; at most
-   60 s), so the send path is compiled and the compiler does not take the broker's CPU during the
-   timed phase (a single 50,000-record warm-up left the C2 thread compiling through the whole
-   phase: 1-2.5 CPU s of a 2-4 s phase);
+   repeated until the JIT is quiet (its compiler threads' CPU under 5% of a window of at least
+   1 s of chunks; at most 90 s), so the send path is compiled and the compiler does not take the
+   broker's CPU during the timed phase (a single 50,000-record warm-up left the C2 thread
+   compiling the producer's I/O thread through the whole phase: 1-2.6 CPU s of a 2-3 s phase);
 2. a fresh producer (``--settings``, below; the transactional one with a fresh ``transactional.id``)
    loads metadata and runs ``initTransactions()``, then says it is ready, with the batching
    settings it resolved (defaults included), which the report prints;
@@ -109,7 +109,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "client-defaults": {"acks": "all", "enable.idempotence": True},
     "librdkafka": dict(PRODUCER_BASE),
 }
-READY_TIMEOUT = 180.0  # JVM start + warm-up + initTransactions
+READY_TIMEOUT = 240.0  # JVM start + warm-up (at most 90 s) + initTransactions
 STALL_TIMEOUT = 60.0  # no output line from the timed phase for this long: the phase fails
 
 
@@ -249,7 +249,7 @@ class JavaPhase:
             if line.get("op") == "warmup":
                 self.warmup = {k: v for k, v in line.items() if k != "op"}
                 print(f"  [{label}] JVM warm-up: {line['records']:,} records in {line.get('chunks', 1)} chunk(s), "
-                      f"{line['seconds']:.2f}s; JIT compile time {line.get('jit_share', 0.0):.0%} of the last chunk",
+                      f"{line['seconds']:.2f}s; JIT threads {line.get('jit_share', 0.0):.0%} of the last window",
                       file=sys.stderr, flush=True)
         return line
 
@@ -346,14 +346,23 @@ def run_phase(broker: Broker, classes: Path, lib: Path, res: JavaTxnResult, part
         line = phase.wait_ready(label)
         res.effective = {str(k): str(v) for k, v in line.get("effective", {}).items()}
         progress = Progress(label, res.records)
-        with PhaseClock(broker.pid) as clock:
-            java0, threads0 = tree_cpu_seconds(phase.proc.pid), jvm_thread_cpu(phase.proc.pid)
-            phase.go()
-            while (line := phase.next_line(STALL_TIMEOUT)).get("op") != "result":
-                if line.get("op") == "progress":
-                    progress.maybe(int(line["done"]), time.monotonic(), str(line["what"]))
-            java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
-            threads = jvm_thread_delta(jvm_thread_cpu(phase.proc.pid), threads0)
+        clock = PhaseClock(broker.pid)
+        clock.begin()
+        java0, threads0 = tree_cpu_seconds(phase.proc.pid), jvm_thread_cpu(phase.proc.pid)
+        phase.go()
+        # The JVM stops after its timed loop, before closing the producer (whose I/O thread's CPU
+        # would end with it), until the clocks are read.
+        while (line := phase.next_line(STALL_TIMEOUT)).get("op") != "timed-done":
+            if line.get("op") == "progress":
+                progress.maybe(int(line["done"]), time.monotonic(), str(line["what"]))
+            elif line.get("op") == "result":
+                raise RuntimeError("TxnBench gave its result without a timed-done line")
+        java_cpu = tree_cpu_seconds(phase.proc.pid) - java0
+        threads = jvm_thread_delta(jvm_thread_cpu(phase.proc.pid), threads0)
+        clock.__exit__()
+        phase.go()
+        if (line := phase.next_line(STALL_TIMEOUT)).get("op") != "result":
+            raise RuntimeError(f"TxnBench: expected the result line, got {line}")
         phase.finish_after_result()
     except BaseException:
         phase.kill()
@@ -643,7 +652,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--partitions", type=int, default=3, help="partitions of every topic")
     ap.add_argument("--warmup", type=int, default=50_000,
                     help="untimed records per warm-up chunk of the same mode(s) at the start of every JVM; chunks "
-                         "repeat until the JIT's compile time is under 5%% of a chunk (at most 60 s; 0: none)")
+                         "repeat until the JIT's threads use under 5%% of a window of at least 1 s (at most 90 s; "
+                         "0: none)")
     ap.add_argument("--warmup-rounds", type=int, default=1,
                     help="unmeasured rounds per broker before the measured ones (the broker's JIT: Kafka's "
                          "CPU per transactional phase keeps falling over its first ~2,000 transactions)")

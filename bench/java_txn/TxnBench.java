@@ -41,11 +41,13 @@
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.lang.management.CompilationMXBean;
+import java.io.File;
+import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -65,10 +67,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class TxnBench {
     private static final long PROGRESS_NANOS = 2_000_000_000L;
-    /** Warm-up stops once the JIT's compile time is under this share of a chunk's wall time... */
+    /** Warm-up stops once the JIT's CPU is under this share of a window's wall time... */
     private static final double JIT_QUIET = 0.05;
+    /** ...a window being whole warm-up chunks of at least this long... */
+    private static final long WARMUP_WINDOW_NANOS = 1_000_000_000L;
     /** ...or after this long, whichever comes first. */
-    private static final long WARMUP_MAX_NANOS = 60_000_000_000L;
+    private static final long WARMUP_MAX_NANOS = 90_000_000_000L;
+    /** Linux's USER_HZ, the unit of /proc's CPU times (100 on every Linux this runs on). */
+    private static final int CLK_TCK = 100;
 
     /** Delivery failures of the async sends (the callback runs on the producer's I/O thread). */
     private static final class Failures implements Callback {
@@ -193,29 +199,75 @@ public final class TxnBench {
     }
 
     /**
-     * Untimed warm-up: chunks of the workload until the JIT is quiet, i.e. its compile time during a
-     * chunk is under JIT_QUIET of the chunk's wall time (at least one chunk, at most WARMUP_MAX_NANOS).
-     * On two cores a JVM that is still compiling gives the C2 thread most of a core, which the
-     * broker then lacks; a fixed short warm-up left it compiling through the whole timed phase.
+     * Untimed warm-up: chunks of the workload until the JIT is quiet, i.e. the compiler threads'
+     * CPU over a window of at least WARMUP_WINDOW_NANOS of chunks is under JIT_QUIET of the window's
+     * wall time (at most WARMUP_MAX_NANOS in all). On two cores a JVM that is still compiling gives
+     * the C2 thread most of a core, which the broker then lacks: a fixed 50,000-record warm-up left
+     * it compiling the I/O thread's code (Sender.sendProducerData, NetworkClient.poll, ...) through
+     * the whole timed phase. A C2 task can take most of a second; CompilationMXBean counts it only
+     * once it ends, so the compiler threads' own CPU is read (jitCpuSeconds) and a window spans
+     * several chunks.
      * Prints {"op":"warmup", "records", "transactions", "chunks", "seconds", "jit_share"}.
      */
     private static void warmUp(long recordsPerChunk, WarmupChunk chunk) throws Exception {
-        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
         long t0 = System.nanoTime();
         long chunks = 0;
         long transactions = 0;
-        double share;
-        do {
-            long c0 = jit.getTotalCompilationTime();
-            long w0 = System.nanoTime();
+        double share = 1.0;
+        long windowStart = t0;
+        double windowJit = jitCpuSeconds();
+        while (true) {
             transactions += chunk.run();
             chunks++;
-            share = (jit.getTotalCompilationTime() - c0) * 1e6 / Math.max(1, System.nanoTime() - w0);
-        } while (share >= JIT_QUIET && System.nanoTime() - t0 < WARMUP_MAX_NANOS);
+            long now = System.nanoTime();
+            if (now - windowStart >= WARMUP_WINDOW_NANOS) {
+                double jit = jitCpuSeconds();
+                share = (jit - windowJit) * 1e9 / (now - windowStart);
+                if (share < JIT_QUIET) {
+                    break;
+                }
+                windowStart = now;
+                windowJit = jit;
+            }
+            if (now - t0 >= WARMUP_MAX_NANOS) {
+                break;
+            }
+        }
         emit("{\"op\":\"warmup\",\"records\":" + chunks * recordsPerChunk + ",\"transactions\":" + transactions
                 + ",\"chunks\":" + chunks + ",\"seconds\":" + secs(System.nanoTime() - t0)
                 + ",\"uptime_s\":" + ManagementFactory.getRuntimeMXBean().getUptime() / 1000.0
                 + ",\"jit_share\":" + Math.round(share * 1000) / 1000.0 + "}");
+    }
+
+    /**
+     * CPU seconds of this JVM's JIT compiler threads so far (Linux: their user+system time in
+     * /proc/self/task, named "C1 CompilerThre..." / "C2 CompilerThre..."); elsewhere the JIT's own
+     * compile-time counter, which counts a task only once it ends.
+     */
+    private static double jitCpuSeconds() {
+        File[] tasks = new File("/proc/self/task").listFiles();
+        if (tasks == null) {
+            return ManagementFactory.getCompilationMXBean().getTotalCompilationTime() / 1000.0;
+        }
+        long ticks = 0;
+        for (File task : tasks) {
+            String stat;
+            try {
+                stat = new String(Files.readAllBytes(new File(task, "stat").toPath()), StandardCharsets.US_ASCII);
+            } catch (IOException e) {
+                continue;  // the thread ended
+            }
+            int open = stat.indexOf('(');
+            int close = stat.lastIndexOf(')');
+            String name = stat.substring(open + 1, close);
+            if (!name.contains("CompilerThre")) {
+                continue;
+            }
+            // After the name: state, ppid, ... utime is the 14th field of the line, stime the 15th.
+            String[] f = stat.substring(close + 2).split(" ");
+            ticks += Long.parseLong(f[11]) + Long.parseLong(f[12]);
+        }
+        return ticks / (double) CLK_TCK;
     }
 
     private static Properties config(boolean txn) {
@@ -244,10 +296,11 @@ public final class TxnBench {
                 producer.initTransactions();
             }
             Object tm = transactionManager(producer);
+            BufferedReader in = null;
             if (report) {
                 emitReady(partitions, txn);
                 if (waitGo) {
-                    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+                    in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
                     if (in.readLine() == null) {
                         throw new IllegalStateException("stdin closed before the go line");
                     }
@@ -278,6 +331,14 @@ public final class TxnBench {
             out.epochAfter = epoch(tm);
             out.producerId = producerId(tm);
             out.clientMetrics = clientMetrics(producer);
+            if (in != null) {
+                // The driver reads its clocks while the producer's I/O thread is still alive
+                // (its CPU per thread would go with it once close() ends it).
+                emit("{\"op\":\"timed-done\"}");
+                if (in.readLine() == null) {
+                    throw new IllegalStateException("stdin closed before the go line after the timed loop");
+                }
+            }
         }
         return out;
     }
@@ -386,7 +447,6 @@ public final class TxnBench {
                     }
                     long txns0 = txnOut.transactions;
                     stage = name + " slice " + k;
-                    long jit0 = ManagementFactory.getCompilationMXBean().getTotalCompilationTime();
                     long t0 = System.nanoTime();
                     if (m == 0) {
                         sendIdempotent(idem, idemTopic, done[m], n, partitions, payload, failures, null);
@@ -398,10 +458,7 @@ public final class TxnBench {
                     checkDelivered(failures);
                     done[m] += n;
                     seconds[m] += nanos / 1e9;
-                    long jitMs = ManagementFactory.getCompilationMXBean().getTotalCompilationTime() - jit0;
-                    emit("{\"op\":\"slice\",\"mode\":\"" + name + "\",\"index\":" + k + ",\"jit_ms\":" + jitMs
-                            + ",\"uptime_s\":" + ManagementFactory.getRuntimeMXBean().getUptime() / 1000.0
-                            + ",\"records\":" + n
+                    emit("{\"op\":\"slice\",\"mode\":\"" + name + "\",\"index\":" + k + ",\"records\":" + n
                             + ",\"transactions\":" + (txnOut.transactions - txns0) + ",\"seconds\":" + nanos / 1e9 + "}");
                 }
             }

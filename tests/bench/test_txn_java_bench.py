@@ -92,7 +92,7 @@ def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Pat
 
 def test_warmup_runs_until_the_jit_is_quiet(tmp_path: Path) -> None:
     """With --warmup N the JVM repeats chunks of N records (both modes, interleaved) until the
-    JIT's compile time in a chunk is under 5% of it, and says how it ended."""
+    JIT's threads used under 5% of a window of at least 1 s, and says how it ended."""
     problem = kafka_ref.java_problem()
     if problem is not None:
         pytest.skip(problem)
@@ -106,8 +106,8 @@ def test_warmup_runs_until_the_jit_is_quiet(tmp_path: Path) -> None:
         w = r["jvm_warmup"]
         assert w["chunks"] >= 1 and w["records"] == 2 * 2000 * w["chunks"], w
         assert w["transactions"] == 2 * w["chunks"], w  # 2,000 transactional records a chunk
-        # It stopped because the JIT went quiet, or at the 60 s cap.
-        assert w["jit_share"] < 0.05 or w["seconds"] >= 60, w
+        # It stopped because the JIT went quiet over a window of 1 s or more, or at the 90 s cap.
+        assert (w["jit_share"] < 0.05 and w["seconds"] >= 1) or w["seconds"] >= 90, w
 
 
 def test_thread_cpu_is_taken_per_thread() -> None:
