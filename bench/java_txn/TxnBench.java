@@ -308,18 +308,7 @@ public final class TxnBench {
             }
             stage = "timed loop";
             long t0 = System.nanoTime();
-            Tick tick = null;
-            if (report) {
-                long[] nextProgress = {t0 + PROGRESS_NANOS};
-                String what = txn ? "committed" : "sent";
-                tick = done -> {
-                    long now = System.nanoTime();
-                    if (now >= nextProgress[0]) {
-                        nextProgress[0] = now + PROGRESS_NANOS;
-                        progress(done, what, now - t0);
-                    }
-                };
-            }
+            Tick tick = new Tick(report, txn ? "committed" : "sent", t0);
             if (txn) {
                 sendTransactions(producer, tm, topic, 0, records, txnSize, partitions, payload, failures, out, tick);
             } else {
@@ -354,9 +343,36 @@ public final class TxnBench {
                 + eff.get("max.in.flight.requests.per.connection") + "\"}}");
     }
 
-    /** Progress callback of the timed loops: records done so far. */
-    private interface Tick {
-        void at(long done);
+    /**
+     * Progress callback of the send loops (records done so far): prints a progress line every
+     * PROGRESS_NANOS when it reports. Every loop, warm-up and interleaved slices included, gets one
+     * of this one class, so the code the JIT compiled in the warm-up is the code that is timed (a
+     * null or another class met first in the timed loop would deoptimize it and make C2 compile
+     * the whole inlined send path again, inside the timed phase).
+     */
+    private static final class Tick {
+        private final boolean report;
+        private final String what;
+        private final long t0;
+        private long next;
+
+        Tick(boolean report, String what, long t0) {
+            this.report = report;
+            this.what = what;
+            this.t0 = t0;
+            this.next = t0 + PROGRESS_NANOS;
+        }
+
+        void at(long done) {
+            if (!report) {
+                return;
+            }
+            long now = System.nanoTime();
+            if (now >= next) {
+                next = now + PROGRESS_NANOS;
+                progress(done, what, now - t0);
+            }
+        }
     }
 
     /** Records [from, from + count) of the idempotent workload (record i to partition i % P), then flush(). */
@@ -364,7 +380,7 @@ public final class TxnBench {
                                        int partitions, byte[] payload, Failures failures, Tick tick) {
         for (long i = from; i < from + count; i++) {
             producer.send(new ProducerRecord<>(topic, (int) (i % partitions), null, payload), failures);
-            if (tick != null && (i & 0x3FFF) == 0) {
+            if ((i & 0x3FFF) == 0) {
                 tick.at(i - from);
             }
         }
@@ -393,9 +409,7 @@ public final class TxnBench {
             producer.commitTransaction();
             done += n;
             out.transactions++;
-            if (tick != null) {
-                tick.at(done - from);
-            }
+            tick.at(done - from);
         }
     }
 
@@ -433,6 +447,7 @@ public final class TxnBench {
             long[] done = {0, 0};  // records done: idempotent, transactional
             double[] seconds = {0, 0};
             long slices = (records + slice - 1) / slice;
+            Tick quiet = new Tick(false, "", System.nanoTime());  // the slices print no progress
             for (long k = 0; k < slices; k++) {
                 // Pairs alternate their order: a drift in the machine's speed meets both modes alike.
                 int[] order = k % 2 == 0 ? new int[] {0, 1} : new int[] {1, 0};
@@ -449,10 +464,10 @@ public final class TxnBench {
                     stage = name + " slice " + k;
                     long t0 = System.nanoTime();
                     if (m == 0) {
-                        sendIdempotent(idem, idemTopic, done[m], n, partitions, payload, failures, null);
+                        sendIdempotent(idem, idemTopic, done[m], n, partitions, payload, failures, quiet);
                     } else {
                         sendTransactions(txn, tm, txnTopic, done[m], n, txnSize, partitions, payload, failures, txnOut,
-                                null);
+                                quiet);
                     }
                     long nanos = System.nanoTime() - t0;
                     checkDelivered(failures);
