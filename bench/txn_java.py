@@ -48,13 +48,11 @@ commit) are shown per broker.
 ``--schedule interleaved`` runs both modes of a round in one JVM instead (two producers, both
 warmed up), alternating in slices of ``--slice`` records (pairs of slices alternate their order),
 with the driver's clocks read around every slice and summed per mode: a drift in the machine's
-speed then meets both modes alike. It is not the same idempotent workload, though: a slice of
-100,000 records never fills the producer's 32 MB ``buffer.memory``, so the idempotent producer
-runs as a burst into an empty buffer and never under back-pressure, where the Java client spends
-far more CPU per record (with a full buffer, each young collection copies and promotes the records
-waiting in it: 100-150 ms pauses, about 1.2 s of a 3 s phase under the serial collector). The sequential
-schedule, like ``kafka-producer-perf-test``, measures the back-pressured producer, and is issue
-3's figure; docs/benchmarks.md ("session 10") has both.
+speed then meets both modes alike. A slice of 100,000 records never fills the producer's 32 MB
+``buffer.memory``; run sequentially, the idempotent producer does fill it. With the 512 MB heap
+used until session 11, each young collection then copied the records waiting in the buffer,
+stop-the-world, and the sequential idempotent producer ran at half its rate; with the 2 GB young
+generation of ``JVM_OPTS`` both schedules give the same figure (docs/benchmarks.md, "session 11").
 
 ``--transaction-version 1|2`` formats both brokers with that ``transaction.version`` instead of
 their defaults.
