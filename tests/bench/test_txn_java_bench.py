@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,17 +36,24 @@ def test_settings_and_overrides_compose() -> None:
         txn_java.parse_args(["--settings", "nonsense"])
 
 
-@pytest.mark.parametrize(("settings", "batch_size"), [("client-defaults", "16384"), ("librdkafka", "1048576")])
-def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, settings: str,
-                                                               batch_size: str) -> None:
+def run_on_strom(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """One scaled-down round on strom (skipped without a JDK); the JSON report, after checking the
+    run exited 0."""
     problem = kafka_ref.java_problem()
     if problem is not None:
         pytest.skip(problem)
     out = tmp_path / "out.json"
-    code = txn_java.main(["--brokers", "strom", "--repeat", "1", "--records", "3000", "--warmup", "0",
-                          "--warmup-rounds", "0", "--settings", settings, "--json", str(out)])
-    doc = json.loads(out.read_text())
+    code = txn_java.main(["--brokers", "strom", "--repeat", "1", "--warmup-rounds", "0", *args,
+                          "--json", str(out)])
+    doc: dict[str, Any] = json.loads(out.read_text())
     assert code == 0, doc["rounds"]
+    return doc
+
+
+@pytest.mark.parametrize(("settings", "batch_size"), [("client-defaults", "16384"), ("librdkafka", "1048576")])
+def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, settings: str,
+                                                               batch_size: str) -> None:
+    doc = run_on_strom(tmp_path, "--records", "3000", "--warmup", "0", "--settings", settings)
     rounds = {r["mode"]: r for r in doc["rounds"]}
     assert set(rounds) == {"idempotent", "transactional"}
     for r in rounds.values():
@@ -66,15 +74,7 @@ def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, se
 def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Path) -> None:
     """--schedule interleaved: one JVM per round, both modes in slices, each mode's topic verified
     and its clocks summed over its own slices."""
-    problem = kafka_ref.java_problem()
-    if problem is not None:
-        pytest.skip(problem)
-    out = tmp_path / "out.json"
-    code = txn_java.main(["--brokers", "strom", "--repeat", "1", "--records", "4000", "--warmup", "0",
-                          "--warmup-rounds", "0", "--schedule", "interleaved", "--slice", "2000",
-                          "--json", str(out)])
-    doc = json.loads(out.read_text())
-    assert code == 0, doc["rounds"]
+    doc = run_on_strom(tmp_path, "--records", "4000", "--warmup", "0", "--schedule", "interleaved", "--slice", "2000")
     assert doc["settings"]["schedule"] == "interleaved" and doc["settings"]["slice"] == 2000
     rounds = {r["mode"]: r for r in doc["rounds"]}
     for r in rounds.values():
@@ -93,15 +93,8 @@ def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Pat
 def test_warmup_runs_until_the_jit_is_quiet(tmp_path: Path) -> None:
     """With --warmup N the JVM repeats chunks of N records (both modes, interleaved) until the
     JIT's threads used under 5% of a window of at least 1 s, and says how it ended."""
-    problem = kafka_ref.java_problem()
-    if problem is not None:
-        pytest.skip(problem)
-    out = tmp_path / "out.json"
-    code = txn_java.main(["--brokers", "strom", "--repeat", "1", "--records", "2000", "--warmup", "2000",
-                          "--warmup-rounds", "0", "--schedule", "interleaved", "--slice", "2000",
-                          "--json", str(out)])
-    doc = json.loads(out.read_text())
-    assert code == 0, doc["rounds"]
+    doc = run_on_strom(tmp_path, "--records", "2000", "--warmup", "2000", "--schedule", "interleaved",
+                       "--slice", "2000")
     for r in doc["rounds"]:
         w = r["jvm_warmup"]
         assert w["chunks"] >= 1 and w["records"] == 2 * 2000 * w["chunks"], w
