@@ -133,7 +133,7 @@ class JavaTxnResult(TxnResult):
     # The JVM's CPU seconds by thread kind (jvm_thread_cpu): main, sender, gc+vm, jit, other
     client_threads: dict[str, float] = field(default_factory=dict)
     # The JVM's warm-up before the timed work (TxnBench.warmUp): records, transactions, chunks,
-    # seconds, jit_share (the JIT's compile time over the last chunk's wall time)
+    # seconds, jit_share (the JIT threads' CPU over the last window's wall time)
     jvm_warmup: dict[str, float] = field(default_factory=dict)
 
 
