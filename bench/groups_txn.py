@@ -15,7 +15,9 @@ Two benchmarks (``--bench rebalance,txn``, default both), each run on every brok
 (b) **txn**: ``--records`` records of 100 bytes produced by one producer with
     ``enable.idempotence=true`` (flush at the end), then the same number through a transactional
     producer, 1,000 records per transaction (begin, produce 1,000, commit). Printed: msgs/s and
-    the ratio transactional/idempotent (issue 3's target: >= 0.8x), plus broker and client CPU.
+    the ratio transactional/idempotent (issue 3's target: >= 0.8x), plus broker and client CPU,
+    and for a transactional phase the median transaction's time in the ``produce()`` loop and in
+    ``commit_transaction()``.
     Each phase is verified afterwards: high watermarks (records + one control marker per
     partition per transaction) and a ``read_committed`` count.
 
@@ -306,6 +308,10 @@ class TxnResult:
     client_cpu_s: float = 0.0
     other_cpu_s: float = 0.0
     steal_s: float = 0.0
+    # Transactional phases: the median transaction's time in the produce() loop (begin to the
+    # last record handed over) and in commit_transaction() (flush, EndTxn and its answer).
+    loop_ms: float | None = None
+    commit_ms: float | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -354,12 +360,25 @@ def produce_idempotent(bootstrap: str, topic: str, records: int, partitions: int
     return 0
 
 
+@dataclass
+class TxnTimeline:
+    """Where the client's wall time of each transaction went: the produce() loop, then the commit."""
+
+    loop_s: list[float] = field(default_factory=list)
+    commit_s: list[float] = field(default_factory=list)
+
+    def medians_ms(self) -> tuple[float, float]:
+        return (round(1000 * statistics.median(self.loop_s), 3), round(1000 * statistics.median(self.commit_s), 3))
+
+
 def produce_transactional(bootstrap: str, topic: str, records: int, partitions: int, label: str,
-                          clock: PhaseClock | None = None, txn_size: int = TXN_SIZE) -> int:
+                          clock: PhaseClock | None = None, txn_size: int = TXN_SIZE,
+                          timeline: TxnTimeline | None = None) -> int:
     """``records`` x 100 B in transactions of ``txn_size`` (begin, produce, commit); returns the count.
 
     ``init_transactions()`` (InitProducerId through the transaction coordinator) runs before the
-    clock starts: it happens once per producer lifetime, not per transaction.
+    clock starts: it happens once per producer lifetime, not per transaction. ``timeline`` gets
+    each transaction's loop and commit times (two clock reads per transaction, not per record).
     """
     failures: list[str] = []
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_BASE,
@@ -373,12 +392,18 @@ def produce_transactional(bootstrap: str, topic: str, records: int, partitions: 
         clock.begin()
     progress = Progress(label, records)
     done = txns = 0
+    now = time.perf_counter
     while done < records:
         n = min(txn_size, records - done)
+        t0 = now()
         producer.begin_transaction()
         for i in range(done, done + n):
             _send(producer, topic, payload, i % partitions)
+        t1 = now()
         producer.commit_transaction(60)  # flushes, then EndTxn(commit) and waits for it
+        if timeline is not None:
+            timeline.loop_s.append(t1 - t0)
+            timeline.commit_s.append(now() - t1)
         done += n
         txns += 1
         progress.maybe(done, time.monotonic(), "committed")
@@ -450,8 +475,10 @@ def run_txn(broker: Broker, records: int, partitions: int, repeat: int, warmup: 
                 create_topic(broker.bootstrap, topic, partitions)
                 with PhaseClock(broker.pid) as clock:
                     if mode == "transactional":
+                        timeline = TxnTimeline()
                         res.transactions = produce_transactional(broker.bootstrap, topic, records, partitions,
-                                                                 label, clock, txn_size)
+                                                                 label, clock, txn_size, timeline)
+                        res.loop_ms, res.commit_ms = timeline.medians_ms()
                     else:
                         res.transactions = produce_idempotent(broker.bootstrap, topic, records, partitions,
                                                               label, clock)
@@ -497,11 +524,13 @@ def render_txn(summary: list[dict[str, Any]], records: int, partitions: int, txn
         for mode in ("idempotent", "transactional"):
             r = s[mode]
             if r is None:
-                rows.append([s["broker"], mode, f"{records:,}", "-", "-", "-", "-", "-", "-", "FAILED"])
+                rows.append([s["broker"], mode, f"{records:,}", "-", "-", "-", "-", "-", "-", "-", "FAILED"])
                 continue
+            split = "-" if r.get("loop_ms") is None else f"{r['loop_ms']:.2f} / {r['commit_ms']:.2f}"
             rows.append([s["broker"], mode, f"{r['records']:,}", str(r["transactions"] or "-"),
                          f"{r['seconds']:.2f}", f"{r['msgs_per_s']:,.0f}", f"{r['broker_cpu_s']:.2f}",
-                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", "; ".join(r["notes"]) or "ok"])
+                         f"{r['client_cpu_s']:.2f}", f"{r['other_cpu_s']:.2f}", split,
+                         "; ".join(r["notes"]) or "ok"])
     head = (f"txn: {VALUE_BYTES} B records, {partitions} partitions round-robin, acks=all, linger.ms=5; "
             f"transactions of {txn_size:,} records (median round by msgs/s)")
     # The target is issue 3's, for its workload of 1,000-record transactions only.
@@ -510,7 +539,7 @@ def render_txn(summary: list[dict[str, Any]], records: int, partitions: int, txn
                    ", ".join(f"{x:.2f}" for x in s["round_ratios"]) or "-",
                    "-" if s["ratio"] is None else ("met" if s["ratio"] >= 0.8 else "MISSED")] for s in summary]
     return "\n".join([head, _table(["broker", "mode", "records", "txns", "secs", "msgs/s", "broker CPU s",
-                                    "client CPU s", "other CPU s", "status"], rows), "",
+                                    "client CPU s", "other CPU s", "txn loop / commit ms", "status"], rows), "",
                       _table(["broker", "txn/idempotent", "per round", target], ratio_rows)])
 
 

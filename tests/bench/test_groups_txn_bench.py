@@ -90,6 +90,17 @@ def test_summaries_take_median_and_keep_failures() -> None:
     assert "MISSED" in gt.render_txn([t], 1000, 3)
 
 
+def test_timeline_medians_and_their_column() -> None:
+    timeline = gt.TxnTimeline(loop_s=[0.001, 0.003, 0.002], commit_s=[0.004, 0.0015, 0.002])
+    assert timeline.medians_ms() == (2.0, 2.0)
+    txns = [gt.TxnResult("strom", "idempotent", 1, 1000, seconds=0.01),
+            gt.TxnResult("strom", "transactional", 1, 1000, transactions=1, seconds=0.02,
+                         loop_ms=1.73, commit_ms=1.87)]
+    (t,) = gt.summarize_txn(txns)
+    table = gt.render_txn([t], 1000, 3)
+    assert "txn loop / commit ms" in table and "1.73 / 1.87" in table
+
+
 def test_arguments_are_checked() -> None:
     for bad in (["--brokers", "tansu"], ["--bench", "nope"], ["--protocols", "x"], ["--rebalance-delay", "a"],
                 ["--repeat", "0"]):
@@ -155,6 +166,12 @@ def test_txn_rounds_verify_records_and_markers(kafka: peers.Broker) -> None:
     for r in results:
         assert r.error is None and r.notes == [] and r.seconds > 0
     assert by_mode["transactional"].transactions == 3 and by_mode["idempotent"].transactions == 0
+    txn = by_mode["transactional"]
+    # Each transaction's wall time splits into the produce() loop and the commit; the medians
+    # of three transactions fit in the phase.
+    assert txn.loop_ms is not None and txn.commit_ms is not None
+    assert txn.loop_ms > 0 and txn.commit_ms > 0 and (txn.loop_ms + txn.commit_ms) * 2 <= txn.seconds * 1000
+    assert by_mode["idempotent"].loop_ms is None
     (summary,) = gt.summarize_txn(results)
     assert summary["ratio"] is not None and summary["ratio"] > 0
 
