@@ -2,7 +2,8 @@
 
 Every broker is wrapped in the same small interface (``Broker``): ``start()``, ``stop()``,
 ``bootstrap`` ("127.0.0.1:PORT") and ``pid`` (the root of the broker's process tree, so
-``tree_cpu_seconds`` can charge the broker's CPU time to a benchmark phase).
+``tree_cpu_seconds`` can charge the broker's CPU time to a benchmark phase; ``read_stat_cpu``, which
+it reads ``/proc`` with, also serves txn_java.py's per-thread split of the JVM's CPU).
 
 - strom: ``strom.core.testing.BrokerProcess`` on a temporary data directory.
 - kafka: ``KafkaRef`` from ``scripts/kafka_ref/kafka_ref.py`` (Maven Central jars, KRaft).
@@ -22,7 +23,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_VENV = ROOT / ".cache" / "bench-venv"
@@ -49,19 +50,34 @@ class Broker(Protocol):
 
 # -- process accounting ------------------------------------------------------------------------
 
-def _read_stat(pid: int) -> tuple[int, float] | None:
-    """(ppid, utime+stime+cutime+cstime in seconds) of one process, or None if it is gone."""
+class StatCpu(NamedTuple):
+    """What the benchmarks take from one ``/proc/<pid>/stat`` or ``/proc/<pid>/task/<tid>/stat``."""
+
+    comm: str  # the process's or thread's name, cut to 15 characters by the kernel
+    ppid: int
+    cpu_s: float  # user+system CPU seconds, with or without reaped children (read_stat_cpu)
+
+
+def read_stat_cpu(path: Path, *, reaped_children: bool) -> StatCpu | None:
+    """The name, parent pid and CPU seconds in one ``/proc`` stat file, or None if it is gone.
+
+    ``cpu_s`` is utime+stime, plus cutime+cstime with ``reaped_children``. Those carry the CPU of
+    children that already exited and were reaped, so a process tree's short-lived helpers still
+    count; a thread's stat file repeats its whole process's cutime/cstime, so per-thread readings
+    must leave them out.
+    """
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
+        raw = path.read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    # The command name (field 2) may contain spaces and parentheses: it ends at the last ')'.
+    comm = raw[raw.index("(") + 1:raw.rindex(")")]
     fields = raw[raw.rindex(")") + 2:].split()
-    ppid = int(fields[1])
-    # fields[11..14] are utime, stime, cutime, cstime (stat fields 14..17). cutime/cstime carry the
-    # CPU of children that already exited and were reaped, so short-lived helpers still count.
-    ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-    return ppid, ticks / _CLK_TCK
+    # fields[11..14] are utime, stime, cutime, cstime (stat fields 14..17), in clock ticks.
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])
+    return StatCpu(comm, int(fields[1]), ticks / _CLK_TCK)
 
 
 def tree_cpu_seconds(root_pid: int) -> float:
@@ -71,10 +87,10 @@ def tree_cpu_seconds(root_pid: int) -> float:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        stat = _read_stat(int(entry))
+        stat = read_stat_cpu(Path("/proc", entry, "stat"), reaped_children=True)
         if stat is not None:
-            parents[int(entry)] = stat[0]
-            cpu[int(entry)] = stat[1]
+            parents[int(entry)] = stat.ppid
+            cpu[int(entry)] = stat.cpu_s
     if root_pid not in cpu:
         raise ProcessLookupError(f"process {root_pid} is not running")
     children: dict[int, list[int]] = {}

@@ -87,8 +87,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_throughput import PhaseClock, Progress, _table, create_topic, machine_info
 from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES, TxnResult, summarize_txn, verify_topic
-from peers import _CLK_TCK as CLK_TCK
-from peers import KAFKA_REF_DIR, Broker, KafkaBroker, StromBroker, make_broker, tree_cpu_seconds
+from peers import (
+    KAFKA_REF_DIR,
+    Broker,
+    KafkaBroker,
+    StromBroker,
+    make_broker,
+    read_stat_cpu,
+    tree_cpu_seconds,
+)
 
 if str(KAFKA_REF_DIR) not in sys.path:
     sys.path.insert(0, str(KAFKA_REF_DIR))
@@ -290,6 +297,10 @@ class JavaPhase:
             self.proc.wait()
 
 
+# The thread kinds the report shows, in its order; every other thread is "other" (kept in the JSON,
+# left out of the table cell).
+JVM_THREAD_KINDS = ("main", "sender", "gc+vm", "jit")
+
 # A JVM thread's kind from its Linux name (15 characters at most; HotSpot names its native threads).
 _THREAD_KINDS = (("kafka-producer-", "sender"), ("C1 CompilerThre", "jit"), ("C2 CompilerThre", "jit"),
                  ("GC Thread", "gc+vm"), ("VM Thread", "gc+vm"), ("G1 ", "gc+vm"), ("java", "main"))
@@ -300,14 +311,11 @@ def jvm_thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
     out: dict[int, tuple[str, float]] = {}
     task_dir = Path(f"/proc/{pid}/task")
     for tid in os.listdir(task_dir):
-        try:
-            raw = (task_dir / tid / "stat").read_text()
-        except (FileNotFoundError, ProcessLookupError):
+        stat = read_stat_cpu(task_dir / tid / "stat", reaped_children=False)
+        if stat is None:  # the thread ended since the listing
             continue
-        name = raw[raw.index("(") + 1:raw.rindex(")")]
-        fields = raw[raw.rindex(")") + 2:].split()
-        kind = next((k for prefix, k in _THREAD_KINDS if name.startswith(prefix)), "other")
-        out[int(tid)] = (kind, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+        kind = next((k for prefix, k in _THREAD_KINDS if stat.comm.startswith(prefix)), "other")
+        out[int(tid)] = (kind, stat.cpu_s)
     return out
 
 
@@ -316,7 +324,7 @@ def jvm_thread_delta(after: dict[int, tuple[str, float]], before: dict[int, tupl
     thread running TxnBench; the launcher's first thread idles), ``sender`` (the producers' I/O
     threads), ``gc+vm``, ``jit`` and ``other``. Per thread, so a thread that ended in between (a
     warm-up producer's) takes nothing away; what it spent in between is lost with it."""
-    out = dict.fromkeys(("main", "sender", "gc+vm", "jit", "other"), 0.0)
+    out = dict.fromkeys((*JVM_THREAD_KINDS, "other"), 0.0)
     for tid, (kind, seconds) in after.items():
         out[kind] += seconds - before.get(tid, (kind, 0.0))[1]
     return out
@@ -592,8 +600,8 @@ def render(summary: list[dict[str, Any]], results: list[JavaTxnResult], args: ar
                            tv_used(results, s["broker"]),
                            "-" if s["ratio"] is None else ("met" if s["ratio"] >= 0.8 else "MISSED")])
     return "\n".join([head, _table(["broker", "mode", "records", "txns", "secs", "msgs/s", "broker CPU s",
-                                    "client CPU s", "other CPU s", "steal s", "buffer wait s", "requests",
-                                    "batch B", "JVM CPU s main/sender/gc+vm/jit", "epoch", "status"], rows), "",
+                                    "client CPU s", "other CPU s", "steal s", "buffer wait s", "requests", "batch B",
+                                    f"JVM CPU s {'/'.join(JVM_THREAD_KINDS)}", "epoch", "status"], rows), "",
                       _table(["broker", "idempotent msgs/s", "transactional msgs/s", "txn/idempotent", "per round",
                               "client TV", target], ratio_rows)])
 
@@ -611,7 +619,7 @@ def _threads_cell(r: dict[str, Any]) -> str:
     t = r.get("client_threads") or {}
     if not t:
         return "-"
-    return "/".join(f"{t.get(k, 0.0):.2f}" for k in ("main", "sender", "gc+vm", "jit"))
+    return "/".join(f"{t.get(k, 0.0):.2f}" for k in JVM_THREAD_KINDS)
 
 
 # A phase where other work (other processes or containers on this machine, or the host's other
