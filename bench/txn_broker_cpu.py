@@ -23,7 +23,15 @@ the throughput ratio), and where a transaction's CPU goes. Every response is che
 the end each partition's log must hold every record, one COMMIT marker per transaction, and a
 last stable offset equal to its log end.
 
-    python bench/txn_broker_cpu.py [--transactions 300] [--repeat 5] [--json out.json] [--profile txn.prof]
+``--transport socket`` sends the same frames to a broker *process* over one TCP connection, one
+request in flight, and reads the broker's CPU (all its threads, in nanoseconds) from
+``/proc/<pid>/task/*/schedstat``: the socket layer and the event loop are counted too, and the
+client is a Python loop on the other core with no per-record work of its own. The logs are then
+checked with ListOffsets (log end and last stable offset per partition); the split of a
+transaction's CPU by step is in-process only.
+
+    python bench/txn_broker_cpu.py [--transactions 300] [--repeat 5] [--transport in-process|socket]
+                                   [--json out.json] [--profile txn.prof]
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import io
 import json
 import os
 import platform
+import socket
 import statistics
 import struct
 import sys
@@ -50,11 +59,15 @@ from typing import Any
 import crc32c
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.list_offsets.v8.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v13.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.types import BrokerId, ProducerId, TopicName, TransactionalId
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from strom.core.controller.quorum_controller import CreatableTopic
+from strom.core.coordinator.txn.coordinator import TransactionCoordinator
 from strom.core.protocol import codec
 from strom.core.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, PRODUCER_ID_OFFSET
 from strom.core.records.builder import SimpleRecord, build_batch
@@ -62,6 +75,10 @@ from strom.core.server.broker import Broker
 from strom.core.server.context import RequestContext
 from strom.core.tools.run import dev_config
 from strom.core.tools.storage import format_dirs, new_cluster_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broker_throughput import create_topic as create_topic_with_admin
+from peers import StromBroker
 
 PARTITIONS = 3
 VALUE = b"v" * 100
@@ -73,6 +90,8 @@ TXN_ID = "bench-txn-cpu-producer"
 _SIZE = struct.Struct(">i")
 _PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
 _CRC = struct.Struct(">I")
+BROKER_OVERRIDES = {"transaction.state.log.num.partitions": "50", "offsets.topic.num.partitions": "1",
+                    "num.partitions": "1"}
 
 
 @dataclass
@@ -101,6 +120,9 @@ def request_frame(entity: Any, correlation_id: int) -> bytes:
 class InProcessClient:
     """Sends request frames to a broker through ``dispatch`` and decodes the answers."""
 
+    # The broker runs on this thread: its CPU is this thread's.
+    cpu = staticmethod(time.thread_time)
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.correlation = 0
@@ -119,17 +141,80 @@ class InProcessClient:
         return decode_response(int(entity.__api_key__), int(entity.__version__), raw)
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds of every thread of ``pid`` so far, from the scheduler's nanosecond counters.
+
+    ``/proc/<pid>/stat`` counts in clock ticks (10 ms), too coarse for slices of a few tens of
+    milliseconds; ``schedstat``'s first field is the thread's time on a CPU in nanoseconds. The
+    time of a thread that has ended is not counted: the broker's threads (the event loop and the
+    default executor's workers) live as long as it does.
+    """
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended since the listing: its time is gone with it
+    return total / 1e9
+
+
+class SocketClient:
+    """Sends the same request frames to a broker process over one TCP connection, one at a time."""
+
+    def __init__(self, bootstrap: str, broker_pid: int) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=60)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.broker_pid = broker_pid
+        self.correlation = 0
+
+    def cpu(self) -> float:
+        return process_cpu_s(self.broker_pid)
+
+    async def send(self, payload: bytes) -> bytes:
+        """One request frame out, its whole response frame (size prefix included) back."""
+        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
+        head = self._read(4)
+        return head + self._read(_SIZE.unpack(head)[0])
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError(f"the broker closed the connection {len(buf)} bytes into a {n}-byte read")
+            buf += chunk
+        return bytes(buf)
+
+    async def call(self, entity: Any) -> Any:
+        self.correlation += 1
+        raw = await self.send(request_frame(entity, self.correlation))
+        return decode_response(int(entity.__api_key__), int(entity.__version__), raw)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+Client = InProcessClient | SocketClient
+
+
 def decode_response(api_key: int, version: int, raw: bytes) -> Any:
     """The body of a whole response frame (size, correlation id, empty header tags, body)."""
     body, _size = entity_reader(codec.response_class(api_key, version))(raw, 4 + 4 + 1)
     return body
 
 
+def _txn_id(name: str | None) -> TransactionalId | None:
+    return None if name is None else TransactionalId(name)
+
+
 def produce_request(topic_id: uuid.UUID, batches: list[bytes], transactional_id: str | None) -> ProduceRequest:
     return ProduceRequest(
-        transactional_id=transactional_id, acks=i16(-1), timeout=datetime.timedelta(seconds=30),
+        transactional_id=_txn_id(transactional_id), acks=i16(-1),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
         topic_data=(TopicProduceData(topic_id=topic_id, partition_data=tuple(
-            PartitionProduceData(index=i32(p), records=b) for p, b in enumerate(batches))),))
+            PartitionProduceData(index=i32(p), records=Records(b)) for p, b in enumerate(batches))),))
 
 
 def check_produce(raw: bytes) -> None:
@@ -142,8 +227,7 @@ def check_produce(raw: bytes) -> None:
 
 
 async def start_broker(data_dir: Path) -> Broker:
-    config = dev_config(data_dir, 0, {"transaction.state.log.num.partitions": "50",
-                                      "offsets.topic.num.partitions": "1", "num.partitions": "1"})
+    config = dev_config(data_dir, 0, BROKER_OVERRIDES)
     format_dirs(config, new_cluster_id(), ignore_formatted=True, features=["transaction.version=2"])
     broker = Broker(config)
     await broker.start()
@@ -178,10 +262,11 @@ def batch(count: int, producer_id: int, epoch: int, sequence: int, transactional
     return bytes(buf)
 
 
-async def init_producer(client: InProcessClient, transactional_id: str | None) -> tuple[int, int]:
+async def init_producer(client: Client, transactional_id: str | None) -> tuple[int, int]:
     init = await client.call(InitProducerIdRequest(
-        transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
-        producer_id=i64(-1), producer_epoch=i16(-1)))
+        transactional_id=_txn_id(transactional_id),
+        transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        producer_id=ProducerId(-1), producer_epoch=i16(-1)))
     if init.error_code != 0:
         raise RuntimeError(f"InitProducerId answered {init.error_code!r}")
     return int(init.producer_id), int(init.producer_epoch)
@@ -190,7 +275,7 @@ async def init_producer(client: InProcessClient, transactional_id: str | None) -
 class Idempotent:
     """Produce requests of an idempotent producer, sent in slices."""
 
-    def __init__(self, client: InProcessClient, topic_id: uuid.UUID, records: int, producer: tuple[int, int]) -> None:
+    def __init__(self, client: Client, topic_id: uuid.UUID, records: int, producer: tuple[int, int]) -> None:
         pid, epoch = producer
         self.client = client
         requests = records // (PARTITIONS * IDEMPOTENT_BATCH)
@@ -202,9 +287,9 @@ class Idempotent:
 
     async def run(self, requests: int) -> None:
         frames = self.frames[self.sent:self.sent + requests]
-        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        cpu0, wall0 = self.client.cpu(), time.perf_counter()
         answers = [await self.client.send(f) for f in frames]
-        self.round.cpu_s += time.thread_time() - cpu0
+        self.round.cpu_s += self.client.cpu() - cpu0
         self.round.wall_s += time.perf_counter() - wall0
         for raw in answers:
             check_produce(raw)
@@ -218,11 +303,13 @@ class Transactional:
 
     PARTS = ("first Produce (adds the partitions)", "other Produces", "EndTxn", "markers")
 
-    def __init__(self, broker: Broker, client: InProcessClient, topic_id: uuid.UUID, transactions: int,
+    def __init__(self, broker: Broker | None, client: Client, topic_id: uuid.UUID, transactions: int,
                  producer: tuple[int, int]) -> None:
+        """``broker``: the in-process broker, whose coordinator is watched for the markers and
+        whose CPU is split by step; None over a socket (totals only)."""
         pid, epoch0 = producer
         self.client = client
-        self.coordinator = broker.txn_coordinator
+        self.coordinator: TransactionCoordinator | None = broker.txn_coordinator if broker else None
         per_partition = TXN_RECORDS // PARTITIONS // TXN_BATCH   # 3 requests per transaction
         # Under transaction version 2 every EndTxn bumps the epoch, and sequences restart at 0.
         self.plan = []
@@ -231,13 +318,17 @@ class Transactional:
             produces = [request_frame(produce_request(
                 topic_id, [batch(TXN_BATCH, pid, epoch, r * TXN_BATCH, True)] * PARTITIONS, TXN_ID), 1)
                 for r in range(per_partition)]
-            end = request_frame(EndTxnRequest(transactional_id=TXN_ID, producer_id=i64(pid),
+            end = request_frame(EndTxnRequest(transactional_id=TransactionalId(TXN_ID), producer_id=ProducerId(pid),
                                               producer_epoch=i16(epoch), committed=True), 2)
             self.plan.append((produces, end))
         self.done = 0
-        self.round = Round("transactional", 0, 0.0, 0.0, 0, dict.fromkeys(self.PARTS, 0.0))
+        self.round = Round("transactional", 0, 0.0, 0.0, 0,
+                           dict.fromkeys(self.PARTS, 0.0) if self.coordinator else {})
 
     async def run(self, transactions: int, profiler: cProfile.Profile | None = None) -> None:
+        if self.coordinator is None:
+            await self._run_over_socket(transactions)
+            return
         clock = time.thread_time
         parts = self.round.parts_us
         answers: list[bytes] = []
@@ -267,12 +358,31 @@ class Transactional:
         self.round.wall_s += time.perf_counter() - wall0
         if profiler:
             profiler.disable()
+        self._account(answers, ends)
+
+    async def _run_over_socket(self, transactions: int) -> None:
+        """The broker process writes the markers right after answering EndTxn, before it reads
+        the next request of the connection, so nothing needs to wait for them here."""
+        answers: list[bytes] = []
+        ends: list[bytes] = []
+        send = self.client.send
+        cpu0, wall0 = self.client.cpu(), time.perf_counter()
+        for produces, end in self.plan[self.done:self.done + transactions]:
+            for f in produces:
+                answers.append(await send(f))
+            ends.append(await send(end))
+        self.round.cpu_s += self.client.cpu() - cpu0
+        self.round.wall_s += time.perf_counter() - wall0
+        self._account(answers, ends)
+
+    def _account(self, answers: list[bytes], ends: list[bytes]) -> None:
+        """Check every answer, then count the transactions, requests and records sent."""
         for raw in answers:
             check_produce(raw)
         for raw in ends:
             if (code := decode_response(26, 5, raw).error_code) != 0:
                 raise RuntimeError(f"EndTxn answered {code!r}")
-        self.done += len(plan)
+        self.done += len(ends)
         self.round.requests += len(answers) + len(ends)
         self.round.records += len(answers) * PARTITIONS * TXN_BATCH
 
@@ -295,8 +405,53 @@ def verify(broker: Broker, idempotent: int, transactional: int, transactions: in
                                    f"< log end {part.log.log_end_offset}")
 
 
+async def verify_over_socket(client: SocketClient, idempotent: int, transactional: int, transactions: int) -> None:
+    """``verify`` through ListOffsets: each partition's high watermark (its log end, on one replica)
+    holds every record and marker, and its last stable offset (read_committed) has caught up."""
+    for topic, records, markers in ((TOPIC + "-idem", idempotent, 0), (TOPIC + "-txn", transactional, transactions)):
+        latest: dict[tuple[int, int], int] = {}
+        for isolation in (0, 1):
+            resp = await client.call(ListOffsetsRequest(
+                replica_id=BrokerId(-1), isolation_level=i8(isolation), topics=(ListOffsetsTopic(
+                    name=TopicName(topic), partitions=tuple(ListOffsetsPartition(
+                        partition_index=i32(p), current_leader_epoch=i32(-1), timestamp=i64(-1))
+                        for p in range(PARTITIONS))),)))
+            for t in resp.topics:
+                for part in t.partitions:
+                    if part.error_code != 0:
+                        raise RuntimeError(f"ListOffsets answered {part.error_code!r} for {topic}-{part.partition_index}")
+                    latest[(isolation, int(part.partition_index))] = int(part.offset)
+        want = records // PARTITIONS + markers
+        for p in range(PARTITIONS):
+            hw, lso = latest[(0, p)], latest[(1, p)]
+            if hw != want:
+                raise RuntimeError(f"{topic}-{p}: log end {hw}, expected {want}")
+            if lso != hw:
+                raise RuntimeError(f"{topic}-{p}: last stable offset {lso} < log end {hw}")
+
+
+async def topic_id_over_socket(client: SocketClient, name: str) -> uuid.UUID:
+    resp = await client.call(MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName(name)),),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    (topic,) = resp.topics
+    if topic.error_code != 0:
+        raise RuntimeError(f"Metadata answered {topic.error_code!r} for {name}")
+    return topic.topic_id
+
+
+async def alternate(idem: Idempotent, txn: Transactional, transactions: int, slices: int,
+                    profiler: cProfile.Profile | None = None) -> None:
+    """Both workloads in ``slices`` turns each, so a change in the machine's speed meets both."""
+    per_slice = -(-transactions // slices)
+    while txn.done < transactions:
+        await idem.run(-(-len(idem.frames) * per_slice // transactions))
+        await txn.run(per_slice, profiler)
+    await idem.run(len(idem.frames))  # whatever rounding left over
+
+
 async def one_round(transactions: int, slices: int, profile: Path | None = None) -> tuple[Round, Round]:
-    """Both workloads on one fresh broker, alternating in ``slices`` so both meet the same noise."""
+    """Both workloads on one fresh in-process broker."""
     with tempfile.TemporaryDirectory(prefix="strom-txn-cpu-") as tmp:
         broker = await start_broker(Path(tmp))
         try:
@@ -306,17 +461,34 @@ async def one_round(transactions: int, slices: int, profile: Path | None = None)
             idem = Idempotent(client, idem_topic, transactions * TXN_RECORDS, await init_producer(client, None))
             txn = Transactional(broker, client, txn_topic, transactions, await init_producer(client, TXN_ID))
             profiler = cProfile.Profile() if profile else None
-            per_slice = -(-transactions // slices)
-            while txn.done < transactions:
-                await idem.run(-(-len(idem.frames) * per_slice // transactions))
-                await txn.run(per_slice, profiler)
-            await idem.run(len(idem.frames))  # whatever rounding left over
+            await alternate(idem, txn, transactions, slices, profiler)
             if profiler and profile:
                 profiler.dump_stats(str(profile))
             verify(broker, idem.round.records, txn.round.records, transactions)
             return idem.round, txn.finish()
         finally:
             await broker.stop()
+
+
+async def one_round_over_socket(transactions: int, slices: int) -> tuple[Round, Round]:
+    """Both workloads on one fresh broker process, over one TCP connection."""
+    broker = StromBroker(config=BROKER_OVERRIDES, features={"transaction.version": 2}).start()
+    try:
+        client = SocketClient(broker.bootstrap, broker.pid)
+        try:
+            topic_ids = []
+            for suffix in ("-idem", "-txn"):
+                create_topic_with_admin(broker.bootstrap, TOPIC + suffix, PARTITIONS)
+                topic_ids.append(await topic_id_over_socket(client, TOPIC + suffix))
+            idem = Idempotent(client, topic_ids[0], transactions * TXN_RECORDS, await init_producer(client, None))
+            txn = Transactional(None, client, topic_ids[1], transactions, await init_producer(client, TXN_ID))
+            await alternate(idem, txn, transactions, slices)
+            await verify_over_socket(client, idem.round.records, txn.round.records, transactions)
+            return idem.round, txn.finish()
+        finally:
+            client.close()
+    finally:
+        broker.stop()
 
 
 def main() -> int:
@@ -327,14 +499,23 @@ def main() -> int:
                         help="the workloads alternate in this many slices per round (default 10)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--profile", type=Path,
-                        help="cProfile the last round's transactional phase into this file (pstats format)")
+                        help="cProfile the last round's transactional phase into this file (pstats format; "
+                             "in-process only)")
+    parser.add_argument("--transport", choices=("in-process", "socket"), default="in-process",
+                        help="in-process (default): frames through Broker.dispatch on this thread; socket: "
+                             "to a broker process over TCP, its CPU from /proc")
     args = parser.parse_args()
+    if args.profile and args.transport != "in-process":
+        parser.error("--profile needs --transport in-process (the broker runs in another process)")
 
     rounds: list[tuple[Round, Round]] = []
     for i in range(args.repeat + 1):
         label = "warm-up round" if i == 0 else f"round {i}/{args.repeat}"
         profile = args.profile if i == args.repeat else None
-        idem, txn = asyncio.run(one_round(args.transactions, args.slices, profile))
+        if args.transport == "socket":
+            idem, txn = asyncio.run(one_round_over_socket(args.transactions, args.slices))
+        else:
+            idem, txn = asyncio.run(one_round(args.transactions, args.slices, profile))
         print(f"  [{label}] idempotent {idem.us_per_1000:,.0f} us, transactional {txn.us_per_1000:,.0f} us "
               f"of broker CPU per 1,000 records; verified", file=sys.stderr, flush=True)
         if i > 0:
@@ -343,20 +524,23 @@ def main() -> int:
     ratios = [i.us_per_1000 / t.us_per_1000 for i, t in rounds]
     idem_med = statistics.median(i.us_per_1000 for i, _ in rounds)
     txn_med = statistics.median(t.us_per_1000 for _, t in rounds)
-    print(f"broker CPU per 1,000 records of 100 B, in process ({PARTITIONS} partitions, Produce v13, EndTxn v5, "
+    where = "in process" if args.transport == "in-process" else "broker process over one TCP connection"
+    print(f"broker CPU per 1,000 records of 100 B, {where} ({PARTITIONS} partitions, Produce v13, EndTxn v5, "
           f"{args.transactions} transactions of {TXN_RECORDS:,} per round; median of {args.repeat})")
     print(f"{'workload':>14}  {'us / 1,000 records':>18}  {'requests / 1,000':>16}")
     print(f"{'idempotent':>14}  {idem_med:>18,.0f}  {rounds[0][0].requests / rounds[0][0].records * 1000:>16.2f}")
     print(f"{'transactional':>14}  {txn_med:>18,.0f}  {rounds[0][1].requests / rounds[0][1].records * 1000:>16.2f}")
     print(f"idempotent / transactional broker CPU: {statistics.median(ratios):.2f} "
           f"(per round {', '.join(f'{r:.2f}' for r in ratios)}): the throughput ratio a broker-bound run could reach")
-    print("where a transaction's broker CPU goes (us, median round):")
     mid = sorted(rounds, key=lambda r: r[1].us_per_1000)[len(rounds) // 2][1]
-    for name, us in mid.parts_us.items():
-        print(f"  {name:<38} {us:>8,.0f}")
+    if mid.parts_us:
+        print("where a transaction's broker CPU goes (us, median round):")
+        for name, us in mid.parts_us.items():
+            print(f"  {name:<38} {us:>8,.0f}")
     if args.json:
         args.json.write_text(json.dumps({
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+            "transport": args.transport,
             "transactions": args.transactions,
             "rounds": [{"idempotent": asdict(i), "transactional": asdict(t)} for i, t in rounds],
         }, indent=2))

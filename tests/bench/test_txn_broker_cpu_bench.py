@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import peers  # noqa: E402
 import txn_broker_cpu  # noqa: E402
 
 
@@ -64,12 +68,68 @@ def test_verification_fails_on_logs_that_do_not_match() -> None:
     asyncio.run(body())
 
 
-def test_command_line_writes_json(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["in-process", "socket"])
+def test_command_line_writes_json(tmp_path: Path, transport: str) -> None:
     out = tmp_path / "cpu.json"
     proc = subprocess.run([sys.executable, str(BENCH / "txn_broker_cpu.py"), "--transactions", "4", "--repeat", "1",
-                           "--slices", "2", "--json", str(out)], capture_output=True, text=True, timeout=300)
+                           "--slices", "2", "--transport", transport, "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "idempotent / transactional broker CPU" in proc.stdout
+    assert ("where a transaction's broker CPU goes" in proc.stdout) == (transport == "in-process")
     data = json.loads(out.read_text())
+    assert data["transport"] == transport
     (rnd,) = data["rounds"]
     assert rnd["transactional"]["records"] == 4 * 999 and rnd["transactional"]["requests"] == 16
+
+
+def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> None:
+    """The same frames to a broker process over TCP: its CPU is read from /proc, the logs are
+    checked with ListOffsets, and the check fails when they do not hold what was sent."""
+    async def body() -> None:
+        broker = peers.StromBroker(config=txn_broker_cpu.BROKER_OVERRIDES,
+                                   features={"transaction.version": 2}).start()
+        try:
+            client = txn_broker_cpu.SocketClient(broker.bootstrap, broker.pid)
+            try:
+                ids = []
+                for suffix in ("-idem", "-txn"):
+                    txn_broker_cpu.create_topic_with_admin(broker.bootstrap, txn_broker_cpu.TOPIC + suffix, 3)
+                    ids.append(await txn_broker_cpu.topic_id_over_socket(client, txn_broker_cpu.TOPIC + suffix))
+                idem = txn_broker_cpu.Idempotent(client, ids[0], 3000, await txn_broker_cpu.init_producer(client, None))
+                txn = txn_broker_cpu.Transactional(None, client, ids[1], 3,
+                                                   await txn_broker_cpu.init_producer(client, txn_broker_cpu.TXN_ID))
+                await txn_broker_cpu.alternate(idem, txn, 2, 2)
+                assert txn.done == 2 and txn.round.requests == 8 and txn.round.parts_us == {}
+                assert idem.round.cpu_s > 0 and txn.round.cpu_s > 0  # the broker's, not this process's
+                await txn_broker_cpu.verify_over_socket(client, idem.round.records, txn.round.records, 2)
+                with pytest.raises(RuntimeError, match="log end"):
+                    await txn_broker_cpu.verify_over_socket(client, idem.round.records, txn.round.records, 3)
+                txn_broker_cpu.check_produce(await client.send(txn.plan[2][0][0]))  # a transaction left open
+                opened = txn.round.records + txn_broker_cpu.PARTITIONS * txn_broker_cpu.TXN_BATCH
+                with pytest.raises(RuntimeError, match="last stable offset"):
+                    await txn_broker_cpu.verify_over_socket(client, idem.round.records, opened, 2)
+            finally:
+                client.close()
+        finally:
+            broker.stop()
+
+    asyncio.run(body())
+
+
+def test_process_cpu_reads_every_thread() -> None:
+    spun, release = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        sum(range(3_000_000))
+        spun.set()
+        release.wait()  # alive at the second reading: a thread's time leaves with the thread
+
+    before, main_before = txn_broker_cpu.process_cpu_s(os.getpid()), time.thread_time()
+    thread = threading.Thread(target=worker)
+    thread.start()
+    spun.wait()
+    after, main_used = txn_broker_cpu.process_cpu_s(os.getpid()), time.thread_time() - main_before
+    release.set()
+    thread.join()
+    assert after - before > main_used + 0.02  # the worker's spin is in the total
