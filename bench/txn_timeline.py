@@ -1,0 +1,265 @@
+"""Where a librdkafka transaction's time goes: the broker's requests on the client's timeline.
+
+``groups_txn.py`` shows that, with librdkafka at its defaults, a transaction of 1,000 records
+spends about as long in ``commit_transaction()`` as in its ``produce()`` loop. This script says
+what the commit waits for. It starts strom's broker as a subprocess through its own ``--serve``
+mode, which wraps ``Broker.dispatch`` to record every request: its API key, when the broker
+began handling it (the frame read) and when the answer was ready. The client is a
+confluent-kafka transactional producer at ``groups_txn.py``'s settings (``linger.ms=5``,
+``batch.size=1048576``, ``acks=all``), 1,000 records of 100 bytes per transaction over 3
+partitions; it records when each transaction began, when its last ``produce()`` returned and
+when its commit returned. Both processes read ``time.perf_counter()``, which on Linux is
+``CLOCK_MONOTONIC``, one clock for the whole machine, so the two timelines line up.
+
+Output, over the transactions after ``--skip``:
+
+* per request kind and phase (the ``produce()`` loop or the commit): requests per transaction,
+  the median start (microseconds from the phase's start) and the median handling time;
+* the commit's median time, split into the broker handling a request and the broker waiting
+  for the client (the client's threads passing the work on, and the network);
+* the first ``--show`` transactions' timelines.
+
+    python bench/txn_timeline.py [--transactions 300] [--skip 50] [--show 5] [--json out.json]
+
+strom only: the timestamps come from inside the broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from broker_throughput import _table, create_topic, machine_info
+
+API_NAMES = {0: "Produce", 3: "Metadata", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId",
+             24: "AddPartitionsToTxn", 26: "EndTxn"}
+PARTITIONS = 3
+RECORDS = 1000
+VALUE = 100
+PRODUCER = {"linger.ms": 5, "batch.size": 1_048_576, "acks": "all", "compression.type": "none"}
+READY = "bootstrap.servers="
+
+# A request: (API key, start, end) in perf_counter seconds.
+Request = tuple[int, float, float]
+
+
+# -- the broker side --------------------------------------------------------------------------
+
+def serve(data_dir: str, trace_path: str) -> int:
+    """``strom dev`` with every request's handling recorded; the trace is written when it stops."""
+    from strom.core.cli import main as strom_main
+    from strom.core.server.broker import Broker
+
+    trace: list[Request] = []
+    dispatch = Broker.dispatch
+
+    async def timed(self: Broker, ctx: Any, header: Any, frame: bytes, body_pos: int) -> Any:
+        start = time.perf_counter()
+        answer = await dispatch(self, ctx, header, frame, body_pos)
+        trace.append((header.api_key, start, time.perf_counter()))
+        return answer
+
+    Broker.dispatch = timed
+    try:
+        return strom_main(["dev", "--data-dir", data_dir, "--port", "0"])
+    finally:
+        Path(trace_path).write_text(json.dumps(trace))
+
+
+class TracedBroker:
+    """This script in ``--serve`` mode as a subprocess; SIGTERM stops it and writes the trace."""
+
+    def __init__(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="strom-timeline-")
+        self.trace_path = Path(self._tmp.name) / "trace.json"
+        self.output: deque[str] = deque(maxlen=200)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(Path(self._tmp.name) / "data"), str(self.trace_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.bootstrap = ""
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line.rstrip("\n"))
+                if line.startswith(READY) and not ready.is_set():
+                    self.bootstrap = line.strip()[len(READY):]
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(60) or not self.bootstrap:
+            self.proc.kill()
+            raise RuntimeError("the traced broker did not start:\n" + "\n".join(self.output))
+
+    def stop(self) -> list[Request]:
+        """Stop the broker and return its trace."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError("the traced broker did not stop within 60 s") from None
+        if not self.trace_path.exists():
+            raise RuntimeError("the traced broker wrote no trace:\n" + "\n".join(self.output))
+        trace = [tuple(r) for r in json.loads(self.trace_path.read_text())]
+        self._tmp.cleanup()
+        return trace
+
+
+# -- the client side --------------------------------------------------------------------------
+
+@dataclass
+class Txn:
+    """One transaction on the client's clock: begin, last produce() returned, commit returned."""
+
+    begin: float
+    loop_end: float
+    commit_end: float
+
+
+def run_transactions(bootstrap: str, transactions: int) -> list[Txn]:
+    from confluent_kafka import Producer
+
+    topic = f"timeline-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER,
+                         "transactional.id": f"timeline-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    payload = os.urandom(VALUE)
+    now = time.perf_counter
+    out: list[Txn] = []
+    for t in range(transactions):
+        begin = now()
+        producer.begin_transaction()
+        for i in range(RECORDS):
+            producer.produce(topic, payload, partition=i % PARTITIONS)
+        loop_end = now()
+        producer.commit_transaction(60)
+        out.append(Txn(begin, loop_end, now()))
+        if not (t + 1) % 100:
+            print(f"  {t + 1:,}/{transactions:,} transactions", file=sys.stderr, flush=True)
+    return out
+
+
+# -- analysis ---------------------------------------------------------------------------------
+
+@dataclass
+class Step:
+    """One request of a transaction, in microseconds from the start of its phase."""
+
+    api: str
+    phase: str  # "loop" | "commit"
+    start_us: float
+    handling_us: float
+
+
+@dataclass
+class TxnTimeline:
+    loop_us: float
+    commit_us: float
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def commit_busy_us(self) -> float:
+        """The part of the commit in which the broker was handling one of its requests."""
+        return sum(max(0.0, min(s.start_us + s.handling_us, self.commit_us) - max(s.start_us, 0.0))
+                   for s in self.steps if s.phase == "commit")
+
+
+def timelines(txns: list[Txn], trace: list[Request]) -> list[TxnTimeline]:
+    """Each transaction with the requests the broker began between its begin and its commit's return.
+
+    A request that began in the loop counts for the loop, even if it ended in the commit."""
+    trace = sorted(trace, key=lambda r: r[1])
+    out = []
+    for t in txns:
+        tl = TxnTimeline(1e6 * (t.loop_end - t.begin), 1e6 * (t.commit_end - t.loop_end))
+        for api, start, end in trace:
+            if start < t.begin:
+                continue
+            if start > t.commit_end:
+                break
+            phase, origin = ("loop", t.begin) if start < t.loop_end else ("commit", t.loop_end)
+            tl.steps.append(Step(API_NAMES.get(api, str(api)), phase, 1e6 * (start - origin), 1e6 * (end - start)))
+        out.append(tl)
+    return out
+
+
+def summarize(tls: list[TxnTimeline]) -> dict[str, Any]:
+    kinds = sorted({(s.api, s.phase) for tl in tls for s in tl.steps}, key=lambda k: (k[1] != "loop", k[0]))
+    rows = []
+    for api, phase in kinds:
+        steps = [s for tl in tls for s in tl.steps if (s.api, s.phase) == (api, phase)]
+        rows.append({"api": api, "phase": phase, "per_txn": round(len(steps) / len(tls), 2),
+                     "start_us": round(statistics.median(s.start_us for s in steps)),
+                     "handling_us": round(statistics.median(s.handling_us for s in steps))})
+    commit = statistics.median(tl.commit_us for tl in tls)
+    busy = statistics.median(tl.commit_busy_us for tl in tls)
+    return {"transactions": len(tls), "loop_us": round(statistics.median(tl.loop_us for tl in tls)),
+            "commit_us": round(commit), "commit_busy_us": round(busy),
+            "commit_waiting_us": round(statistics.median(tl.commit_us - tl.commit_busy_us for tl in tls)),
+            "requests": rows}
+
+
+def render(summary: dict[str, Any], tls: list[TxnTimeline], show: int) -> str:
+    rows = [[r["api"], r["phase"], f"{r['per_txn']:.2f}", f"{r['start_us']:,}", f"{r['handling_us']:,}"]
+            for r in summary["requests"]]
+    lines = [f"librdkafka transactions of {RECORDS:,} x {VALUE} B over {PARTITIONS} partitions on strom "
+             f"({', '.join(f'{k}={v}' for k, v in PRODUCER.items())}); medians of {summary['transactions']} "
+             "transactions",
+             _table(["request", "phase", "per txn", "starts at us (from the phase's start)", "handling us"], rows),
+             "",
+             f"loop {summary['loop_us']:,} us; commit {summary['commit_us']:,} us: the broker handling a request "
+             f"{summary['commit_busy_us']:,} us, waiting for the client {summary['commit_waiting_us']:,} us"]
+    for i, tl in enumerate(tls[:show]):
+        steps = ", ".join(f"{s.api}@{s.phase}+{s.start_us:,.0f}..+{s.start_us + s.handling_us:,.0f}"
+                          for s in tl.steps)
+        lines.append(f"  txn {i + 1}: loop {tl.loop_us:,.0f} us, commit {tl.commit_us:,.0f} us: {steps}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--transactions", type=int, default=300, help="transactions to run (default 300)")
+    parser.add_argument("--skip", type=int, default=50, help="first transactions left out (default 50)")
+    parser.add_argument("--show", type=int, default=5, help="timelines printed in full (default 5)")
+    parser.add_argument("--json", type=Path, help="also write the summary and every timeline here")
+    parser.add_argument("--serve", nargs=2, metavar=("DATA_DIR", "TRACE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        return serve(*args.serve)
+    if args.skip >= args.transactions:
+        parser.error(f"--skip {args.skip} leaves none of --transactions {args.transactions}")
+
+    broker = TracedBroker()
+    try:
+        txns = run_transactions(broker.bootstrap, args.transactions)
+    finally:
+        trace = broker.stop()
+    tls = timelines(txns[args.skip:], trace)
+    summary = summarize(tls)
+    print(render(summary, tls, args.show))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine_info(), "summary": summary,
+                                         "timelines": [asdict(tl) for tl in tls]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
