@@ -30,13 +30,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,13 +42,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_throughput import _table, create_topic, machine_info
 
+from strom.core.testing import BrokerProcess
+
 API_NAMES = {0: "Produce", 3: "Metadata", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId",
              24: "AddPartitionsToTxn", 26: "EndTxn"}
 PARTITIONS = 3
 RECORDS = 1000
 VALUE = 100
 PRODUCER = {"linger.ms": 5, "batch.size": 1_048_576, "acks": "all", "compression.type": "none"}
-READY = "bootstrap.servers="
+TRACE_ENV = "STROM_TIMELINE_TRACE"  # where the --serve side writes its trace
 
 # A request: (API key, start, end) in perf_counter seconds.
 Request = tuple[int, float, float]
@@ -59,8 +58,8 @@ Request = tuple[int, float, float]
 
 # -- the broker side --------------------------------------------------------------------------
 
-def serve(data_dir: str, trace_path: str) -> int:
-    """``strom dev`` with every request's handling recorded; the trace is written when it stops."""
+def serve(cli_args: list[str]) -> int:
+    """strom's CLI with every request's handling recorded; the trace is written when it stops."""
     from strom.core.cli import main as strom_main
     from strom.core.server.broker import Broker
 
@@ -75,49 +74,27 @@ def serve(data_dir: str, trace_path: str) -> int:
 
     Broker.dispatch = timed
     try:
-        return strom_main(["dev", "--data-dir", data_dir, "--port", "0"])
+        return strom_main(cli_args)
     finally:
-        Path(trace_path).write_text(json.dumps(trace))
+        Path(os.environ[TRACE_ENV]).write_text(json.dumps(trace))
 
 
 class TracedBroker:
-    """This script in ``--serve`` mode as a subprocess; SIGTERM stops it and writes the trace."""
+    """strom's broker run through this script's ``--serve`` mode; stopping it returns the trace."""
 
     def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="strom-timeline-")
         self.trace_path = Path(self._tmp.name) / "trace.json"
-        self.output: deque[str] = deque(maxlen=200)
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(Path(self._tmp.name) / "data"), str(self.trace_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        self.bootstrap = ""
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line.rstrip("\n"))
-                if line.startswith(READY) and not ready.is_set():
-                    self.bootstrap = line.strip()[len(READY):]
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(60) or not self.bootstrap:
-            self.proc.kill()
-            raise RuntimeError("the traced broker did not start:\n" + "\n".join(self.output))
+        self.proc = BrokerProcess(Path(self._tmp.name) / "data", env={TRACE_ENV: str(self.trace_path)},
+                                  launcher=[sys.executable, __file__, "--serve"]).start()
+        self.bootstrap = self.proc.bootstrap
 
     def stop(self) -> list[Request]:
-        """Stop the broker and return its trace."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise RuntimeError("the traced broker did not stop within 60 s") from None
+        """Stop the broker (SIGTERM: a clean shutdown writes the trace) and return the trace."""
+        self.proc.stop(60)
         if not self.trace_path.exists():
-            raise RuntimeError("the traced broker wrote no trace:\n" + "\n".join(self.output))
-        trace = [tuple(r) for r in json.loads(self.trace_path.read_text())]
+            raise RuntimeError("the traced broker wrote no trace:\n" + self.proc.log_text())
+        trace: list[Request] = [tuple(r) for r in json.loads(self.trace_path.read_text())]
         self._tmp.cleanup()
         return trace
 
@@ -240,10 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", type=int, default=50, help="first transactions left out (default 50)")
     parser.add_argument("--show", type=int, default=5, help="timelines printed in full (default 5)")
     parser.add_argument("--json", type=Path, help="also write the summary and every timeline here")
-    parser.add_argument("--serve", nargs=2, metavar=("DATA_DIR", "TRACE"), help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"]:  # the broker side: the rest are strom CLI arguments
+        return serve(argv[1:])
     args = parser.parse_args(argv)
-    if args.serve:
-        return serve(*args.serve)
     if args.skip >= args.transactions:
         parser.error(f"--skip {args.skip} leaves none of --transactions {args.transactions}")
 

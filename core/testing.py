@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -30,13 +30,18 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int = 0,
                  config: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                 startup_timeout: float = 60.0, features: dict[str, int] | None = None) -> None:
+                 startup_timeout: float = 60.0, features: dict[str, int] | None = None,
+                 launcher: Sequence[str] | None = None) -> None:
+        """``launcher``: the command that runs strom's CLI, given the ``dev`` arguments after it
+        (default ``python -m strom.core.cli``); a benchmark passes a wrapper that instruments
+        the broker."""
         self._tmp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="strom-")
         self.data_dir = Path(data_dir if data_dir is not None else self._tmp.name)  # type: ignore[union-attr]
         self.port = port
         self.config = dict(config or {})
         self.features = dict(features or {})  # applied when the data dir is first formatted
         self.env = dict(env or {})
+        self.launcher = list(launcher or [sys.executable, "-m", "strom.core.cli"])
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[str] | None = None
         self.bootstrap = ""
@@ -46,8 +51,7 @@ class BrokerProcess:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "strom.core.cli", "dev", "--data-dir", str(self.data_dir),
-               "--port", str(self.port)]
+        cmd = [*self.launcher, "dev", "--data-dir", str(self.data_dir), "--port", str(self.port)]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
         for name, level in self.features.items():
