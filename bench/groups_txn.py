@@ -361,7 +361,7 @@ def produce_idempotent(bootstrap: str, topic: str, records: int, partitions: int
 
 
 @dataclass
-class TxnTimeline:
+class TxnSplit:
     """Where the client's wall time of each transaction went: the produce() loop, then the commit."""
 
     loop_s: list[float] = field(default_factory=list)
@@ -373,12 +373,12 @@ class TxnTimeline:
 
 def produce_transactional(bootstrap: str, topic: str, records: int, partitions: int, label: str,
                           clock: PhaseClock | None = None, txn_size: int = TXN_SIZE,
-                          timeline: TxnTimeline | None = None) -> int:
+                          timeline: TxnSplit | None = None) -> int:
     """``records`` x 100 B in transactions of ``txn_size`` (begin, produce, commit); returns the count.
 
     ``init_transactions()`` (InitProducerId through the transaction coordinator) runs before the
     clock starts: it happens once per producer lifetime, not per transaction. ``timeline`` gets
-    each transaction's loop and commit times (two clock reads per transaction, not per record).
+    each transaction's loop and commit times (three clock reads per transaction, not per record).
     """
     failures: list[str] = []
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_BASE,
@@ -475,7 +475,7 @@ def run_txn(broker: Broker, records: int, partitions: int, repeat: int, warmup: 
                 create_topic(broker.bootstrap, topic, partitions)
                 with PhaseClock(broker.pid) as clock:
                     if mode == "transactional":
-                        timeline = TxnTimeline()
+                        timeline = TxnSplit()
                         res.transactions = produce_transactional(broker.bootstrap, topic, records, partitions,
                                                                  label, clock, txn_size, timeline)
                         res.loop_ms, res.commit_ms = timeline.medians_ms()

@@ -24,11 +24,12 @@ the end each partition's log must hold every record, one COMMIT marker per trans
 last stable offset equal to its log end.
 
 ``--transport socket`` sends the same frames to a broker *process* over one TCP connection, one
-request in flight, and reads the broker's CPU (all its threads, in nanoseconds) from
-``/proc/<pid>/task/*/schedstat``: the socket layer and the event loop are counted too, and the
-client is a Python loop on the other core with no per-record work of its own. The logs are then
-checked with ListOffsets (log end and last stable offset per partition); the split of a
-transaction's CPU by step is in-process only.
+request in flight, and reads the broker's CPU (all its threads, in nanoseconds) from its process
+CPU clock: the socket layer and the event loop are counted too, and the client is a Python loop
+with no per-record work of its own. One broker process serves every round (the unmeasured first
+one warms it), each round on its own topics and transactional id. The logs are then checked with
+ListOffsets (log end and last stable offset per partition); the split of a transaction's CPU by
+step is in-process only.
 
     python bench/txn_broker_cpu.py [--transactions 300] [--repeat 5] [--transport in-process|socket]
                                    [--json out.json] [--profile txn.prof]
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_offsets.v8.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -75,10 +77,6 @@ from strom.core.server.broker import Broker
 from strom.core.server.context import RequestContext
 from strom.core.tools.run import dev_config
 from strom.core.tools.storage import format_dirs, new_cluster_id
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_throughput import create_topic as create_topic_with_admin
-from peers import StromBroker
 
 PARTITIONS = 3
 VALUE = b"v" * 100
@@ -117,6 +115,10 @@ def request_frame(entity: Any, correlation_id: int) -> bytes:
     return header + client + b"\x00" + body.getvalue()
 
 
+# Sent after each transactional slice over a socket (see Transactional._run_over_socket).
+_API_VERSIONS = request_frame(ApiVersionsRequest(client_software_name="bench", client_software_version="1"), 0)
+
+
 class InProcessClient:
     """Sends request frames to a broker through ``dispatch`` and decodes the answers."""
 
@@ -142,21 +144,13 @@ class InProcessClient:
 
 
 def process_cpu_s(pid: int) -> float:
-    """CPU seconds of every thread of ``pid`` so far, from the scheduler's nanosecond counters.
+    """CPU seconds of process ``pid`` so far: all its threads, ended ones included, in nanoseconds.
 
-    ``/proc/<pid>/stat`` counts in clock ticks (10 ms), too coarse for slices of a few tens of
-    milliseconds; ``schedstat``'s first field is the thread's time on a CPU in nanoseconds. The
-    time of a thread that has ended is not counted: the broker's threads (the event loop and the
-    default executor's workers) live as long as it does.
+    Linux's CPU clock of another process (``clock_getcpuclockid``'s id, which Python does not wrap:
+    ``~pid << 3 | CPUCLOCK_SCHED``), brought up to date when read. ``/proc/<pid>/stat`` counts in
+    10 ms ticks, too coarse for slices of a few tens of milliseconds.
     """
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # a thread that ended since the listing: its time is gone with it
-    return total / 1e9
+    return time.clock_gettime(((~pid) << 3) | 2)
 
 
 class SocketClient:
@@ -304,11 +298,12 @@ class Transactional:
     PARTS = ("first Produce (adds the partitions)", "other Produces", "EndTxn", "markers")
 
     def __init__(self, broker: Broker | None, client: Client, topic_id: uuid.UUID, transactions: int,
-                 producer: tuple[int, int]) -> None:
+                 producer: tuple[int, int], txn_id: str = TXN_ID) -> None:
         """``broker``: the in-process broker, whose coordinator is watched for the markers and
         whose CPU is split by step; None over a socket (totals only)."""
         pid, epoch0 = producer
         self.client = client
+        self.txn_id = txn_id
         self.coordinator: TransactionCoordinator | None = broker.txn_coordinator if broker else None
         per_partition = TXN_RECORDS // PARTITIONS // TXN_BATCH   # 3 requests per transaction
         # Under transaction version 2 every EndTxn bumps the epoch, and sequences restart at 0.
@@ -316,9 +311,9 @@ class Transactional:
         for t in range(transactions):
             epoch = epoch0 + t
             produces = [request_frame(produce_request(
-                topic_id, [batch(TXN_BATCH, pid, epoch, r * TXN_BATCH, True)] * PARTITIONS, TXN_ID), 1)
+                topic_id, [batch(TXN_BATCH, pid, epoch, r * TXN_BATCH, True)] * PARTITIONS, txn_id), 1)
                 for r in range(per_partition)]
-            end = request_frame(EndTxnRequest(transactional_id=TransactionalId(TXN_ID), producer_id=ProducerId(pid),
+            end = request_frame(EndTxnRequest(transactional_id=TransactionalId(txn_id), producer_id=ProducerId(pid),
                                               producer_epoch=i16(epoch), committed=True), 2)
             self.plan.append((produces, end))
         self.done = 0
@@ -347,7 +342,7 @@ class Transactional:
             ends.append(await self.client.send(end))
             t3 = clock()
             # The coordinator writes the markers after answering: let that task run to the end.
-            while self.coordinator.txns[TXN_ID].state.name != "COMPLETE_COMMIT":
+            while self.coordinator.txns[self.txn_id].state.name != "COMPLETE_COMMIT":
                 await asyncio.sleep(0)
             t4 = clock()
             parts[self.PARTS[0]] += t1 - t0
@@ -361,8 +356,11 @@ class Transactional:
         self._account(answers, ends)
 
     async def _run_over_socket(self, transactions: int) -> None:
-        """The broker process writes the markers right after answering EndTxn, before it reads
-        the next request of the connection, so nothing needs to wait for them here."""
+        """The coordinator writes a transaction's markers in a task it starts when it answers
+        EndTxn, so they may still be running when that answer arrives here. That task runs before
+        the broker reads the connection's next request: one ApiVersions round trip after the
+        slice puts the last transaction's markers into the slice's CPU (the next transaction's
+        requests already wait for the previous one's markers the same way)."""
         answers: list[bytes] = []
         ends: list[bytes] = []
         send = self.client.send
@@ -371,6 +369,7 @@ class Transactional:
             for f in produces:
                 answers.append(await send(f))
             ends.append(await send(end))
+        await send(_API_VERSIONS)
         self.round.cpu_s += self.client.cpu() - cpu0
         self.round.wall_s += time.perf_counter() - wall0
         self._account(answers, ends)
@@ -405,10 +404,12 @@ def verify(broker: Broker, idempotent: int, transactional: int, transactions: in
                                    f"< log end {part.log.log_end_offset}")
 
 
-async def verify_over_socket(client: SocketClient, idempotent: int, transactional: int, transactions: int) -> None:
-    """``verify`` through ListOffsets: each partition's high watermark (its log end, on one replica)
-    holds every record and marker, and its last stable offset (read_committed) has caught up."""
-    for topic, records, markers in ((TOPIC + "-idem", idempotent, 0), (TOPIC + "-txn", transactional, transactions)):
+async def verify_over_socket(client: SocketClient, topics: tuple[str, str], idempotent: int, transactional: int,
+                             transactions: int) -> None:
+    """``verify`` through ListOffsets on the (idempotent, transactional) ``topics``: each partition's
+    high watermark (its log end, on one replica) holds every record and marker, and its last
+    stable offset (read_committed) has caught up."""
+    for topic, records, markers in ((topics[0], idempotent, 0), (topics[1], transactional, transactions)):
         latest: dict[tuple[int, int], int] = {}
         for isolation in (0, 1):
             resp = await client.call(ListOffsetsRequest(
@@ -470,25 +471,41 @@ async def one_round(transactions: int, slices: int, profile: Path | None = None)
             await broker.stop()
 
 
-async def one_round_over_socket(transactions: int, slices: int) -> tuple[Round, Round]:
-    """Both workloads on one fresh broker process, over one TCP connection."""
-    broker = StromBroker(config=BROKER_OVERRIDES, features={"transaction.version": 2}).start()
-    try:
-        client = SocketClient(broker.bootstrap, broker.pid)
+class SocketRounds:
+    """One broker process for every round of ``--transport socket``, so the unmeasured first round
+    warms it as the in-process rounds warm this interpreter; each round gets its own topics and
+    transactional id."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from peers import StromBroker  # imported for this mode only: peers loads confluent-kafka
+
+        self.broker = StromBroker(config=BROKER_OVERRIDES, features={"transaction.version": 2}).start()
+        self.rounds = 0
+
+    async def round(self, transactions: int, slices: int) -> tuple[Round, Round]:
+        from broker_throughput import create_topic as create_topic_with_admin
+
+        self.rounds += 1
+        tag = f"-{self.rounds}"
+        names = (TOPIC + "-idem" + tag, TOPIC + "-txn" + tag)
+        client = SocketClient(self.broker.bootstrap, self.broker.pid)
         try:
             topic_ids = []
-            for suffix in ("-idem", "-txn"):
-                create_topic_with_admin(broker.bootstrap, TOPIC + suffix, PARTITIONS)
-                topic_ids.append(await topic_id_over_socket(client, TOPIC + suffix))
+            for name in names:
+                create_topic_with_admin(self.broker.bootstrap, name, PARTITIONS)
+                topic_ids.append(await topic_id_over_socket(client, name))
             idem = Idempotent(client, topic_ids[0], transactions * TXN_RECORDS, await init_producer(client, None))
-            txn = Transactional(None, client, topic_ids[1], transactions, await init_producer(client, TXN_ID))
+            txn = Transactional(None, client, topic_ids[1], transactions,
+                                await init_producer(client, TXN_ID + tag), txn_id=TXN_ID + tag)
             await alternate(idem, txn, transactions, slices)
-            await verify_over_socket(client, idem.round.records, txn.round.records, transactions)
+            await verify_over_socket(client, names, idem.round.records, txn.round.records, transactions)
             return idem.round, txn.finish()
         finally:
             client.close()
-    finally:
-        broker.stop()
+
+    def stop(self) -> None:
+        self.broker.stop()
 
 
 def main() -> int:
@@ -503,17 +520,29 @@ def main() -> int:
                              "in-process only)")
     parser.add_argument("--transport", choices=("in-process", "socket"), default="in-process",
                         help="in-process (default): frames through Broker.dispatch on this thread; socket: "
-                             "to a broker process over TCP, its CPU from /proc")
+                             "to a broker process over TCP, its CPU from its process CPU clock")
     args = parser.parse_args()
     if args.profile and args.transport != "in-process":
         parser.error("--profile needs --transport in-process (the broker runs in another process)")
 
     rounds: list[tuple[Round, Round]] = []
+    over_socket = SocketRounds() if args.transport == "socket" else None
+    try:
+        measure(args, rounds, over_socket)
+    finally:
+        if over_socket is not None:
+            over_socket.stop()
+    report(args, rounds)
+    return 0
+
+
+def measure(args: argparse.Namespace, rounds: list[tuple[Round, Round]], over_socket: SocketRounds | None) -> None:
+    """The unmeasured first round, then ``--repeat`` measured ones, appended to ``rounds``."""
     for i in range(args.repeat + 1):
         label = "warm-up round" if i == 0 else f"round {i}/{args.repeat}"
         profile = args.profile if i == args.repeat else None
-        if args.transport == "socket":
-            idem, txn = asyncio.run(one_round_over_socket(args.transactions, args.slices))
+        if over_socket is not None:
+            idem, txn = asyncio.run(over_socket.round(args.transactions, args.slices))
         else:
             idem, txn = asyncio.run(one_round(args.transactions, args.slices, profile))
         print(f"  [{label}] idempotent {idem.us_per_1000:,.0f} us, transactional {txn.us_per_1000:,.0f} us "
@@ -521,6 +550,8 @@ def main() -> int:
         if i > 0:
             rounds.append((idem, txn))
 
+
+def report(args: argparse.Namespace, rounds: list[tuple[Round, Round]]) -> None:
     ratios = [i.us_per_1000 / t.us_per_1000 for i, t in rounds]
     idem_med = statistics.median(i.us_per_1000 for i, _ in rounds)
     txn_med = statistics.median(t.us_per_1000 for _, t in rounds)
@@ -544,7 +575,6 @@ def main() -> int:
             "transactions": args.transactions,
             "rounds": [{"idempotent": asdict(i), "transactional": asdict(t)} for i, t in rounds],
         }, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

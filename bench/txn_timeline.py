@@ -14,9 +14,11 @@ when its commit returned. Both processes read ``time.perf_counter()``, which on 
 Output, over the transactions after ``--skip``:
 
 * per request kind and phase (the ``produce()`` loop or the commit): requests per transaction,
-  the median start (microseconds from the phase's start) and the median handling time;
-* the commit's median time, split into the broker handling a request and the broker waiting
-  for the client (the client's threads passing the work on, and the network);
+  the median start (microseconds from the phase's start) and the median wall time in
+  ``dispatch`` (decoding, the handler, encoding);
+* the commit's median time, with the time the broker was in ``dispatch`` for one of its requests
+  and the time outside (librdkafka's threads passing the work on, the network, and the broker's
+  own socket layer: reading frames, writing answers, waking its event loop);
 * the first ``--show`` transactions' timelines.
 
     python bench/txn_timeline.py [--transactions 300] [--skip 50] [--show 5] [--json out.json]
@@ -27,6 +29,7 @@ strom only: the timestamps come from inside the broker.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -41,15 +44,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_throughput import _table, create_topic, machine_info
+from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES
 
 from strom.core.testing import BrokerProcess
 
 API_NAMES = {0: "Produce", 3: "Metadata", 10: "FindCoordinator", 18: "ApiVersions", 22: "InitProducerId",
              24: "AddPartitionsToTxn", 26: "EndTxn"}
 PARTITIONS = 3
-RECORDS = 1000
-VALUE = 100
-PRODUCER = {"linger.ms": 5, "batch.size": 1_048_576, "acks": "all", "compression.type": "none"}
 TRACE_ENV = "STROM_TIMELINE_TRACE"  # where the --serve side writes its trace
 
 # A request: (API key, start, end) in perf_counter seconds.
@@ -91,12 +92,14 @@ class TracedBroker:
 
     def stop(self) -> list[Request]:
         """Stop the broker (SIGTERM: a clean shutdown writes the trace) and return the trace."""
-        self.proc.stop(60)
-        if not self.trace_path.exists():
-            raise RuntimeError("the traced broker wrote no trace:\n" + self.proc.log_text())
-        trace: list[Request] = [tuple(r) for r in json.loads(self.trace_path.read_text())]
-        self._tmp.cleanup()
-        return trace
+        try:
+            self.proc.stop(60)
+            if not self.trace_path.exists():
+                raise RuntimeError("the traced broker wrote no trace:\n" + self.proc.log_text())
+            trace: list[Request] = [tuple(r) for r in json.loads(self.trace_path.read_text())]
+            return trace
+        finally:
+            self._tmp.cleanup()
 
 
 # -- the client side --------------------------------------------------------------------------
@@ -115,16 +118,16 @@ def run_transactions(bootstrap: str, transactions: int) -> list[Txn]:
 
     topic = f"timeline-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS)
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER,
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_BASE,
                          "transactional.id": f"timeline-{uuid.uuid4().hex[:8]}"})
     producer.init_transactions(30)
-    payload = os.urandom(VALUE)
+    payload = os.urandom(VALUE_BYTES)
     now = time.perf_counter
     out: list[Txn] = []
     for t in range(transactions):
         begin = now()
         producer.begin_transaction()
-        for i in range(RECORDS):
+        for i in range(TXN_SIZE):
             producer.produce(topic, payload, partition=i % PARTITIONS)
         loop_end = now()
         producer.commit_transaction(60)
@@ -138,7 +141,9 @@ def run_transactions(bootstrap: str, transactions: int) -> list[Txn]:
 
 @dataclass
 class Step:
-    """One request of a transaction, in microseconds from the start of its phase."""
+    """One request of a transaction, in microseconds from the start of its phase.
+
+    ``handling_us``: wall time in ``Broker.dispatch`` (decoding, the handler, encoding), not CPU."""
 
     api: str
     phase: str  # "loop" | "commit"
@@ -154,9 +159,18 @@ class TxnTimeline:
 
     @property
     def commit_busy_us(self) -> float:
-        """The part of the commit in which the broker was handling one of its requests."""
-        return sum(max(0.0, min(s.start_us + s.handling_us, self.commit_us) - max(s.start_us, 0.0))
-                   for s in self.steps if s.phase == "commit")
+        """The part of the commit in which the broker was in ``dispatch`` for at least one request.
+
+        The union of the requests' intervals, clipped to the commit: librdkafka talks to the
+        coordinator and the partition leader over two connections, so two requests can be in
+        ``dispatch`` at once (one of them waiting)."""
+        busy, reached = 0.0, 0.0
+        for s in sorted((s for s in self.steps if s.phase == "commit"), key=lambda s: s.start_us):
+            start, end = max(s.start_us, reached), min(s.start_us + s.handling_us, self.commit_us)
+            if end > start:
+                busy += end - start
+                reached = end
+        return busy
 
 
 def timelines(txns: list[Txn], trace: list[Request]) -> list[TxnTimeline]:
@@ -164,12 +178,11 @@ def timelines(txns: list[Txn], trace: list[Request]) -> list[TxnTimeline]:
 
     A request that began in the loop counts for the loop, even if it ended in the commit."""
     trace = sorted(trace, key=lambda r: r[1])
+    starts = [r[1] for r in trace]
     out = []
     for t in txns:
         tl = TxnTimeline(1e6 * (t.loop_end - t.begin), 1e6 * (t.commit_end - t.loop_end))
-        for api, start, end in trace:
-            if start < t.begin:
-                continue
+        for api, start, end in trace[bisect.bisect_left(starts, t.begin):]:
             if start > t.commit_end:
                 break
             phase, origin = ("loop", t.begin) if start < t.loop_end else ("commit", t.loop_end)
@@ -197,13 +210,14 @@ def summarize(tls: list[TxnTimeline]) -> dict[str, Any]:
 def render(summary: dict[str, Any], tls: list[TxnTimeline], show: int) -> str:
     rows = [[r["api"], r["phase"], f"{r['per_txn']:.2f}", f"{r['start_us']:,}", f"{r['handling_us']:,}"]
             for r in summary["requests"]]
-    lines = [f"librdkafka transactions of {RECORDS:,} x {VALUE} B over {PARTITIONS} partitions on strom "
-             f"({', '.join(f'{k}={v}' for k, v in PRODUCER.items())}); medians of {summary['transactions']} "
+    lines = [f"librdkafka transactions of {TXN_SIZE:,} x {VALUE_BYTES} B over {PARTITIONS} partitions on strom "
+             f"({', '.join(f'{k}={v}' for k, v in PRODUCER_BASE.items())}); medians of {summary['transactions']} "
              "transactions",
-             _table(["request", "phase", "per txn", "starts at us (from the phase's start)", "handling us"], rows),
+             _table(["request", "phase", "per txn", "starts at us (from the phase's start)", "in dispatch us"], rows),
              "",
-             f"loop {summary['loop_us']:,} us; commit {summary['commit_us']:,} us: the broker handling a request "
-             f"{summary['commit_busy_us']:,} us, waiting for the client {summary['commit_waiting_us']:,} us"]
+             f"loop {summary['loop_us']:,} us; commit {summary['commit_us']:,} us, of which the broker was in "
+             f"dispatch {summary['commit_busy_us']:,} us and outside it {summary['commit_waiting_us']:,} us "
+             "(librdkafka, the network, the broker's socket layer; medians each)"]
     for i, tl in enumerate(tls[:show]):
         steps = ", ".join(f"{s.api}@{s.phase}+{s.start_us:,.0f}..+{s.start_us + s.handling_us:,.0f}"
                           for s in tl.steps)

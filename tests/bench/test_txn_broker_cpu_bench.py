@@ -1,4 +1,4 @@
-"""The in-process broker-CPU benchmark (bench/txn_broker_cpu.py), scaled down.
+"""The broker-CPU benchmark (bench/txn_broker_cpu.py), in process and over a socket, scaled down.
 
 Timing never decides a test. What is checked is what the figure rests on: every request the
 script sends is answered without error, each workload sends the records and requests it claims,
@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import broker_throughput  # noqa: E402
 import peers  # noqa: E402
 import txn_broker_cpu  # noqa: E402
 
@@ -84,31 +82,33 @@ def test_command_line_writes_json(tmp_path: Path, transport: str) -> None:
 
 
 def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> None:
-    """The same frames to a broker process over TCP: its CPU is read from /proc, the logs are
-    checked with ListOffsets, and the check fails when they do not hold what was sent."""
+    """The same frames to a broker process over TCP: its CPU is read from its process CPU clock,
+    the logs are checked with ListOffsets, and the check fails when they do not hold what was sent."""
     async def body() -> None:
         broker = peers.StromBroker(config=txn_broker_cpu.BROKER_OVERRIDES,
                                    features={"transaction.version": 2}).start()
         try:
             client = txn_broker_cpu.SocketClient(broker.bootstrap, broker.pid)
             try:
+                names = ("socket-idem", "socket-txn")
                 ids = []
-                for suffix in ("-idem", "-txn"):
-                    txn_broker_cpu.create_topic_with_admin(broker.bootstrap, txn_broker_cpu.TOPIC + suffix, 3)
-                    ids.append(await txn_broker_cpu.topic_id_over_socket(client, txn_broker_cpu.TOPIC + suffix))
+                for name in names:
+                    broker_throughput.create_topic(broker.bootstrap, name, 3)
+                    ids.append(await txn_broker_cpu.topic_id_over_socket(client, name))
                 idem = txn_broker_cpu.Idempotent(client, ids[0], 3000, await txn_broker_cpu.init_producer(client, None))
                 txn = txn_broker_cpu.Transactional(None, client, ids[1], 3,
-                                                   await txn_broker_cpu.init_producer(client, txn_broker_cpu.TXN_ID))
+                                                   await txn_broker_cpu.init_producer(client, "socket-txn-id"),
+                                                   txn_id="socket-txn-id")
                 await txn_broker_cpu.alternate(idem, txn, 2, 2)
                 assert txn.done == 2 and txn.round.requests == 8 and txn.round.parts_us == {}
                 assert idem.round.cpu_s > 0 and txn.round.cpu_s > 0  # the broker's, not this process's
-                await txn_broker_cpu.verify_over_socket(client, idem.round.records, txn.round.records, 2)
+                await txn_broker_cpu.verify_over_socket(client, names, idem.round.records, txn.round.records, 2)
                 with pytest.raises(RuntimeError, match="log end"):
-                    await txn_broker_cpu.verify_over_socket(client, idem.round.records, txn.round.records, 3)
+                    await txn_broker_cpu.verify_over_socket(client, names, idem.round.records, txn.round.records, 3)
                 txn_broker_cpu.check_produce(await client.send(txn.plan[2][0][0]))  # a transaction left open
                 opened = txn.round.records + txn_broker_cpu.PARTITIONS * txn_broker_cpu.TXN_BATCH
                 with pytest.raises(RuntimeError, match="last stable offset"):
-                    await txn_broker_cpu.verify_over_socket(client, idem.round.records, opened, 2)
+                    await txn_broker_cpu.verify_over_socket(client, names, idem.round.records, opened, 2)
             finally:
                 client.close()
         finally:
@@ -117,19 +117,21 @@ def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> Non
     asyncio.run(body())
 
 
-def test_process_cpu_reads_every_thread() -> None:
-    spun, release = threading.Event(), threading.Event()
-
-    def worker() -> None:
-        sum(range(3_000_000))
-        spun.set()
-        release.wait()  # alive at the second reading: a thread's time leaves with the thread
-
-    before, main_before = txn_broker_cpu.process_cpu_s(os.getpid()), time.thread_time()
-    thread = threading.Thread(target=worker)
-    thread.start()
-    spun.wait()
-    after, main_used = txn_broker_cpu.process_cpu_s(os.getpid()), time.thread_time() - main_before
-    release.set()
-    thread.join()
-    assert after - before > main_used + 0.02  # the worker's spin is in the total
+def test_process_cpu_counts_every_thread_of_another_process() -> None:
+    """A child whose worker thread has ended: that thread's CPU is still in the reading."""
+    code = ("import threading, time, sys\n"
+            "def work():\n"
+            "    t = time.thread_time()\n"
+            "    while time.thread_time() - t < 0.3: pass\n"  # far more than the interpreter's start
+            "    print(time.thread_time() - t, flush=True)\n"
+            "w = threading.Thread(target=work); w.start(); w.join()\n"
+            "sys.stdin.readline()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        worker_cpu = float(child.stdout.readline())
+        assert txn_broker_cpu.process_cpu_s(child.pid) >= 0.8 * worker_cpu > 0
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()
+        child.wait(30)

@@ -42,7 +42,7 @@ def test_requests_fall_into_their_transaction_and_phase() -> None:
 def test_a_small_run_lines_up_every_transaction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "timeline.json"
     assert tt.main(["--transactions", "12", "--skip", "2", "--show", "1", "--json", str(out)]) == 0
-    assert "waiting for the client" in capsys.readouterr().out
+    assert "outside it" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["summary"]["transactions"] == 10
     for tl in data["timelines"]:
