@@ -362,13 +362,14 @@ def produce_idempotent(bootstrap: str, topic: str, records: int, partitions: int
 
 @dataclass
 class TxnSplit:
-    """Where the client's wall time of each transaction went: the produce() loop, then the commit."""
+    """Each transaction's begin, end of its produce() loop and commit's return (``perf_counter``,
+    which txn_timeline.py lines up with the broker's clock), and the loop's and commit's medians."""
 
-    loop_s: list[float] = field(default_factory=list)
-    commit_s: list[float] = field(default_factory=list)
+    marks: list[tuple[float, float, float]] = field(default_factory=list)
 
     def medians_ms(self) -> tuple[float, float]:
-        return (round(1000 * statistics.median(self.loop_s), 3), round(1000 * statistics.median(self.commit_s), 3))
+        return (round(1000 * statistics.median(b - a for a, b, _ in self.marks), 3),
+                round(1000 * statistics.median(c - b for _, b, c in self.marks), 3))
 
 
 def produce_transactional(bootstrap: str, topic: str, records: int, partitions: int, label: str,
@@ -378,7 +379,7 @@ def produce_transactional(bootstrap: str, topic: str, records: int, partitions: 
 
     ``init_transactions()`` (InitProducerId through the transaction coordinator) runs before the
     clock starts: it happens once per producer lifetime, not per transaction. ``timeline`` gets
-    each transaction's loop and commit times (three clock reads per transaction, not per record).
+    each transaction's begin, loop end and commit end (three clock reads per transaction, not per record).
     """
     failures: list[str] = []
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_BASE,
@@ -402,8 +403,7 @@ def produce_transactional(bootstrap: str, topic: str, records: int, partitions: 
         t1 = now()
         producer.commit_transaction(60)  # flushes, then EndTxn(commit) and waits for it
         if timeline is not None:
-            timeline.loop_s.append(t1 - t0)
-            timeline.commit_s.append(now() - t1)
+            timeline.marks.append((t0, t1, now()))
         done += n
         txns += 1
         progress.maybe(done, time.monotonic(), "committed")

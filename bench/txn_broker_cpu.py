@@ -477,13 +477,14 @@ class SocketRounds:
     transactional id."""
 
     def __init__(self) -> None:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from peers import StromBroker  # imported for this mode only: peers loads confluent-kafka
 
         self.broker = StromBroker(config=BROKER_OVERRIDES, features={"transaction.version": 2}).start()
         self.rounds = 0
 
-    async def round(self, transactions: int, slices: int) -> tuple[Round, Round]:
+    async def open_round(self, transactions: int) -> tuple[SocketClient, tuple[str, str], Idempotent, Transactional]:
+        """A new connection, the round's (idempotent, transactional) topics, and both workloads on
+        them; the caller closes the client."""
         from broker_throughput import create_topic as create_topic_with_admin
 
         self.rounds += 1
@@ -498,6 +499,14 @@ class SocketRounds:
             idem = Idempotent(client, topic_ids[0], transactions * TXN_RECORDS, await init_producer(client, None))
             txn = Transactional(None, client, topic_ids[1], transactions,
                                 await init_producer(client, TXN_ID + tag), txn_id=TXN_ID + tag)
+        except BaseException:
+            client.close()
+            raise
+        return client, names, idem, txn
+
+    async def round(self, transactions: int, slices: int) -> tuple[Round, Round]:
+        client, names, idem, txn = await self.open_round(transactions)
+        try:
             await alternate(idem, txn, transactions, slices)
             await verify_over_socket(client, names, idem.round.records, txn.round.records, transactions)
             return idem.round, txn.finish()

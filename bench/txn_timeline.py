@@ -4,10 +4,10 @@
 spends about as long in ``commit_transaction()`` as in its ``produce()`` loop. This script says
 what the commit waits for. It starts strom's broker as a subprocess through its own ``--serve``
 mode, which wraps ``Broker.dispatch`` to record every request: its API key, when the broker
-began handling it (the frame read) and when the answer was ready. The client is a
-confluent-kafka transactional producer at ``groups_txn.py``'s settings (``linger.ms=5``,
-``batch.size=1048576``, ``acks=all``), 1,000 records of 100 bytes per transaction over 3
-partitions; it records when each transaction began, when its last ``produce()`` returned and
+began handling it (the frame read) and when the answer was ready. The client is
+``groups_txn.py``'s transactional phase itself (confluent-kafka, ``linger.ms=5``,
+``batch.size=1048576``, ``acks=all``, 1,000 records of 100 bytes per transaction over 3
+partitions), which records when each transaction began, when its last ``produce()`` returned and
 when its commit returned. Both processes read ``time.perf_counter()``, which on Linux is
 ``CLOCK_MONOTONIC``, one clock for the whole machine, so the two timelines line up.
 
@@ -39,12 +39,12 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_throughput import _table, create_topic, machine_info
-from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES
+from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES, TxnSplit, produce_transactional
 
 from strom.core.testing import BrokerProcess
 
@@ -55,6 +55,14 @@ TRACE_ENV = "STROM_TIMELINE_TRACE"  # where the --serve side writes its trace
 
 # A request: (API key, start, end) in perf_counter seconds.
 Request = tuple[int, float, float]
+
+
+class Txn(NamedTuple):
+    """One transaction on the client's clock: begin, last produce() returned, commit returned."""
+
+    begin: float
+    loop_end: float
+    commit_end: float
 
 
 # -- the broker side --------------------------------------------------------------------------
@@ -86,8 +94,12 @@ class TracedBroker:
     def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="strom-timeline-")
         self.trace_path = Path(self._tmp.name) / "trace.json"
-        self.proc = BrokerProcess(Path(self._tmp.name) / "data", env={TRACE_ENV: str(self.trace_path)},
-                                  launcher=[sys.executable, __file__, "--serve"]).start()
+        try:
+            self.proc = BrokerProcess(Path(self._tmp.name) / "data", env={TRACE_ENV: str(self.trace_path)},
+                                      launcher=[sys.executable, __file__, "--serve"]).start()
+        except BaseException:
+            self._tmp.cleanup()
+            raise
         self.bootstrap = self.proc.bootstrap
 
     def stop(self) -> list[Request]:
@@ -104,37 +116,13 @@ class TracedBroker:
 
 # -- the client side --------------------------------------------------------------------------
 
-@dataclass
-class Txn:
-    """One transaction on the client's clock: begin, last produce() returned, commit returned."""
-
-    begin: float
-    loop_end: float
-    commit_end: float
-
-
 def run_transactions(bootstrap: str, transactions: int) -> list[Txn]:
-    from confluent_kafka import Producer
-
+    """``groups_txn.py``'s transactional phase on a fresh topic, with each transaction's marks."""
     topic = f"timeline-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS)
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_BASE,
-                         "transactional.id": f"timeline-{uuid.uuid4().hex[:8]}"})
-    producer.init_transactions(30)
-    payload = os.urandom(VALUE_BYTES)
-    now = time.perf_counter
-    out: list[Txn] = []
-    for t in range(transactions):
-        begin = now()
-        producer.begin_transaction()
-        for i in range(TXN_SIZE):
-            producer.produce(topic, payload, partition=i % PARTITIONS)
-        loop_end = now()
-        producer.commit_transaction(60)
-        out.append(Txn(begin, loop_end, now()))
-        if not (t + 1) % 100:
-            print(f"  {t + 1:,}/{transactions:,} transactions", file=sys.stderr, flush=True)
-    return out
+    split = TxnSplit()
+    produce_transactional(bootstrap, topic, transactions * TXN_SIZE, PARTITIONS, "timeline", timeline=split)
+    return [Txn(*m) for m in split.marks]
 
 
 # -- analysis ---------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def test_summaries_take_median_and_keep_failures() -> None:
 
 
 def test_timeline_medians_and_their_column() -> None:
-    timeline = gt.TxnSplit(loop_s=[0.001, 0.003, 0.002], commit_s=[0.004, 0.0015, 0.002])
+    timeline = gt.TxnSplit(marks=[(0.0, 0.001, 0.005), (1.0, 1.003, 1.0045), (2.0, 2.002, 2.004)])
     assert timeline.medians_ms() == (2.0, 2.0)
     txns = [gt.TxnResult("strom", "idempotent", 1, 1000, seconds=0.01),
             gt.TxnResult("strom", "transactional", 1, 1000, transactions=1, seconds=0.02,

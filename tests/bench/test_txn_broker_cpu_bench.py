@@ -20,8 +20,6 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
-import broker_throughput  # noqa: E402
-import peers  # noqa: E402
 import txn_broker_cpu  # noqa: E402
 
 
@@ -85,20 +83,10 @@ def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> Non
     """The same frames to a broker process over TCP: its CPU is read from its process CPU clock,
     the logs are checked with ListOffsets, and the check fails when they do not hold what was sent."""
     async def body() -> None:
-        broker = peers.StromBroker(config=txn_broker_cpu.BROKER_OVERRIDES,
-                                   features={"transaction.version": 2}).start()
+        rounds = txn_broker_cpu.SocketRounds()
         try:
-            client = txn_broker_cpu.SocketClient(broker.bootstrap, broker.pid)
+            client, names, idem, txn = await rounds.open_round(3)
             try:
-                names = ("socket-idem", "socket-txn")
-                ids = []
-                for name in names:
-                    broker_throughput.create_topic(broker.bootstrap, name, 3)
-                    ids.append(await txn_broker_cpu.topic_id_over_socket(client, name))
-                idem = txn_broker_cpu.Idempotent(client, ids[0], 3000, await txn_broker_cpu.init_producer(client, None))
-                txn = txn_broker_cpu.Transactional(None, client, ids[1], 3,
-                                                   await txn_broker_cpu.init_producer(client, "socket-txn-id"),
-                                                   txn_id="socket-txn-id")
                 await txn_broker_cpu.alternate(idem, txn, 2, 2)
                 assert txn.done == 2 and txn.round.requests == 8 and txn.round.parts_us == {}
                 assert idem.round.cpu_s > 0 and txn.round.cpu_s > 0  # the broker's, not this process's
@@ -112,7 +100,7 @@ def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> Non
             finally:
                 client.close()
         finally:
-            broker.stop()
+            rounds.stop()
 
     asyncio.run(body())
 
