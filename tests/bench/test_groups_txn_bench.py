@@ -107,7 +107,7 @@ def test_arguments_are_checked() -> None:
         with pytest.raises(SystemExit):
             gt.parse_args(bad)
     args = gt.parse_args(["--rebalance-delay", "0, 3000", "--bench", "txn"])
-    assert args.delays == [0, 3000] and args.bench == ["txn"] and args.brokers == ["strom", "kafka"]
+    assert args.delays == [0, 3000] and args.bench == ["txn"] and args.brokers == ["strom", "kafka", "null"]
 
 
 def test_unstartable_broker_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,240 @@
+"""A Kafka broker that keeps nothing and answers at once: the raw limit of a producer workload.
+
+A benchmark ratio such as issue 3's (transactional / idempotent produce with one client) is set
+by the broker *and* by the client. This process takes the broker's share away: it speaks enough
+of the protocol for a producer (idempotent or transactional) and answers each request as soon as
+it is decoded. It checks no CRC, stores no record, keeps no producer or transaction state and
+writes no marker; a Produce is answered with offsets counted from the batch headers. What a
+client reaches against it is what the client alone allows on this machine: an upper bound for
+any broker, strom's included.
+
+It is a benchmark peer, never a test double: nothing in ``tests/`` runs a client against it in
+place of strom's broker. It is one Python process with the same event loop (uvloop) and the same
+protocol layer (``strom.core.protocol``: header parsing, kio decoding, the Produce fast encoder)
+as strom's broker, so only the broker's work is missing.
+
+It advertises every API strom's broker does, with strom's version ranges, so a client derives the
+same features and picks the same request versions against both (librdkafka, for one, writes the
+v2 record format only if Fetch v4+ is offered). It serves those a producer sends: ApiVersions, Metadata, CreateTopics, FindCoordinator,
+InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn and Produce. Any
+other request closes its connection with a line on stderr naming the API.
+
+    python bench/null_broker.py [--host 127.0.0.1] [--port 0]    # prints bootstrap.servers=HOST:PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import struct
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from strom.core.protocol import codec
+from strom.core.protocol.messages import response_messages
+from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
+from strom.core.records.batch import iter_headers
+from strom.core.server import handlers
+from strom.core.server.handlers import produce
+
+NODE_ID = 0
+CLUSTER_ID = "null-broker-cluster-0000"
+_SIZE = struct.Struct(">i")
+# Every API strom's broker advertises, with its ranges: a client derives its features from the
+# whole list (librdkafka uses the v2 record format only if Fetch v4+ is offered too), so it must be
+# strom's list for the client to pick the same formats and request versions here as against strom.
+VERSIONS: dict[int, tuple[int, int]] = {key: h.VERSIONS for key, h in handlers.registry().items()}
+
+
+class NullBroker:
+    """The state a client can observe: topics (name -> id, partition count), each partition's next
+    offset (so acknowledged offsets advance), and producer ids. Single-threaded (one event loop)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.topics: dict[str, tuple[uuid.UUID, int]] = {}
+        self.names: dict[uuid.UUID, str] = {}
+        self.next_offset: dict[tuple[str, int], int] = {}
+        self.producer_ids = itertools.count(1000)
+        self.epochs: dict[str, tuple[int, int]] = {}  # transactional id -> (producer id, epoch)
+        self.handlers: dict[int, Callable[[int, Any], Any]] = {
+            0: self.produce, 3: self.metadata, 10: self.find_coordinator, 18: self.api_versions,
+            19: self.create_topics, 22: self.init_producer_id, 24: self.add_partitions_to_txn,
+            25: self.no_error, 26: self.end_txn, 28: self.txn_offset_commit}
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    def api_versions(self, version: int, _request: Any) -> Any:
+        m = response_messages(18, version)
+        keys = tuple(m.make("ApiVersion", api_key=k, min_version=lo, max_version=hi)
+                     for k, (lo, hi) in sorted(VERSIONS.items()))
+        return m.make("ApiVersionsResponse", error_code=0, api_keys=keys, throttle_time=0, supported_features=(),
+                      finalized_features_epoch=-1, finalized_features=())
+
+    def metadata(self, version: int, request: Any) -> Any:
+        m = response_messages(3, version)
+        wanted = list(self.topics) if request.topics is None else \
+            [t.name if t.name is not None else self.names.get(t.topic_id, "") for t in request.topics]
+        out = []
+        for name in wanted:
+            known = self.topics.get(name)
+            parts = () if known is None else tuple(
+                m.make("MetadataResponsePartition", error_code=0, partition_index=p, leader_id=NODE_ID,
+                       leader_epoch=0, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
+                for p in range(known[1]))
+            out.append(m.make("MetadataResponseTopic", error_code=0 if known else 3, name=name,
+                              topic_id=known[0] if known else uuid.UUID(int=0), is_internal=False,
+                              partitions=parts, topic_authorized_operations=-2147483648))
+        broker = m.make("MetadataResponseBroker", node_id=NODE_ID, host=self.host, port=self.port, rack=None)
+        return m.make("MetadataResponse", throttle_time=0, brokers=(broker,), cluster_id=CLUSTER_ID,
+                      controller_id=NODE_ID, topics=tuple(out), cluster_authorized_operations=-2147483648,
+                      error_code=0)
+
+    def create_topics(self, version: int, request: Any) -> Any:
+        m = response_messages(19, version)
+        results = []
+        for t in request.topics:
+            count = t.num_partitions if t.num_partitions > 0 else 1
+            if t.name in self.topics:
+                code = 36  # TOPIC_ALREADY_EXISTS
+            else:
+                code = 0
+                if not request.validate_only:
+                    topic_id = uuid.uuid4()
+                    self.topics[t.name], self.names[topic_id] = (topic_id, count), t.name
+                    self.next_offset.update({(t.name, p): 0 for p in range(count)})
+            results.append(m.make("CreatableTopicResult", name=t.name, topic_id=self.topics.get(t.name, (None,))[0],
+                                  error_code=code, error_message=None, topic_config_error_code=0,
+                                  num_partitions=count, replication_factor=1, configs=()))
+        return m.make("CreateTopicsResponse", throttle_time=0, topics=tuple(results))
+
+    def find_coordinator(self, version: int, request: Any) -> Any:
+        m = response_messages(10, version)
+        if not m.has("FindCoordinatorResponse", "coordinators"):  # v0-v3: one key
+            return m.make("FindCoordinatorResponse", throttle_time=0, error_code=0, error_message=None,
+                          node_id=NODE_ID, host=self.host, port=self.port)
+        return m.make("FindCoordinatorResponse", throttle_time=0, coordinators=tuple(
+            m.make("Coordinator", key=key, node_id=NODE_ID, host=self.host, port=self.port, error_code=0,
+                   error_message=None) for key in request.coordinator_keys))
+
+    def init_producer_id(self, version: int, request: Any) -> Any:
+        tid = request.transactional_id
+        if tid is None:
+            pid, epoch = next(self.producer_ids), 0
+        else:
+            pid, epoch = self.epochs.get(tid, (next(self.producer_ids), -1))
+            epoch += 1
+            self.epochs[tid] = (pid, epoch)
+        return response_messages(22, version).make("InitProducerIdResponse", throttle_time=0, error_code=0,
+                                                   producer_id=pid, producer_epoch=epoch)
+
+    def add_partitions_to_txn(self, version: int, request: Any) -> Any:
+        m = response_messages(24, version)
+
+        def topic_results(requested: Any) -> tuple[Any, ...]:
+            return tuple(m.make("AddPartitionsToTxnTopicResult", name=t.name, results_by_partition=tuple(
+                m.make("AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=0)
+                for p in t.partitions)) for t in requested)
+
+        if version <= 3:
+            return m.make("AddPartitionsToTxnResponse", throttle_time=0,
+                          results_by_topic_v3_and_below=topic_results(request.v3_and_below_topics))
+        return m.make("AddPartitionsToTxnResponse", throttle_time=0, error_code=0, results_by_transaction=tuple(
+            m.make("AddPartitionsToTxnResult", transactional_id=t.transactional_id,
+                   topic_results=topic_results(t.topics)) for t in request.transactions))
+
+    def end_txn(self, version: int, request: Any) -> Any:
+        pid, epoch = self.epochs.get(request.transactional_id, (request.producer_id, request.producer_epoch))
+        if version >= 5:  # transaction version 2: every EndTxn bumps the epoch
+            epoch += 1
+            self.epochs[request.transactional_id] = (pid, epoch)
+        return response_messages(26, version).make("EndTxnResponse", throttle_time=0, error_code=0,
+                                                   producer_id=pid, producer_epoch=epoch)
+
+    def no_error(self, version: int, _request: Any) -> Any:  # AddOffsetsToTxn
+        return response_messages(25, version).make("AddOffsetsToTxnResponse", throttle_time=0, error_code=0)
+
+    def txn_offset_commit(self, version: int, request: Any) -> Any:
+        m = response_messages(28, version)
+        return m.make("TxnOffsetCommitResponse", throttle_time=0, topics=tuple(
+            m.make("TxnOffsetCommitResponseTopic", name=t.name, partitions=tuple(
+                m.make("TxnOffsetCommitResponsePartition", partition_index=p.partition_index, error_code=0)
+                for p in t.partitions)) for t in request.topics))
+
+    def produce(self, version: int, request: Any) -> list[TopicResults]:
+        out = []
+        for topic in request.topic_data:
+            name = topic.name if version < produce.TOPIC_IDS_SINCE else self.names.get(topic.topic_id, "")
+            parts = []
+            for pd in topic.partition_data:
+                key = (name, pd.index)
+                base = self.next_offset.get(key)
+                if base is None:
+                    parts.append(PartitionResult(pd.index, 3, -1, -1, -1, None))  # UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                self.next_offset[key] = base + sum(h.last_offset_delta + 1 for _, h in iter_headers(pd.records or b""))
+                parts.append(PartitionResult(pd.index, 0, base, -1, 0, None))
+            out.append(TopicResults(name, parts, getattr(topic, "topic_id", None)))
+        return out
+
+    # -- connections ------------------------------------------------------------------------------
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                header, body_pos = codec.parse_header(frame)
+                key, version = header.api_key, header.api_version
+                handler = self.handlers.get(key)
+                if handler is None or not VERSIONS[key][0] <= version <= VERSIONS[key][1]:
+                    # A client that needs more than a producer does: say so where the run shows it.
+                    print(f"null broker: API key {key} v{version} is not served; closing the connection",
+                          file=sys.stderr, flush=True)
+                    return
+                request = codec.decode_request(header, frame, body_pos)
+                answer = handler(version, request)
+                if key == 0:
+                    if request.acks == 0:
+                        continue
+                    writer.write(encode_produce_response(version, header.correlation_id, 0, answer))
+                else:
+                    writer.write(codec.encode_response(key, version, header.correlation_id, answer))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def run(host: str, port: int) -> None:
+    broker = NullBroker(host, port)
+    server = await asyncio.start_server(broker.serve, host, port, limit=1 << 20, reuse_address=True)
+    broker.port = server.sockets[0].getsockname()[1]
+    print(f"bootstrap.servers={host}:{broker.port}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    args = ap.parse_args(argv)
+    try:
+        import uvloop
+
+        runner: Any = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C when run by hand; the benchmarks send SIGTERM
+        runner(run(args.host, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""bench/null_broker.py, the raw limit of a producer workload: real librdkafka producers against it.
+
+The null broker stores nothing, so what is checked is what a producer observes: every record is
+acknowledged, each partition's offsets are dense and in order (counted from the batch headers),
+transactions commit and abort, an API it does not serve closes the connection with a message
+naming it, and groups_txn.py runs it as its txn raw limit without verifying its (absent) logs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from strom.core.testing import wait_for
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import groups_txn as gt  # noqa: E402
+import null_broker  # noqa: E402
+import peers  # noqa: E402
+
+from strom.core.server import handlers  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def null() -> Iterator[peers.NullBroker]:
+    broker = peers.NullBroker()
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def delivered_offsets(producer: Producer, send: Any) -> dict[int, list[int]]:
+    """Run ``send(produce)`` and return each partition's acknowledged offsets, failing on any error."""
+    offsets: dict[int, list[int]] = defaultdict(list)
+    errors: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            offsets[msg.partition()].append(msg.offset())
+
+    send(lambda topic, i: producer.produce(topic, b"v" * 100, partition=i % 3, on_delivery=report))
+    assert producer.flush(30) == 0
+    assert errors == []
+    return {p: sorted(o) for p, o in offsets.items()}
+
+
+def test_advertises_exactly_stroms_apis() -> None:
+    # A client derives its features from the whole list (librdkafka writes the v2 record format
+    # only if Fetch v4+ is offered): the null broker must look like strom's broker to it.
+    assert {key: h.VERSIONS for key, h in handlers.registry().items()} == null_broker.VERSIONS
+
+
+def test_idempotent_producer_gets_dense_offsets(null: peers.NullBroker) -> None:
+    topic = f"idem-{uuid.uuid4().hex[:8]}"
+    gt.create_topic(null.bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": null.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+
+    def send(produce: Any) -> None:
+        for i in range(3000):
+            produce(topic, i)
+            if i == 1500:
+                p.flush(30)  # a second request per partition: offsets go on from the first
+
+    offsets = delivered_offsets(p, send)
+    assert offsets == {part: list(range(1000)) for part in range(3)}
+
+
+def test_transactions_commit_and_abort(null: peers.NullBroker) -> None:
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    gt.create_topic(null.bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": null.bootstrap, "transactional.id": f"t-{uuid.uuid4().hex[:8]}"})
+    p.init_transactions(30)
+
+    def send(produce: Any) -> None:
+        for n, commit in enumerate((True, False, True)):
+            p.begin_transaction()
+            for i in range(n * 300, n * 300 + 300):
+                produce(topic, i)
+            assert p.flush(30) == 0  # in the log before an abort, which would purge unsent records
+            p.commit_transaction(30) if commit else p.abort_transaction(30)
+
+    # No markers are written: the three transactions' records take offsets 0..299 per partition.
+    assert delivered_offsets(p, send) == {part: list(range(300)) for part in range(3)}
+
+
+def test_unknown_topic_is_refused(null: peers.NullBroker) -> None:
+    p = Producer({"bootstrap.servers": null.bootstrap, "message.timeout.ms": 2000,
+                  "topic.metadata.propagation.max.ms": 100})
+    errors: list[str] = []
+    p.produce(f"missing-{uuid.uuid4().hex[:8]}", b"x", on_delivery=lambda err, _m: errors.append(str(err)))
+    p.flush(10)
+    assert len(errors) == 1 and "nknown topic" in errors[0], errors
+
+
+def test_a_consumer_is_told_it_is_not_served(null: peers.NullBroker) -> None:
+    topic = f"cons-{uuid.uuid4().hex[:8]}"
+    gt.create_topic(null.bootstrap, topic, 1)
+    c = Consumer({"bootstrap.servers": null.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        c.poll(1.0)
+        wait_for(lambda: any("is not served; closing the connection" in line for line in null.output),
+                 timeout=15, what="the null broker's line naming the unserved API")
+    finally:
+        c.close()
+
+
+def test_groups_txn_runs_it_as_the_raw_limit(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    code = gt.main(["--bench", "rebalance,txn", "--brokers", "null", "--repeat", "1", "--records", "3000",
+                    "--warmup", "0", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert code == 0
+    assert doc["rebalance"]["trials"] == []  # it serves producers only: no group trials
+    rounds = doc["txn"]["rounds"]
+    assert {(r["broker"], r["mode"]) for r in rounds} == {("null", "idempotent"), ("null", "transactional")}
+    for r in rounds:
+        assert r["error"] is None and r["notes"] == [] and r["msgs_per_s"] > 0  # nothing to verify: no notes
+    (summary,) = doc["txn"]["summary"]
+    assert summary["broker"] == "null" and summary["ratio"] is not None
