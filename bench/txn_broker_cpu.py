@@ -55,14 +55,19 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import crc32c
+from kio.schema.add_partitions_to_txn.v0.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.end_txn.v1.request import EndTxnRequest as EndTxnRequestV1
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_offsets.v8.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v10.request import PartitionProduceData as PartitionProduceDataV10
+from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
+from kio.schema.produce.v10.request import TopicProduceData as TopicProduceDataV10
 from kio.schema.produce.v13.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.types import BrokerId, ProducerId, TopicName, TransactionalId
 from kio.serial import entity_reader, entity_writer
@@ -81,8 +86,6 @@ from strom.core.tools.storage import format_dirs, new_cluster_id
 PARTITIONS = 3
 VALUE = b"v" * 100
 TXN_RECORDS = 1000
-TXN_BATCH = 111      # 1,000 records over 3 partitions at batch.size 16384: 3 batches of ~111 each
-IDEMPOTENT_BATCH = 148  # a full 16 KiB batch of 100-byte records
 TOPIC = "bench-txn-cpu"
 TXN_ID = "bench-txn-cpu-producer"
 _SIZE = struct.Struct(">i")
@@ -90,6 +93,51 @@ _PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
 _CRC = struct.Struct(">I")
 BROKER_OVERRIDES = {"transaction.state.log.num.partitions": "50", "offsets.topic.num.partitions": "1",
                     "num.partitions": "1"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one client turns issue 3's workload into requests, as it was seen sending it."""
+
+    name: str
+    produce_version: int
+    partitions_per_request: int  # batches per Produce request, one per partition
+    idempotent_batch: int        # records per batch, idempotent
+    txn_batch: int               # records per batch in a transaction
+    add_partitions: bool         # AddPartitionsToTxn v0 first (TV1); else the first Produce adds them (TV2)
+    end_txn_version: int         # 5: TV2, the epoch is bumped and sequences restart; 1: TV1
+
+    @property
+    def produces_per_txn(self) -> int:
+        return TXN_RECORDS // (self.partitions_per_request * self.txn_batch)
+
+    @property
+    def records_per_txn(self) -> int:
+        return self.produces_per_txn * self.partitions_per_request * self.txn_batch
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The steps a transaction's broker CPU is split into (in-process)."""
+        if self.add_partitions:
+            return ("AddPartitionsToTxn", "Produces", "EndTxn", "markers")
+        return ("first Produce (adds the partitions)", "other Produces", "EndTxn", "markers")
+
+    def describe(self) -> str:
+        add = "AddPartitionsToTxn v0, " if self.add_partitions else ""
+        return (f"{add}Produce v{self.produce_version} of {self.partitions_per_request} batch(es), "
+                f"EndTxn v{self.end_txn_version}")
+
+
+SHAPES = {
+    # The Java client at its defaults (batch.size=16384), transaction version 2: 1,000 records over
+    # 3 partitions are 3 Produce requests of one ~111-record batch per partition; idempotent
+    # requests carry a full 16 KiB batch (148 records) per partition.
+    "java": Shape("java", 13, PARTITIONS, 148, 111, add_partitions=False, end_txn_version=5),
+    # librdkafka (confluent-kafka) at groups_txn.py's settings, as its debug log shows it: one
+    # partition per Produce request (v10), AddPartitionsToTxn v0 at the commit, EndTxn v1 (TV1:
+    # the epoch stays, sequences go on); 1,000 records are 3 Produces of ~333 records.
+    "librdkafka": Shape("librdkafka", 10, 1, 333, 333, add_partitions=True, end_txn_version=1),
+}
 
 
 @dataclass
@@ -107,12 +155,14 @@ class Round:
 
 
 def request_frame(entity: Any, correlation_id: int) -> bytes:
-    """A request payload (header v2 + body, no size prefix), as the listener passes it on."""
+    """A request payload (header v2, or v1 for a version that is not flexible, then the body; no
+    size prefix), as the listener passes it on."""
     body = io.BytesIO()
     entity_writer(type(entity))(body, entity)
     client = b"bench"
     header = struct.pack(">hhih", int(entity.__api_key__), int(entity.__version__), correlation_id, len(client))
-    return header + client + b"\x00" + body.getvalue()
+    tags = b"\x00" if type(entity).__flexible__ else b""
+    return header + client + tags + body.getvalue()
 
 
 # Sent after each transactional slice over a socket (see Transactional._run_over_socket).
@@ -120,14 +170,19 @@ _API_VERSIONS = request_frame(ApiVersionsRequest(client_software_name="bench", c
 
 
 class InProcessClient:
-    """Sends request frames to a broker through ``dispatch`` and decodes the answers."""
+    """Sends request frames to a broker through ``dispatch`` and decodes the answers.
+
+    ``gap_s``: this thread sleeps that long after each answer, as the broker idles between a
+    client's requests (a sleeping thread's CPU time does not advance: only what an idle gap does
+    to the next request's cost is counted)."""
 
     # The broker runs on this thread: its CPU is this thread's.
     cpu = staticmethod(time.thread_time)
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, gap_s: float = 0.0) -> None:
         self.broker = broker
         self.correlation = 0
+        self.gap_s = gap_s
 
     async def send(self, payload: bytes) -> bytes:
         header, body_pos = codec.parse_header(payload)
@@ -135,6 +190,8 @@ class InProcessClient:
                              "127.0.0.1:1", "PLAINTEXT", "PLAINTEXT")
         response = await self.broker.dispatch(ctx, header, payload, body_pos)
         assert response is not None
+        if self.gap_s:
+            time.sleep(self.gap_s)
         return b"".join(response) if isinstance(response, list) else bytes(response)
 
     async def call(self, entity: Any) -> Any:
@@ -156,12 +213,13 @@ def process_cpu_s(pid: int) -> float:
 class SocketClient:
     """Sends the same request frames to a broker process over one TCP connection, one at a time."""
 
-    def __init__(self, bootstrap: str, broker_pid: int) -> None:
+    def __init__(self, bootstrap: str, broker_pid: int, gap_s: float = 0.0) -> None:
         host, _, port = bootstrap.rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=60)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.broker_pid = broker_pid
         self.correlation = 0
+        self.gap_s = gap_s  # as InProcessClient's: the broker idles this long after each answer
 
     def cpu(self) -> float:
         return process_cpu_s(self.broker_pid)
@@ -170,7 +228,10 @@ class SocketClient:
         """One request frame out, its whole response frame (size prefix included) back."""
         self.sock.sendall(_SIZE.pack(len(payload)) + payload)
         head = self._read(4)
-        return head + self._read(_SIZE.unpack(head)[0])
+        answer = head + self._read(_SIZE.unpack(head)[0])
+        if self.gap_s:
+            time.sleep(self.gap_s)
+        return answer
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()
@@ -194,8 +255,11 @@ Client = InProcessClient | SocketClient
 
 
 def decode_response(api_key: int, version: int, raw: bytes) -> Any:
-    """The body of a whole response frame (size, correlation id, empty header tags, body)."""
-    body, _size = entity_reader(codec.response_class(api_key, version))(raw, 4 + 4 + 1)
+    """The body of a whole response frame (size, correlation id, the header's empty tags if any, body)."""
+    cls = codec.response_class(api_key, version)
+    # size, correlation id, then the header's tag section for a flexible version (not ApiVersions')
+    header_end = 4 + 4 + (1 if cls.__flexible__ and api_key != codec.API_VERSIONS_KEY else 0)
+    body, _size = entity_reader(cls)(raw, header_end)
     return body
 
 
@@ -203,21 +267,47 @@ def _txn_id(name: str | None) -> TransactionalId | None:
     return None if name is None else TransactionalId(name)
 
 
-def produce_request(topic_id: uuid.UUID, batches: list[bytes], transactional_id: str | None) -> ProduceRequest:
-    return ProduceRequest(
-        transactional_id=_txn_id(transactional_id), acks=i16(-1),
-        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-        topic_data=(TopicProduceData(topic_id=topic_id, partition_data=tuple(
-            PartitionProduceData(index=i32(p), records=Records(b)) for p, b in enumerate(batches))),))
+class Topic(NamedTuple):
+    """A topic as Produce names it: by id from v13, by name before."""
+
+    name: str
+    topic_id: uuid.UUID
 
 
-def check_produce(raw: bytes) -> None:
-    """Every partition of a Produce response answered without error (header-level parse)."""
-    resp = decode_response(0, 13, raw)
+_TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=30))
+
+
+def produce_request(topic: Topic, batches: dict[int, bytes], transactional_id: str | None,
+                    version: int = 13) -> ProduceRequest | ProduceRequestV10:
+    """acks=all; ``batches``: partition -> its one batch."""
+    if version == 13:
+        return ProduceRequest(transactional_id=_txn_id(transactional_id), acks=i16(-1), timeout=_TIMEOUT,
+                              topic_data=(TopicProduceData(topic_id=topic.topic_id, partition_data=tuple(
+                                  PartitionProduceData(index=i32(p), records=Records(b)) for p, b in batches.items())),))
+    if version == 10:
+        return ProduceRequestV10(transactional_id=_txn_id(transactional_id), acks=i16(-1), timeout=_TIMEOUT,
+                                 topic_data=(TopicProduceDataV10(name=TopicName(topic.name), partition_data=tuple(
+                                     PartitionProduceDataV10(index=i32(p), records=Records(b))
+                                     for p, b in batches.items())),))
+    raise ValueError(f"Produce v{version}: the workloads send v10 or v13")
+
+
+def check_produce(raw: bytes, version: int = 13) -> None:
+    """Every partition of a Produce response answered without error."""
+    resp = decode_response(0, version, raw)
     for topic in resp.responses:
         for part in topic.partition_responses:
             if part.error_code != 0:
                 raise RuntimeError(f"Produce answered {part.error_code!r} for partition {part.index}")
+
+
+def check_add_partitions(raw: bytes) -> None:
+    """Every partition of an AddPartitionsToTxn v0 response was added."""
+    for topic in decode_response(24, 0, raw).results_by_topic_v3_and_below:
+        for part in topic.results_by_partition:
+            if part.partition_error_code != 0:
+                raise RuntimeError(f"AddPartitionsToTxn answered {part.partition_error_code!r} for "
+                                   f"partition {part.partition_index}")
 
 
 async def start_broker(data_dir: Path) -> Broker:
@@ -228,7 +318,7 @@ async def start_broker(data_dir: Path) -> Broker:
     return broker
 
 
-async def create_topic(broker: Broker, name: str) -> uuid.UUID:
+async def create_topic(broker: Broker, name: str) -> Topic:
     [result] = await broker.metadata.controller.create_topics([CreatableTopic(name=name, num_partitions=PARTITIONS)])
     if result.error_code != 0:
         raise RuntimeError(f"cannot create {name}: {result}")
@@ -236,7 +326,7 @@ async def create_topic(broker: Broker, name: str) -> uuid.UUID:
         if all((name, p) in broker.replica_manager.partitions for p in range(PARTITIONS)):
             topic_id = broker.image.topic_id(name)
             assert topic_id is not None
-            return topic_id
+            return Topic(name, topic_id)
         await asyncio.sleep(0.01)
     raise RuntimeError(f"{name}'s partitions never appeared")
 
@@ -269,13 +359,25 @@ async def init_producer(client: Client, transactional_id: str | None) -> tuple[i
 class Idempotent:
     """Produce requests of an idempotent producer, sent in slices."""
 
-    def __init__(self, client: Client, topic_id: uuid.UUID, records: int, producer: tuple[int, int]) -> None:
+    def __init__(self, client: Client, topic: Topic, records: int, producer: tuple[int, int],
+                 shape: Shape = SHAPES["java"]) -> None:
         pid, epoch = producer
         self.client = client
-        requests = records // (PARTITIONS * IDEMPOTENT_BATCH)
-        self.frames = [request_frame(produce_request(
-            topic_id, [batch(IDEMPOTENT_BATCH, pid, epoch, r * IDEMPOTENT_BATCH, False)] * PARTITIONS, None), r + 1)
-            for r in range(requests)]
+        self.shape = shape
+        size, per_request = shape.idempotent_batch, shape.partitions_per_request
+        self.records_per_request = size * per_request
+        self.frames = []
+        sequences = [0] * PARTITIONS
+        requests = records // self.records_per_request
+        requests -= requests % (PARTITIONS // per_request)  # every partition gets as many batches
+        for r in range(requests):
+            # One batch per partition; a request of fewer partitions takes the next ones in turn.
+            parts = [(r * per_request + k) % PARTITIONS for k in range(per_request)]
+            batches = {}
+            for part in sorted(parts):
+                batches[part] = batch(size, pid, epoch, sequences[part], False)
+                sequences[part] += size
+            self.frames.append(request_frame(produce_request(topic, batches, None, shape.produce_version), r + 1))
         self.sent = 0
         self.round = Round("idempotent", 0, 0.0, 0.0, 0)
 
@@ -286,39 +388,69 @@ class Idempotent:
         self.round.cpu_s += self.client.cpu() - cpu0
         self.round.wall_s += time.perf_counter() - wall0
         for raw in answers:
-            check_produce(raw)
+            check_produce(raw, self.shape.produce_version)
         self.sent += len(frames)
         self.round.requests += len(frames)
-        self.round.records += len(frames) * PARTITIONS * IDEMPOTENT_BATCH
+        self.round.records += len(frames) * self.records_per_request
+
+
+# A request of a transaction: what it is ("add", "produce" or "end"), the part of the split it is
+# counted in, and its frame.
+Step = tuple[str, str, bytes]
 
 
 class Transactional:
-    """Transactions of a TV2 transactional producer (3 Produce requests and EndTxn each), in slices."""
+    """Transactions of a transactional producer in the shape of one client (``Shape``), in slices:
+    its requests, then the markers the coordinator writes after answering EndTxn."""
 
-    PARTS = ("first Produce (adds the partitions)", "other Produces", "EndTxn", "markers")
-
-    def __init__(self, broker: Broker | None, client: Client, topic_id: uuid.UUID, transactions: int,
-                 producer: tuple[int, int], txn_id: str = TXN_ID) -> None:
+    def __init__(self, broker: Broker | None, client: Client, topic: Topic, transactions: int,
+                 producer: tuple[int, int], txn_id: str = TXN_ID, shape: Shape = SHAPES["java"]) -> None:
         """``broker``: the in-process broker, whose coordinator is watched for the markers and
         whose CPU is split by step; None over a socket (totals only)."""
         pid, epoch0 = producer
         self.client = client
         self.txn_id = txn_id
+        self.shape = shape
         self.coordinator: TransactionCoordinator | None = broker.txn_coordinator if broker else None
-        per_partition = TXN_RECORDS // PARTITIONS // TXN_BATCH   # 3 requests per transaction
-        # Under transaction version 2 every EndTxn bumps the epoch, and sequences restart at 0.
-        self.plan = []
-        for t in range(transactions):
-            epoch = epoch0 + t
-            produces = [request_frame(produce_request(
-                topic_id, [batch(TXN_BATCH, pid, epoch, r * TXN_BATCH, True)] * PARTITIONS, txn_id), 1)
-                for r in range(per_partition)]
-            end = request_frame(EndTxnRequest(transactional_id=TransactionalId(txn_id), producer_id=ProducerId(pid),
-                                              producer_epoch=i16(epoch), committed=True), 2)
-            self.plan.append((produces, end))
+        self.plan: list[list[Step]] = [self._transaction(t, topic, pid, epoch0) for t in range(transactions)]
         self.done = 0
         self.round = Round("transactional", 0, 0.0, 0.0, 0,
-                           dict.fromkeys(self.PARTS, 0.0) if self.coordinator else {})
+                           dict.fromkeys(shape.parts, 0.0) if self.coordinator else {})
+
+    def _transaction(self, t: int, topic: Topic, pid: int, epoch0: int) -> list[Step]:
+        shape, tid = self.shape, self.txn_id
+        size, per_request = shape.txn_batch, shape.partitions_per_request
+        first, other, end_part = shape.parts[0], shape.parts[1], shape.parts[2]
+        steps: list[Step] = []
+        if shape.add_partitions:
+            steps.append(("add", first, request_frame(AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=TransactionalId(tid), v3_and_below_producer_id=ProducerId(pid),
+                v3_and_below_producer_epoch=i16(epoch0), v3_and_below_topics=(AddPartitionsToTxnTopic(
+                    name=TopicName(topic.name), partitions=tuple(i32(p) for p in range(PARTITIONS))),)), 1)))
+        if shape.end_txn_version >= 5:
+            # Transaction version 2: every EndTxn bumps the epoch, and sequences restart at 0.
+            epoch, done_before = epoch0 + t, 0
+        else:
+            epoch, done_before = epoch0, t * shape.produces_per_txn * per_request // PARTITIONS
+        for r in range(shape.produces_per_txn):
+            parts = [(r * per_request + k) % PARTITIONS for k in range(per_request)]
+            batches = {part: batch(size, pid, epoch, (done_before + r * per_request // PARTITIONS) * size, True)
+                       for part in sorted(parts)}
+            part_name = other if shape.add_partitions or r else first
+            steps.append(("produce", part_name, request_frame(
+                produce_request(topic, batches, tid, shape.produce_version), 1)))
+        if shape.end_txn_version >= 5:
+            end: Any = EndTxnRequest(transactional_id=TransactionalId(tid), producer_id=ProducerId(pid),
+                                     producer_epoch=i16(epoch), committed=True)
+        else:
+            end = EndTxnRequestV1(transactional_id=TransactionalId(tid), producer_id=ProducerId(pid),
+                                  producer_epoch=i16(epoch), committed=True)
+        steps.append(("end", end_part, request_frame(end, 2)))
+        return steps
+
+    def first_produce(self, transaction: int) -> bytes:
+        """The frame of a planned transaction's first Produce (the tests open a transaction with it)."""
+        return next(frame for kind, _, frame in self.plan[transaction] if kind == "produce")
 
     async def run(self, transactions: int, profiler: cProfile.Profile | None = None) -> None:
         if self.coordinator is None:
@@ -326,34 +458,27 @@ class Transactional:
             return
         clock = time.thread_time
         parts = self.round.parts_us
-        answers: list[bytes] = []
-        ends: list[bytes] = []
+        answers: list[tuple[str, bytes]] = []
         plan = self.plan[self.done:self.done + transactions]
+        markers = self.shape.parts[3]
         if profiler:
             profiler.enable()
         cpu0, wall0 = clock(), time.perf_counter()
-        for produces, end in plan:
+        for steps in plan:
+            for kind, part, frame in steps:
+                t0 = clock()
+                answers.append((kind, await self.client.send(frame)))
+                parts[part] += clock() - t0
             t0 = clock()
-            answers.append(await self.client.send(produces[0]))
-            t1 = clock()
-            for f in produces[1:]:
-                answers.append(await self.client.send(f))
-            t2 = clock()
-            ends.append(await self.client.send(end))
-            t3 = clock()
             # The coordinator writes the markers after answering: let that task run to the end.
             while self.coordinator.txns[self.txn_id].state.name != "COMPLETE_COMMIT":
                 await asyncio.sleep(0)
-            t4 = clock()
-            parts[self.PARTS[0]] += t1 - t0
-            parts[self.PARTS[1]] += t2 - t1
-            parts[self.PARTS[2]] += t3 - t2
-            parts[self.PARTS[3]] += t4 - t3
+            parts[markers] += clock() - t0
         self.round.cpu_s += clock() - cpu0
         self.round.wall_s += time.perf_counter() - wall0
         if profiler:
             profiler.disable()
-        self._account(answers, ends)
+        self._account(answers)
 
     async def _run_over_socket(self, transactions: int) -> None:
         """The coordinator writes a transaction's markers in a task it starts when it answers
@@ -361,29 +486,31 @@ class Transactional:
         the broker reads the connection's next request: one ApiVersions round trip after the
         slice puts the last transaction's markers into the slice's CPU (the next transaction's
         requests already wait for the previous one's markers the same way)."""
-        answers: list[bytes] = []
-        ends: list[bytes] = []
+        answers: list[tuple[str, bytes]] = []
         send = self.client.send
         cpu0, wall0 = self.client.cpu(), time.perf_counter()
-        for produces, end in self.plan[self.done:self.done + transactions]:
-            for f in produces:
-                answers.append(await send(f))
-            ends.append(await send(end))
+        for steps in self.plan[self.done:self.done + transactions]:
+            for kind, _part, frame in steps:
+                answers.append((kind, await send(frame)))
         await send(_API_VERSIONS)
         self.round.cpu_s += self.client.cpu() - cpu0
         self.round.wall_s += time.perf_counter() - wall0
-        self._account(answers, ends)
+        self._account(answers)
 
-    def _account(self, answers: list[bytes], ends: list[bytes]) -> None:
+    def _account(self, answers: list[tuple[str, bytes]]) -> None:
         """Check every answer, then count the transactions, requests and records sent."""
-        for raw in answers:
-            check_produce(raw)
-        for raw in ends:
-            if (code := decode_response(26, 5, raw).error_code) != 0:
+        shape = self.shape
+        for kind, raw in answers:
+            if kind == "produce":
+                check_produce(raw, shape.produce_version)
+            elif kind == "add":
+                check_add_partitions(raw)
+            elif (code := decode_response(26, shape.end_txn_version, raw).error_code) != 0:
                 raise RuntimeError(f"EndTxn answered {code!r}")
-        self.done += len(ends)
-        self.round.requests += len(answers) + len(ends)
-        self.round.records += len(answers) * PARTITIONS * TXN_BATCH
+        self.done += sum(kind == "end" for kind, _ in answers)
+        self.round.requests += len(answers)
+        self.round.records += sum(kind == "produce" for kind, _ in answers) * shape.partitions_per_request * \
+            shape.txn_batch
 
     def finish(self) -> Round:
         """The round, with the per-step CPU turned into microseconds per transaction."""
@@ -451,16 +578,18 @@ async def alternate(idem: Idempotent, txn: Transactional, transactions: int, sli
     await idem.run(len(idem.frames))  # whatever rounding left over
 
 
-async def one_round(transactions: int, slices: int, profile: Path | None = None) -> tuple[Round, Round]:
+async def one_round(transactions: int, slices: int, profile: Path | None = None, shape: Shape = SHAPES["java"],
+                    gap_s: float = 0.0) -> tuple[Round, Round]:
     """Both workloads on one fresh in-process broker."""
     with tempfile.TemporaryDirectory(prefix="strom-txn-cpu-") as tmp:
         broker = await start_broker(Path(tmp))
         try:
-            client = InProcessClient(broker)
+            client = InProcessClient(broker, gap_s)
             idem_topic = await create_topic(broker, TOPIC + "-idem")
             txn_topic = await create_topic(broker, TOPIC + "-txn")
-            idem = Idempotent(client, idem_topic, transactions * TXN_RECORDS, await init_producer(client, None))
-            txn = Transactional(broker, client, txn_topic, transactions, await init_producer(client, TXN_ID))
+            idem = Idempotent(client, idem_topic, transactions * TXN_RECORDS, await init_producer(client, None), shape)
+            txn = Transactional(broker, client, txn_topic, transactions, await init_producer(client, TXN_ID),
+                                shape=shape)
             profiler = cProfile.Profile() if profile else None
             await alternate(idem, txn, transactions, slices, profiler)
             if profiler and profile:
@@ -476,11 +605,13 @@ class SocketRounds:
     warms it as the in-process rounds warm this interpreter; each round gets its own topics and
     transactional id."""
 
-    def __init__(self) -> None:
+    def __init__(self, shape: Shape = SHAPES["java"], gap_s: float = 0.0) -> None:
         from peers import StromBroker  # imported for this mode only: peers loads confluent-kafka
 
         self.broker = StromBroker(config=BROKER_OVERRIDES, features={"transaction.version": 2}).start()
         self.rounds = 0
+        self.shape = shape
+        self.gap_s = gap_s
 
     async def open_round(self, transactions: int) -> tuple[SocketClient, tuple[str, str], Idempotent, Transactional]:
         """A new connection, the round's (idempotent, transactional) topics, and both workloads on
@@ -490,15 +621,16 @@ class SocketRounds:
         self.rounds += 1
         tag = f"-{self.rounds}"
         names = (TOPIC + "-idem" + tag, TOPIC + "-txn" + tag)
-        client = SocketClient(self.broker.bootstrap, self.broker.pid)
+        client = SocketClient(self.broker.bootstrap, self.broker.pid, self.gap_s)
         try:
-            topic_ids = []
+            topics = []
             for name in names:
                 create_topic_with_admin(self.broker.bootstrap, name, PARTITIONS)
-                topic_ids.append(await topic_id_over_socket(client, name))
-            idem = Idempotent(client, topic_ids[0], transactions * TXN_RECORDS, await init_producer(client, None))
-            txn = Transactional(None, client, topic_ids[1], transactions,
-                                await init_producer(client, TXN_ID + tag), txn_id=TXN_ID + tag)
+                topics.append(Topic(name, await topic_id_over_socket(client, name)))
+            idem = Idempotent(client, topics[0], transactions * TXN_RECORDS, await init_producer(client, None),
+                              self.shape)
+            txn = Transactional(None, client, topics[1], transactions, await init_producer(client, TXN_ID + tag),
+                                txn_id=TXN_ID + tag, shape=self.shape)
         except BaseException:
             client.close()
             raise
@@ -530,12 +662,21 @@ def main() -> int:
     parser.add_argument("--transport", choices=("in-process", "socket"), default="in-process",
                         help="in-process (default): frames through Broker.dispatch on this thread; socket: "
                              "to a broker process over TCP, its CPU from its process CPU clock")
+    parser.add_argument("--client", choices=tuple(SHAPES), default="java",
+                        help="whose request shape: java (default; TV2, Produce v13 of 3 batches) or librdkafka "
+                             "(TV1: AddPartitionsToTxn, Produce v10 of one batch, EndTxn v1)")
+    parser.add_argument("--gap-us", type=float, default=0.0,
+                        help="the broker idles this long after each answer (default 0), as it does between a "
+                             "real client's requests")
     args = parser.parse_args()
     if args.profile and args.transport != "in-process":
         parser.error("--profile needs --transport in-process (the broker runs in another process)")
+    if args.gap_us < 0:
+        parser.error("--gap-us must be >= 0")
+    args.shape = SHAPES[args.client]
 
     rounds: list[tuple[Round, Round]] = []
-    over_socket = SocketRounds() if args.transport == "socket" else None
+    over_socket = SocketRounds(args.shape, args.gap_us / 1e6) if args.transport == "socket" else None
     try:
         measure(args, rounds, over_socket)
     finally:
@@ -553,7 +694,7 @@ def measure(args: argparse.Namespace, rounds: list[tuple[Round, Round]], over_so
         if over_socket is not None:
             idem, txn = asyncio.run(over_socket.round(args.transactions, args.slices))
         else:
-            idem, txn = asyncio.run(one_round(args.transactions, args.slices, profile))
+            idem, txn = asyncio.run(one_round(args.transactions, args.slices, profile, args.shape, args.gap_us / 1e6))
         print(f"  [{label}] idempotent {idem.us_per_1000:,.0f} us, transactional {txn.us_per_1000:,.0f} us "
               f"of broker CPU per 1,000 records; verified", file=sys.stderr, flush=True)
         if i > 0:
@@ -565,8 +706,10 @@ def report(args: argparse.Namespace, rounds: list[tuple[Round, Round]]) -> None:
     idem_med = statistics.median(i.us_per_1000 for i, _ in rounds)
     txn_med = statistics.median(t.us_per_1000 for _, t in rounds)
     where = "in process" if args.transport == "in-process" else "broker process over one TCP connection"
-    print(f"broker CPU per 1,000 records of 100 B, {where} ({PARTITIONS} partitions, Produce v13, EndTxn v5, "
-          f"{args.transactions} transactions of {TXN_RECORDS:,} per round; median of {args.repeat})")
+    gap = f", {args.gap_us:,.0f} us idle after each answer" if args.gap_us else ""
+    print(f"broker CPU per 1,000 records of 100 B, {where} ({PARTITIONS} partitions, {args.client}'s requests: "
+          f"{args.shape.describe()}{gap}; {args.transactions} transactions of {TXN_RECORDS:,} per round; "
+          f"median of {args.repeat})")
     print(f"{'workload':>14}  {'us / 1,000 records':>18}  {'requests / 1,000':>16}")
     print(f"{'idempotent':>14}  {idem_med:>18,.0f}  {rounds[0][0].requests / rounds[0][0].records * 1000:>16.2f}")
     print(f"{'transactional':>14}  {txn_med:>18,.0f}  {rounds[0][1].requests / rounds[0][1].records * 1000:>16.2f}")
@@ -581,6 +724,8 @@ def report(args: argparse.Namespace, rounds: list[tuple[Round, Round]]) -> None:
         args.json.write_text(json.dumps({
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
             "transport": args.transport,
+            "client": args.client,
+            "gap_us": args.gap_us,
             "transactions": args.transactions,
             "rounds": [{"idempotent": asdict(i), "transactional": asdict(t)} for i, t in rounds],
         }, indent=2))

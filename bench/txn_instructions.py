@@ -13,7 +13,10 @@ What it does not count: time in the kernel (each append's ``pwrite``, about a te
 CPU), and cache misses. A change that saves a system call (such as writing two records in one
 batch) shows in ``txn_broker_cpu.py`` and ``txn_java.py``, not here.
 
-    python bench/txn_instructions.py [--transactions 30] [--json out.json]
+``--client librdkafka`` counts the requests as librdkafka shapes them (AddPartitionsToTxn v0,
+Produce v10 of one batch, EndTxn v1; see ``txn_broker_cpu.SHAPES``) instead of the Java client's.
+
+    python bench/txn_instructions.py [--transactions 30] [--client java|librdkafka] [--json out.json]
 
 Needs valgrind (Debian's ``valgrind``); the run takes about a minute.
 """
@@ -42,7 +45,7 @@ def _callgrind(command: str) -> None:
     subprocess.run(["callgrind_control", *flag, str(os.getpid())], check=True, capture_output=True)
 
 
-async def measured_run(transactions: int) -> None:
+async def measured_run(transactions: int, shape: workload.Shape) -> None:
     """Inside valgrind: both workloads on one fresh broker, each phase dumped on its own."""
     with tempfile.TemporaryDirectory(prefix="strom-txn-instr-") as tmp:
         broker = await workload.start_broker(Path(tmp))
@@ -51,9 +54,9 @@ async def measured_run(transactions: int) -> None:
             idem_topic = await workload.create_topic(broker, workload.TOPIC + "-idem")
             txn_topic = await workload.create_topic(broker, workload.TOPIC + "-txn")
             idem = workload.Idempotent(client, idem_topic, transactions * workload.TXN_RECORDS,
-                                       await workload.init_producer(client, None))
+                                       await workload.init_producer(client, None), shape)
             txn = workload.Transactional(broker, client, txn_topic, transactions,
-                                         await workload.init_producer(client, workload.TXN_ID))
+                                         await workload.init_producer(client, workload.TXN_ID), shape=shape)
             # One unmeasured transaction and request each, so first-use costs are not counted.
             await idem.run(1)
             await txn.run(1)
@@ -64,9 +67,8 @@ async def measured_run(transactions: int) -> None:
             _callgrind("dump")
             _callgrind("off")
             workload.verify(broker, idem.round.records, txn.round.records, transactions)
-            print(json.dumps({"idempotent_records": idem.round.records - workload.PARTITIONS * workload.IDEMPOTENT_BATCH,
-                              "transactional_records": txn.round.records - workload.PARTITIONS * workload.TXN_BATCH
-                              * (workload.TXN_RECORDS // workload.PARTITIONS // workload.TXN_BATCH)}))
+            print(json.dumps({"idempotent_records": idem.round.records - idem.records_per_request,
+                              "transactional_records": txn.round.records - shape.records_per_txn}))
         finally:
             await broker.stop()
 
@@ -84,11 +86,13 @@ def _dump_totals(out_dir: Path) -> list[int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--transactions", type=int, default=30, help="transactions measured (default 30)")
+    parser.add_argument("--client", choices=tuple(workload.SHAPES), default="java",
+                        help="whose request shape (default java; see txn_broker_cpu.py)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)  # the run under valgrind
     args = parser.parse_args()
     if args.inside:
-        asyncio.run(measured_run(args.transactions))
+        asyncio.run(measured_run(args.transactions, workload.SHAPES[args.client]))
         return 0
 
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
@@ -101,7 +105,7 @@ def main() -> int:
               "(about a minute)...", file=sys.stderr, flush=True)
         proc = subprocess.run(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_dir}/callgrind.out",
-             python, __file__, "--inside", "--transactions", str(args.transactions)],
+             python, __file__, "--inside", "--transactions", str(args.transactions), "--client", args.client],
             capture_output=True, text=True, check=False, cwd=Path(__file__).parent)
         if proc.returncode != 0:
             print(proc.stdout[-2000:], proc.stderr[-4000:], sep="\n", file=sys.stderr)
@@ -113,13 +117,14 @@ def main() -> int:
         return 1
     per_1000 = {"idempotent": totals[0] / counts["idempotent_records"] * 1000,
                 "transactional": totals[1] / counts["transactional_records"] * 1000}
-    print(f"instructions per 1,000 records of 100 B, in process ({workload.PARTITIONS} partitions, Produce v13, "
-          f"EndTxn v5; {args.transactions - 1} transactions measured; callgrind, user space only)")
+    shape = workload.SHAPES[args.client]
+    print(f"instructions per 1,000 records of 100 B, in process ({workload.PARTITIONS} partitions, {args.client}'s "
+          f"requests: {shape.describe()}; {args.transactions - 1} transactions measured; callgrind, user space only)")
     for phase in PHASES:
         print(f"{phase:>14}  {per_1000[phase] / 1e6:8.3f} M")
     print(f"idempotent / transactional: {per_1000['idempotent'] / per_1000['transactional']:.3f}")
     if args.json:
-        args.json.write_text(json.dumps({"transactions": args.transactions, "records": counts,
+        args.json.write_text(json.dumps({"transactions": args.transactions, "client": args.client, "records": counts,
                                          "instructions": dict(zip(PHASES, totals, strict=False)),
                                          "per_1000_records": per_1000}, indent=2))
     return 0

@@ -13,27 +13,56 @@ import json
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
+
+from strom.core.protocol import codec
+from strom.core.records.batch import read_header
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import txn_broker_cpu  # noqa: E402
 
+JAVA = txn_broker_cpu.SHAPES["java"]
 
-def test_one_round_sends_and_stores_what_it_claims() -> None:
-    idem, txn = asyncio.run(txn_broker_cpu.one_round(transactions=6, slices=3))
-    per_txn = txn_broker_cpu.TXN_RECORDS // txn_broker_cpu.PARTITIONS // txn_broker_cpu.TXN_BATCH
-    assert txn.records == 6 * per_txn * txn_broker_cpu.PARTITIONS * txn_broker_cpu.TXN_BATCH
-    assert txn.requests == 6 * (per_txn + 1)  # the Produce requests and one EndTxn each
-    per_request = txn_broker_cpu.PARTITIONS * txn_broker_cpu.IDEMPOTENT_BATCH
-    assert idem.records == idem.requests * per_request
-    assert idem.records == 6 * txn_broker_cpu.TXN_RECORDS // per_request * per_request
-    assert set(txn.parts_us) == set(txn_broker_cpu.Transactional.PARTS)
+
+@pytest.mark.parametrize(("client", "requests_per_txn", "idempotent_per_request"), [
+    ("java", 3 + 1, 3 * 148),            # 3 Produces of a 111-record batch per partition, EndTxn
+    ("librdkafka", 1 + 3 + 1, 333),      # AddPartitionsToTxn, 3 Produces of one 333-record batch, EndTxn
+])
+def test_one_round_sends_and_stores_what_it_claims(client: str, requests_per_txn: int,
+                                                   idempotent_per_request: int) -> None:
+    shape = txn_broker_cpu.SHAPES[client]
+    idem, txn = asyncio.run(txn_broker_cpu.one_round(transactions=6, slices=3, shape=shape))
+    assert txn.records == 6 * 999 == 6 * shape.records_per_txn
+    assert txn.requests == 6 * requests_per_txn
+    assert idem.records == idem.requests * idempotent_per_request
+    assert idem.records >= 6 * txn_broker_cpu.TXN_RECORDS - 3 * idempotent_per_request
+    assert set(txn.parts_us) == set(shape.parts)
     assert all(us > 0 for us in txn.parts_us.values())
     assert idem.cpu_s > 0 and txn.cpu_s > 0
+
+
+def test_librdkafka_shape_keeps_the_epoch_and_goes_on_with_sequences() -> None:
+    """TV1 (EndTxn v1): one epoch for every transaction and each partition's sequence going on,
+    one partition per Produce; the broker refuses anything else, and this says which part is wrong."""
+    shape = txn_broker_cpu.SHAPES["librdkafka"]
+    topic = txn_broker_cpu.Topic("t", uuid.uuid4())
+    txn = txn_broker_cpu.Transactional(None, None, topic, 2, (7, 3), shape=shape)  # type: ignore[arg-type]
+    for t, steps in enumerate(txn.plan):
+        assert [kind for kind, _, _ in steps] == ["add", "produce", "produce", "produce", "end"]
+        seen = []
+        for _, _, frame in steps[1:4]:
+            header, body_pos = codec.parse_header(frame)
+            request = codec.decode_request(header, frame, body_pos)
+            assert (header.api_version, request.topic_data[0].name) == (10, "t")
+            (part,) = request.topic_data[0].partition_data
+            h = read_header(part.records)
+            seen.append((part.index, h.producer_id, h.producer_epoch, h.base_sequence, h.records_count))
+        assert seen == [(p, 7, 3, t * 333, 333) for p in range(3)]
 
 
 def test_verification_fails_on_logs_that_do_not_match() -> None:
@@ -54,8 +83,8 @@ def test_verification_fails_on_logs_that_do_not_match() -> None:
                 with pytest.raises(RuntimeError, match="log end"):
                     txn_broker_cpu.verify(broker, idem.round.records, txn.round.records, 3)  # a marker short
                 # A transaction left open keeps the last stable offset behind the log end.
-                txn_broker_cpu.check_produce(await client.send(txn.plan[2][0][0]))
-                opened = txn.round.records + txn_broker_cpu.PARTITIONS * txn_broker_cpu.TXN_BATCH
+                txn_broker_cpu.check_produce(await client.send(txn.first_produce(2)))
+                opened = txn.round.records + JAVA.partitions_per_request * JAVA.txn_batch
                 with pytest.raises(RuntimeError, match="last stable offset"):
                     txn_broker_cpu.verify(broker, idem.round.records, opened, 2)
             finally:
@@ -64,19 +93,24 @@ def test_verification_fails_on_logs_that_do_not_match() -> None:
     asyncio.run(body())
 
 
-@pytest.mark.parametrize("transport", ["in-process", "socket"])
-def test_command_line_writes_json(tmp_path: Path, transport: str) -> None:
+@pytest.mark.parametrize(("transport", "client", "gap_us", "requests"), [
+    ("in-process", "java", 0, 16), ("socket", "java", 0, 16),
+    ("in-process", "librdkafka", 200, 20), ("socket", "librdkafka", 200, 20),
+])
+def test_command_line_writes_json(tmp_path: Path, transport: str, client: str, gap_us: int, requests: int) -> None:
     out = tmp_path / "cpu.json"
     proc = subprocess.run([sys.executable, str(BENCH / "txn_broker_cpu.py"), "--transactions", "4", "--repeat", "1",
-                           "--slices", "2", "--transport", transport, "--json", str(out)],
+                           "--slices", "2", "--transport", transport, "--client", client, "--gap-us", str(gap_us),
+                           "--json", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "idempotent / transactional broker CPU" in proc.stdout
+    assert f"{client}'s requests" in proc.stdout and ("idle after each answer" in proc.stdout) == (gap_us > 0)
     assert ("where a transaction's broker CPU goes" in proc.stdout) == (transport == "in-process")
     data = json.loads(out.read_text())
-    assert data["transport"] == transport
+    assert (data["transport"], data["client"], data["gap_us"]) == (transport, client, gap_us)
     (rnd,) = data["rounds"]
-    assert rnd["transactional"]["records"] == 4 * 999 and rnd["transactional"]["requests"] == 16
+    assert rnd["transactional"]["records"] == 4 * 999 and rnd["transactional"]["requests"] == requests
 
 
 def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> None:
@@ -93,8 +127,8 @@ def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> Non
                 await txn_broker_cpu.verify_over_socket(client, names, idem.round.records, txn.round.records, 2)
                 with pytest.raises(RuntimeError, match="log end"):
                     await txn_broker_cpu.verify_over_socket(client, names, idem.round.records, txn.round.records, 3)
-                txn_broker_cpu.check_produce(await client.send(txn.plan[2][0][0]))  # a transaction left open
-                opened = txn.round.records + txn_broker_cpu.PARTITIONS * txn_broker_cpu.TXN_BATCH
+                txn_broker_cpu.check_produce(await client.send(txn.first_produce(2)))  # a transaction left open
+                opened = txn.round.records + JAVA.partitions_per_request * JAVA.txn_batch
                 with pytest.raises(RuntimeError, match="last stable offset"):
                     await txn_broker_cpu.verify_over_socket(client, names, idem.round.records, opened, 2)
             finally:

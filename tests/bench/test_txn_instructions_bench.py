@@ -12,18 +12,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def test_counts_both_phases_under_callgrind(tmp_path: Path) -> None:
+# 3,000 idempotent records are 6 requests of 3 x 148 (Java's shape) or 9 of 333 (librdkafka's); the
+# first request and the first transaction run before the count starts.
+@pytest.mark.parametrize(("client", "idempotent_records"), [("java", 5 * 3 * 148), ("librdkafka", 8 * 333)])
+def test_counts_both_phases_under_callgrind(tmp_path: Path, client: str, idempotent_records: int) -> None:
     out = tmp_path / "instructions.json"
     proc = subprocess.run([sys.executable, str(BENCH / "txn_instructions.py"), "--transactions", "3",
-                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--client", client, "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "idempotent / transactional" in proc.stdout
+    assert "idempotent / transactional" in proc.stdout and f"{client}'s requests" in proc.stdout
     data = json.loads(out.read_text())
-    # 3,000 idempotent records are 6 requests of 3 x 148; the first request and the first
-    # transaction run before the count starts.
-    assert data["records"] == {"idempotent_records": 5 * 3 * 148, "transactional_records": 2 * 999}
+    assert data["client"] == client
+    assert data["records"] == {"idempotent_records": idempotent_records, "transactional_records": 2 * 999}
     assert data["instructions"]["idempotent"] > 0 and data["instructions"]["transactional"] > 0
     assert set(data["per_1000_records"]) == {"idempotent", "transactional"}
