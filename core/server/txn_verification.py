@@ -78,26 +78,37 @@ async def add_or_verify(broker: Broker, transactional_id: str, batch: TxnBatch, 
     ``retry_ms``: how long an add retries CONCURRENT_TRANSACTIONS, which usually means the
     producer's previous transaction is still writing its markers.
     """
+    if not add:
+        return verify(broker, transactional_id, batch, partitions, legacy=legacy)
     backoff_s = broker.config.add_partitions_to_txn_retry_backoff_ms / 1000
     deadline = time.monotonic() + retry_ms / 1000
     while True:
-        codes = await _ask(broker, transactional_id, batch, partitions, add)
-        if not add or ErrorCode.concurrent_transactions not in codes.values() or time.monotonic() >= deadline:
+        codes = await _add(broker, transactional_id, batch, partitions)
+        if ErrorCode.concurrent_transactions not in codes.values() or time.monotonic() >= deadline:
             break
         await asyncio.sleep(backoff_s)
     return {tp: _manager_code(code, legacy) for tp, code in codes.items()}
 
 
-async def _ask(broker: Broker, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
-               add: bool) -> dict[TopicPartition, ErrorCode]:
+def verify(broker: Broker, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
+           *, legacy: bool = False) -> dict[TopicPartition, ErrorCode]:
+    """TV1: are ``partitions`` in the producer's transaction? :meth:`add_or_verify`'s answers, from
+    a read of the coordinator's state, without a suspension point (once per partition per
+    transaction of a producer, on its Produce path)."""
     try:
-        coord = coordinator(broker)
-        if add:
-            await coord.add_partitions(transactional_id, batch.producer_id, batch.producer_epoch, partitions,
-                                       client_version=2)
-            return dict.fromkeys(partitions, ErrorCode.none)
-        return await coord.verify_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
-                                             partitions)
+        codes = coordinator(broker).verify_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
+                                                      partitions)
+    except TxnError as e:
+        codes = dict.fromkeys(partitions, e.code)
+    return {tp: _manager_code(code, legacy) for tp, code in codes.items()}
+
+
+async def _add(broker: Broker, transactional_id: str, batch: TxnBatch,
+               partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    try:
+        await coordinator(broker).add_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
+                                                 partitions, client_version=2)
+        return dict.fromkeys(partitions, ErrorCode.none)
     except TxnError as e:
         return dict.fromkeys(partitions, e.code)
 

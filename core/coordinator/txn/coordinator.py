@@ -65,7 +65,9 @@ class TransactionCoordinator:
         self.loaded = False
         self.txns: dict[str, TransactionMetadata] = {}
         self._pending_markers: dict[str, set[TopicPartition]] = {}  # PrepareX ids: partitions still unmarked
-        self._lingering: dict[str, TransactionMetadata] = {}  # CompleteX states not in the log yet
+        # CompleteX states not in the log yet: the id's record value, encoded when the markers are
+        # done (off the producer's path; its next AddPartitionsToTxn writes it first).
+        self._lingering: dict[str, bytes] = {}
         self._linger_timer: asyncio.TimerHandle | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -183,7 +185,7 @@ class TransactionCoordinator:
         batch = [(key, None if md is None else md.log_value_bytes())]
         lingering = self._lingering.pop(tid, None)
         if lingering is not None:
-            batch.insert(0, (key, lingering.log_value_bytes()))
+            batch.insert(0, (key, lingering))
         try:
             self.runtime.append_now(TRANSACTION_STATE_TOPIC, self.partition_of(tid), batch)
         except NotLeaderOrFollowerError:
@@ -199,7 +201,7 @@ class TransactionCoordinator:
     def _linger(self, md: TransactionMetadata) -> None:
         """Install a CompleteX state now and write it with the id's next record (or the timer)."""
         self.txns[md.transactional_id] = md
-        self._lingering[md.transactional_id] = md
+        self._lingering[md.transactional_id] = md.log_value_bytes()
         if self._closed:
             self.write_lingering()  # close() may have written the others already
         elif self._linger_timer is None:
@@ -210,19 +212,18 @@ class TransactionCoordinator:
         if self._linger_timer is not None:
             self._linger_timer.cancel()
             self._linger_timer = None
-        by_partition: dict[int, list[TransactionMetadata]] = {}
-        for md in self._lingering.values():
-            by_partition.setdefault(self.partition_of(md.transactional_id), []).append(md)
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
+        for tid, value in self._lingering.items():
+            by_partition.setdefault(self.partition_of(tid), []).append((records.encode_key(tid), value))
         self._lingering.clear()
-        for partition, mds in by_partition.items():
+        for partition, batch in by_partition.items():
             try:
-                self.runtime.append_now(TRANSACTION_STATE_TOPIC, partition,
-                                        [(records.encode_key(md.transactional_id), md.log_value_bytes()) for md in mds])
+                self.runtime.append_now(TRANSACTION_STATE_TOPIC, partition, list(batch))
             except Exception as e:
                 # Nothing is lost: the transactions are complete (their markers are written), the
                 # id's next record carries its state, and a coordinator that loads PrepareX
                 # instead writes the markers again and then CompleteX.
-                log.warning("cannot write CompleteX of %d transaction(s) to %s-%d: %s", len(mds),
+                log.warning("cannot write CompleteX of %d transaction(s) to %s-%d: %s", len(batch),
                             TRANSACTION_STATE_TOPIC, partition, e)
 
     @property
@@ -277,8 +278,11 @@ class TransactionCoordinator:
             if new is not None:
                 await self._persist(new)
 
-    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Which of ``partitions`` are in the producer's ongoing transaction (KIP-890 verification).
+        A read of the in-memory state: no suspension point, so a leader can verify and append
+        without another task running in between."""
         self._check_coordinator(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None:

@@ -37,6 +37,7 @@ from strom.core.server.txn_verification import (
     needs_coordinator,
     produce_code,
     still_in_transaction,
+    verify,
 )
 
 if TYPE_CHECKING:
@@ -198,9 +199,12 @@ async def _enlist_partitions(broker: Broker, transactional_id: str, batches: dic
         elif need == 0:
             ask.append(tp)
     if ask:
-        retry_ms = min(broker.config.add_partitions_to_txn_retry_backoff_max_ms, timeout_ms)
-        answers = await add_or_verify(broker, transactional_id, txn, ask, add=add,
-                                      legacy=version < ABORTABLE_SINCE, retry_ms=retry_ms)
+        if add:
+            retry_ms = min(broker.config.add_partitions_to_txn_retry_backoff_max_ms, timeout_ms)
+            answers = await add_or_verify(broker, transactional_id, txn, ask, add=True,
+                                          legacy=version < ABORTABLE_SINCE, retry_ms=retry_ms)
+        else:
+            answers = verify(broker, transactional_id, txn, ask, legacy=version < ABORTABLE_SINCE)
         codes.update({tp: produce_code(c, add) for tp, c in answers.items() if c != ErrorCode.none})
     return codes, {tp for tp in ask if tp not in codes}
 
