@@ -13,13 +13,16 @@ place of strom's broker. It is one Python process with the same event loop (uvlo
 protocol layer (``strom.core.protocol``: header parsing, kio decoding, the Produce fast encoder)
 as strom's broker, so only the broker's work is missing.
 
-It advertises every API strom's broker does, with strom's version ranges, so a client derives the
-same features and picks the same request versions against both (librdkafka, for one, writes the
-v2 record format only if Fetch v4+ is offered). It serves those a producer sends: ApiVersions, Metadata, CreateTopics, FindCoordinator,
+It advertises every API strom's broker does, with strom's version ranges and feature levels (its
+ApiVersions answer is built by strom's handler), so a client derives the same features and picks
+the same request versions against both (librdkafka, for one, writes the v2 record format only if
+Fetch v4+ is offered; the Java client uses KIP-890's transactions only at transaction.version 2).
+It serves those a producer sends: ApiVersions, Metadata, CreateTopics, FindCoordinator,
 InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn and Produce. Any
 other request closes its connection with a line on stderr naming the API.
 
-    python bench/null_broker.py [--host 127.0.0.1] [--port 0]    # prints bootstrap.servers=HOST:PORT
+    python bench/null_broker.py [--host 127.0.0.1] [--port 0] [--transaction-version 2]
+                                                       # prints bootstrap.servers=HOST:PORT
 """
 
 from __future__ import annotations
@@ -30,16 +33,19 @@ import contextlib
 import itertools
 import struct
 import sys
+import types
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION
+from strom.core.metadata.features import TRANSACTION_VERSION_FEATURE, default_levels
 from strom.core.protocol import codec
 from strom.core.protocol.messages import response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
 from strom.core.records.batch import iter_headers
 from strom.core.server import handlers
-from strom.core.server.handlers import produce
+from strom.core.server.handlers import api_versions, produce
 
 NODE_ID = 0
 CLUSTER_ID = "null-broker-cluster-0000"
@@ -50,12 +56,31 @@ _SIZE = struct.Struct(">i")
 VERSIONS: dict[int, tuple[int, int]] = {key: h.VERSIONS for key, h in handlers.registry().items()}
 
 
+class _Features:
+    """What strom's ApiVersions handler reads from a broker: its API ranges and finalized features.
+    The null broker answers ApiVersions with that handler, so its feature list is strom's."""
+
+    def __init__(self, transaction_version: int) -> None:
+        levels = {TRANSACTION_VERSION_FEATURE: transaction_version} if transaction_version > 0 else {}
+        self.image = types.SimpleNamespace(features=levels)
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return VERSIONS
+
+    def metadata_version_level(self) -> tuple[int, int]:
+        return LATEST_METADATA_VERSION, 1
+
+
+DEFAULT_TRANSACTION_VERSION = default_levels(LATEST_METADATA_VERSION).get(TRANSACTION_VERSION_FEATURE, 0)
+
+
 class NullBroker:
     """The state a client can observe: topics (name -> id, partition count), each partition's next
     offset (so acknowledged offsets advance), and producer ids. Single-threaded (one event loop)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, transaction_version: int = DEFAULT_TRANSACTION_VERSION) -> None:
         self.host, self.port = host, port
+        self.features = _Features(transaction_version)
         self.topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.names: dict[uuid.UUID, str] = {}
         self.next_offset: dict[tuple[str, int], int] = {}
@@ -69,11 +94,7 @@ class NullBroker:
     # -- requests ---------------------------------------------------------------------------------
 
     def api_versions(self, version: int, _request: Any) -> Any:
-        m = response_messages(18, version)
-        keys = tuple(m.make("ApiVersion", api_key=k, min_version=lo, max_version=hi)
-                     for k, (lo, hi) in sorted(VERSIONS.items()))
-        return m.make("ApiVersionsResponse", error_code=0, api_keys=keys, throttle_time=0, supported_features=(),
-                      finalized_features_epoch=-1, finalized_features=())
+        return api_versions.build(cast(Any, self.features), version)  # only the parts of a Broker build() reads
 
     def metadata(self, version: int, request: Any) -> Any:
         m = response_messages(3, version)
@@ -211,8 +232,8 @@ class NullBroker:
             writer.close()
 
 
-async def run(host: str, port: int) -> None:
-    broker = NullBroker(host, port)
+async def run(host: str, port: int, transaction_version: int = DEFAULT_TRANSACTION_VERSION) -> None:
+    broker = NullBroker(host, port, transaction_version)
     server = await asyncio.start_server(broker.serve, host, port, limit=1 << 20, reuse_address=True)
     broker.port = server.sockets[0].getsockname()[1]
     print(f"bootstrap.servers={host}:{broker.port}", flush=True)
@@ -224,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    ap.add_argument("--transaction-version", type=int, choices=(0, 1, 2), default=DEFAULT_TRANSACTION_VERSION,
+                    help=f"the finalized transaction.version advertised (default {DEFAULT_TRANSACTION_VERSION}, "
+                         "strom's); the Java client uses KIP-890's transactions at 2")
     args = ap.parse_args(argv)
     try:
         import uvloop
@@ -232,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         runner = asyncio.run
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C when run by hand; the benchmarks send SIGTERM
-        runner(run(args.host, args.port))
+        runner(run(args.host, args.port, args.transaction_version))
     return 0
 
 

@@ -364,8 +364,16 @@ class NullBroker(_CommandBroker):
     name = "null"
     stores_records = False
 
+    def __init__(self, features: dict[str, int] | None = None) -> None:
+        """``features``: ``{"transaction.version": N}`` to advertise N instead of strom's default."""
+        super().__init__()
+        self.transaction_version = (features or {}).get("transaction.version")
+
     def command(self) -> list[str]:
-        return [sys.executable, str(Path(__file__).resolve().parent / "null_broker.py"), "--port", str(self.port)]
+        cmd = [sys.executable, str(Path(__file__).resolve().parent / "null_broker.py"), "--port", str(self.port)]
+        if self.transaction_version is not None:
+            cmd += ["--transaction-version", str(self.transaction_version)]
+        return cmd
 
 
 def make_broker(name: str) -> Broker:

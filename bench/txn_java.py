@@ -91,6 +91,7 @@ from peers import (
     KAFKA_REF_DIR,
     Broker,
     KafkaBroker,
+    NullBroker,
     StromBroker,
     make_broker,
     read_stat_cpu,
@@ -101,7 +102,7 @@ if str(KAFKA_REF_DIR) not in sys.path:
     sys.path.insert(0, str(KAFKA_REF_DIR))
 from kafka_ref import REPO_ROOT, KafkaRefError, ensure_jars, java_problem
 
-BROKERS = ("strom", "kafka")
+BROKERS = ("strom", "kafka", "null")  # null: bench/null_broker.py, the raw limit (the client alone)
 MODES = ("idempotent", "transactional")
 SOURCE = Path(__file__).resolve().parent / "java_txn" / "TxnBench.java"
 BUILD_DIR = REPO_ROOT / ".cache" / "bench-java-txn"
@@ -146,9 +147,11 @@ class JavaTxnResult(TxnResult):
 
 def new_broker(name: str, transaction_version: int | None) -> Broker:
     """A not-yet-started broker; with ``transaction_version``, formatted at that level."""
-    if transaction_version is None:
+    features = None if transaction_version is None else {"transaction.version": transaction_version}
+    if name == "null":
+        return NullBroker(features=features)
+    if features is None:
         return make_broker(name)
-    features = {"transaction.version": transaction_version}
     if name == "strom":
         return StromBroker(features=features)
     if name == "kafka":
@@ -402,9 +405,11 @@ def take_result(res: JavaTxnResult, line: dict[str, Any]) -> None:
 
 def verify_result(broker: Broker, res: JavaTxnResult, topic: str, partitions: int, txn_size: int,
                   label: str) -> None:
-    """Check the topic (high watermarks, read_committed count) and the producer epoch; print the phase."""
-    res.notes += verify_topic(broker.bootstrap, topic, res.records, partitions, res.mode == "transactional",
-                              txn_size)
+    """Check the topic (high watermarks, read_committed count; not on the null broker, which keeps
+    nothing) and the producer epoch; print the phase."""
+    if getattr(broker, "stores_records", True):
+        res.notes += verify_topic(broker.bootstrap, topic, res.records, partitions, res.mode == "transactional",
+                                  txn_size)
     if res.mode == "transactional" and res.epoch_before is not None and res.epoch_after is not None:
         # TV2: every EndTxn bumps the epoch (a fresh transactional.id starts far from the overflow
         # that would switch producer id); TV1: the epoch never moves within a producer's life.
@@ -416,7 +421,8 @@ def verify_result(broker: Broker, res: JavaTxnResult, topic: str, partitions: in
     epoch = (f", epoch {res.epoch_before} -> {res.epoch_after}" if res.mode == "transactional" else "")
     print(f"  [{label}] {res.msgs_per_s:,.0f} msgs/s in {res.seconds:.2f}s"
           + (f" ({res.transactions} transactions{tv}{epoch})" if res.transactions else "")
-          + (f"; {'; '.join(res.notes)}" if res.notes else "; verified"), file=sys.stderr, flush=True)
+          + (f"; {'; '.join(res.notes)}" if res.notes else "; verified" if getattr(broker, "stores_records", True)
+             else "; not verified (the null broker keeps nothing)"), file=sys.stderr, flush=True)
 
 
 def run_interleaved(broker: Broker, classes: Path, lib: Path, idem: JavaTxnResult, txn: JavaTxnResult,
@@ -549,6 +555,8 @@ def broker_log_problems(broker: Broker, limit: int = 15) -> str:
         lines = broker._proc.log_text().splitlines()
     elif isinstance(broker, KafkaBroker):
         lines = list(broker._ref.output)
+    elif isinstance(broker, NullBroker):
+        return "\n  null broker output:\n    " + "\n    ".join(list(broker.output)[-limit:]) if broker.output else ""
     keep = [ln for ln in lines if " WARN " in ln or " ERROR " in ln or "Exception" in ln or "Traceback" in ln]
     if not keep:
         return ""
@@ -654,7 +662,8 @@ def _load() -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--brokers", default=",".join(BROKERS), help="subset of strom,kafka, run in this order")
+    ap.add_argument("--brokers", default=",".join(BROKERS),
+                    help="subset of strom,kafka,null, run in this order (null: the raw limit, bench/null_broker.py)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (idempotent then transactional) per broker")
     ap.add_argument("--records", type=int, default=1_000_000, help="records per phase")
     ap.add_argument("--txn-size", type=int, default=TXN_SIZE,

@@ -71,6 +71,28 @@ def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, se
     assert doc["summary"][0]["ratio"] is not None
 
 
+@pytest.mark.parametrize("transaction_version", [1, 2])
+def test_null_broker_is_the_raw_limit_at_the_asked_transaction_version(tmp_path: Path,
+                                                                       transaction_version: int) -> None:
+    """The Java client against bench/null_broker.py: it advertises strom's features at the asked
+    transaction.version, so the client uses KIP-890 at 2 (an epoch bump per EndTxn) and not at 1;
+    its topics are not verified (it keeps nothing), and the phases still report."""
+    problem = kafka_ref.java_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    out = tmp_path / "out.json"
+    code = txn_java.main(["--brokers", "null", "--repeat", "1", "--warmup-rounds", "0", "--records", "3000",
+                          "--warmup", "0", "--transaction-version", str(transaction_version), "--json", str(out)])
+    doc: dict[str, Any] = json.loads(out.read_text())
+    assert code == 0, doc["rounds"]
+    rounds = {r["mode"]: r for r in doc["rounds"]}
+    assert all(r["broker"] == "null" and r["error"] is None and r["notes"] == [] for r in rounds.values())
+    txn = rounds["transactional"]
+    assert txn["transactions"] == 3 and txn["transaction_version"] == transaction_version
+    assert txn["epoch_after"] == txn["epoch_before"] + (3 if transaction_version == 2 else 0)
+    assert doc["summary"][0]["broker"] == "null" and doc["summary"][0]["ratio"] is not None
+
+
 def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Path) -> None:
     """--schedule interleaved: one JVM per round, both modes in slices, each mode's topic verified
     and its clocks summed over its own slices."""
