@@ -38,6 +38,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
+from kio.schema.errors import ErrorCode
+
 from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION
 from strom.core.metadata.features import TRANSACTION_VERSION_FEATURE, default_levels
 from strom.core.protocol import codec
@@ -50,6 +52,9 @@ from strom.core.server.handlers import api_versions, produce
 NODE_ID = 0
 CLUSTER_ID = "null-broker-cluster-0000"
 _SIZE = struct.Struct(">i")
+SHORT_MAX = 32767
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
 # Every API strom's broker advertises, with its ranges: a client derives its features from the
 # whole list (librdkafka uses the v2 record format only if Fetch v4+ is offered too), so it must be
 # strom's list for the client to pick the same formats and request versions here as against strom.
@@ -107,7 +112,7 @@ class NullBroker:
                 m.make("MetadataResponsePartition", error_code=0, partition_index=p, leader_id=NODE_ID,
                        leader_epoch=0, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
                 for p in range(known[1]))
-            out.append(m.make("MetadataResponseTopic", error_code=0 if known else 3, name=name,
+            out.append(m.make("MetadataResponseTopic", error_code=0 if known else UNKNOWN_TOPIC_OR_PARTITION, name=name,
                               topic_id=known[0] if known else uuid.UUID(int=0), is_internal=False,
                               partitions=parts, topic_authorized_operations=-2147483648))
         broker = m.make("MetadataResponseBroker", node_id=NODE_ID, host=self.host, port=self.port, rack=None)
@@ -142,14 +147,19 @@ class NullBroker:
             m.make("Coordinator", key=key, node_id=NODE_ID, host=self.host, port=self.port, error_code=0,
                    error_message=None) for key in request.coordinator_keys))
 
+    def _bump(self, transactional_id: str, pid: int, epoch: int) -> tuple[int, int]:
+        """The id's next (producer id, epoch): as Kafka, a new producer id at epoch 0 once the
+        epoch would reach the last usable value (Short.MAX_VALUE - 1)."""
+        bumped = (next(self.producer_ids), 0) if epoch + 1 >= SHORT_MAX - 1 else (pid, epoch + 1)
+        self.epochs[transactional_id] = bumped
+        return bumped
+
     def init_producer_id(self, version: int, request: Any) -> Any:
         tid = request.transactional_id
         if tid is None:
             pid, epoch = next(self.producer_ids), 0
         else:
-            pid, epoch = self.epochs.get(tid, (next(self.producer_ids), -1))
-            epoch += 1
-            self.epochs[tid] = (pid, epoch)
+            pid, epoch = self._bump(tid, *self.epochs.get(tid, (next(self.producer_ids), -1)))
         return response_messages(22, version).make("InitProducerIdResponse", throttle_time=0, error_code=0,
                                                    producer_id=pid, producer_epoch=epoch)
 
@@ -171,8 +181,7 @@ class NullBroker:
     def end_txn(self, version: int, request: Any) -> Any:
         pid, epoch = self.epochs.get(request.transactional_id, (request.producer_id, request.producer_epoch))
         if version >= 5:  # transaction version 2: every EndTxn bumps the epoch
-            epoch += 1
-            self.epochs[request.transactional_id] = (pid, epoch)
+            pid, epoch = self._bump(request.transactional_id, pid, epoch)
         return response_messages(26, version).make("EndTxnResponse", throttle_time=0, error_code=0,
                                                    producer_id=pid, producer_epoch=epoch)
 
@@ -189,13 +198,16 @@ class NullBroker:
     def produce(self, version: int, request: Any) -> list[TopicResults]:
         out = []
         for topic in request.topic_data:
-            name = topic.name if version < produce.TOPIC_IDS_SINCE else self.names.get(topic.topic_id, "")
+            by_id = version >= produce.TOPIC_IDS_SINCE
+            name = self.names.get(topic.topic_id, "") if by_id else topic.name
+            # As strom and Kafka: UNKNOWN_TOPIC_ID for an id, UNKNOWN_TOPIC_OR_PARTITION otherwise.
+            unknown = UNKNOWN_TOPIC_ID if by_id and not name else UNKNOWN_TOPIC_OR_PARTITION
             parts = []
             for pd in topic.partition_data:
                 key = (name, pd.index)
                 base = self.next_offset.get(key)
                 if base is None:
-                    parts.append(PartitionResult(pd.index, 3, -1, -1, -1, None))  # UNKNOWN_TOPIC_OR_PARTITION
+                    parts.append(PartitionResult(pd.index, unknown, -1, -1, -1, None))
                     continue
                 self.next_offset[key] = base + sum(h.last_offset_delta + 1 for _, h in iter_headers(pd.records or b""))
                 parts.append(PartitionResult(pd.index, 0, base, -1, 0, None))
@@ -212,6 +224,12 @@ class NullBroker:
                 header, body_pos = codec.parse_header(frame)
                 key, version = header.api_key, header.api_version
                 handler = self.handlers.get(key)
+                if key == api_versions.API_KEY and not VERSIONS[key][0] <= version <= VERSIONS[key][1]:
+                    # As strom: a v0 UNSUPPORTED_VERSION answer, so the client retries a version we know.
+                    writer.write(codec.encode_response(key, 0, header.correlation_id, api_versions.build(
+                        cast(Any, self.features), 0, ErrorCode.unsupported_version)))
+                    await writer.drain()
+                    continue
                 if handler is None or not VERSIONS[key][0] <= version <= VERSIONS[key][1]:
                     # A client that needs more than a producer does: say so where the run shows it.
                     print(f"null broker: API key {key} v{version} is not served; closing the connection",
@@ -228,6 +246,8 @@ class NullBroker:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except Exception as e:  # a request it cannot answer: one line where the benchmark shows it
+            print(f"null broker: closing a connection after {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         finally:
             writer.close()
 

@@ -8,15 +8,23 @@ the way the listener hands them over, so request decoding, the handlers, the imp
 KIP-890, the two-phase commit, the markers and the response encoding are all counted. Only the
 socket reads and writes are not.
 
-Two workloads of the same records (100-byte values, 3 partitions, one batch per partition per
-Produce request, as the Java client sends them at its default ``batch.size=16384``):
+Two workloads of the same records (100-byte values, 3 partitions), in the request shapes of one
+client (``--client``, ``SHAPES``):
 
-* **idempotent**: Produce v13 requests of 3 x 148-record batches, an idempotent producer id;
-* **transactional**: per transaction of 1,000 records, 3 Produce v13 requests of 3 x 111-record
-  transactional batches (the first one adds the partitions to the transaction), EndTxn v5
-  (commit, transaction version 2), then the markers the coordinator writes after answering.
-  CompleteCommit lingers and is written in one batch with the next transaction's Ongoing, so it
-  is counted in the next first Produce.
+* ``java`` (default; the Java client at its default ``batch.size=16384``, transaction version 2):
+  **idempotent**, Produce v13 requests of 3 x 148-record batches, one per partition;
+  **transactional**, per transaction of 999 records, 3 Produce v13 requests of 3 x 111-record
+  transactional batches (the first one adds the partitions to the transaction) and EndTxn v5;
+* ``librdkafka`` (confluent-kafka at ``groups_txn.py``'s settings, transaction version 1):
+  **idempotent**, Produce v10 requests of one 333-record batch, the partitions in turn;
+  **transactional**, per transaction of 999 records, AddPartitionsToTxn v0 for the 3 partitions,
+  3 Produce v10 requests of one 333-record transactional batch (the leader verifies each
+  partition is in the transaction) and EndTxn v1.
+
+Each transaction ends with the markers the coordinator writes after answering EndTxn.
+CompleteCommit lingers and is written in one batch with the next transaction's Ongoing, so it
+is counted in the next transaction's first request. ``--gap-us`` makes the broker idle before
+each request, as it does between a real client's requests.
 
 It prints the broker's CPU per 1,000 records for both, their ratio (the broker-bound limit of
 the throughput ratio), and where a transaction's CPU goes. Every response is checked, and at
@@ -32,7 +40,8 @@ ListOffsets (log end and last stable offset per partition); the split of a trans
 step is in-process only.
 
     python bench/txn_broker_cpu.py [--transactions 300] [--repeat 5] [--transport in-process|socket]
-                                   [--json out.json] [--profile txn.prof]
+                                   [--client java|librdkafka] [--gap-us 0] [--json out.json]
+                                   [--profile txn.prof]
 """
 
 from __future__ import annotations
@@ -107,6 +116,14 @@ class Shape:
     add_partitions: bool         # AddPartitionsToTxn v0 first (TV1); else the first Produce adds them (TV2)
     end_txn_version: int         # 5: TV2, the epoch is bumped and sequences restart; 1: TV1
 
+    def __post_init__(self) -> None:
+        # The request plans give every partition the same batches in turn: one batch per
+        # partition per request (all partitions, or one), whole rounds of the partitions.
+        if self.partitions_per_request not in (1, PARTITIONS):
+            raise ValueError(f"{self.name}: a request holds one partition or all {PARTITIONS}")
+        if self.produces_per_txn * self.partitions_per_request % PARTITIONS:
+            raise ValueError(f"{self.name}: a transaction must give every partition as many batches")
+
     @property
     def produces_per_txn(self) -> int:
         return TXN_RECORDS // (self.partitions_per_request * self.txn_batch)
@@ -172,9 +189,12 @@ _API_VERSIONS = request_frame(ApiVersionsRequest(client_software_name="bench", c
 class InProcessClient:
     """Sends request frames to a broker through ``dispatch`` and decodes the answers.
 
-    ``gap_s``: this thread sleeps that long after each answer, as the broker idles between a
+    ``gap_s``: this thread sleeps that long before each request, as the broker idles between a
     client's requests (a sleeping thread's CPU time does not advance: only what an idle gap does
-    to the next request's cost is counted)."""
+    to the next request's cost is counted). Before, not after the answer: work the broker starts
+    when it answers (EndTxn's markers) runs right after it, as in a broker process, and the
+    next request meets the idle. The sleep blocks the event loop, so a timer (CompleteX's 5 ms
+    linger) cannot fire inside a gap."""
 
     # The broker runs on this thread: its CPU is this thread's.
     cpu = staticmethod(time.thread_time)
@@ -185,13 +205,13 @@ class InProcessClient:
         self.gap_s = gap_s
 
     async def send(self, payload: bytes) -> bytes:
+        if self.gap_s:
+            time.sleep(self.gap_s)
         header, body_pos = codec.parse_header(payload)
         ctx = RequestContext(header.api_key, header.api_version, header.correlation_id, header.client_id or "",
                              "127.0.0.1:1", "PLAINTEXT", "PLAINTEXT")
         response = await self.broker.dispatch(ctx, header, payload, body_pos)
         assert response is not None
-        if self.gap_s:
-            time.sleep(self.gap_s)
         return b"".join(response) if isinstance(response, list) else bytes(response)
 
     async def call(self, entity: Any) -> Any:
@@ -219,19 +239,18 @@ class SocketClient:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.broker_pid = broker_pid
         self.correlation = 0
-        self.gap_s = gap_s  # as InProcessClient's: the broker idles this long after each answer
+        self.gap_s = gap_s  # as InProcessClient's: the broker idles this long before each request
 
     def cpu(self) -> float:
         return process_cpu_s(self.broker_pid)
 
     async def send(self, payload: bytes) -> bytes:
         """One request frame out, its whole response frame (size prefix included) back."""
-        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-        head = self._read(4)
-        answer = head + self._read(_SIZE.unpack(head)[0])
         if self.gap_s:
             time.sleep(self.gap_s)
-        return answer
+        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
+        head = self._read(4)
+        return head + self._read(_SIZE.unpack(head)[0])
 
     def _read(self, n: int) -> bytes:
         buf = bytearray()
@@ -666,7 +685,7 @@ def main() -> int:
                         help="whose request shape: java (default; TV2, Produce v13 of 3 batches) or librdkafka "
                              "(TV1: AddPartitionsToTxn, Produce v10 of one batch, EndTxn v1)")
     parser.add_argument("--gap-us", type=float, default=0.0,
-                        help="the broker idles this long after each answer (default 0), as it does between a "
+                        help="the broker idles this long before each request (default 0), as it does between a "
                              "real client's requests")
     args = parser.parse_args()
     if args.profile and args.transport != "in-process":
@@ -706,7 +725,7 @@ def report(args: argparse.Namespace, rounds: list[tuple[Round, Round]]) -> None:
     idem_med = statistics.median(i.us_per_1000 for i, _ in rounds)
     txn_med = statistics.median(t.us_per_1000 for _, t in rounds)
     where = "in process" if args.transport == "in-process" else "broker process over one TCP connection"
-    gap = f", {args.gap_us:,.0f} us idle after each answer" if args.gap_us else ""
+    gap = f", {args.gap_us:,.0f} us idle before each request" if args.gap_us else ""
     print(f"broker CPU per 1,000 records of 100 B, {where} ({PARTITIONS} partitions, {args.client}'s requests: "
           f"{args.shape.describe()}{gap}; {args.transactions} transactions of {TXN_RECORDS:,} per round; "
           f"median of {args.repeat})")

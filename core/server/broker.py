@@ -227,7 +227,7 @@ class Broker:
         response = await handler.handle(self, ctx, request)
         if response is None:
             return None
-        if hasattr(response, "frame_parts"):  # a handler with its own fast encoder (Fetch, Produce)
+        if hasattr(response, "frame_parts"):  # a handler's own encoder (Fetch, Produce, EndTxn, AddPartitionsToTxn)
             return response.frame_parts(header.api_version, header.correlation_id)
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
 

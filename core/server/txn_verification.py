@@ -92,7 +92,7 @@ async def add_or_verify(broker: Broker, transactional_id: str, batch: TxnBatch, 
 
 def verify(broker: Broker, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
            *, legacy: bool = False) -> dict[TopicPartition, ErrorCode]:
-    """TV1: are ``partitions`` in the producer's transaction? :meth:`add_or_verify`'s answers, from
+    """TV1: are ``partitions`` in the producer's transaction? :func:`add_or_verify`'s answers, from
     a read of the coordinator's state, without a suspension point (once per partition per
     transaction of a producer, on its Produce path)."""
     try:

@@ -105,7 +105,7 @@ def test_command_line_writes_json(tmp_path: Path, transport: str, client: str, g
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "idempotent / transactional broker CPU" in proc.stdout
-    assert f"{client}'s requests" in proc.stdout and ("idle after each answer" in proc.stdout) == (gap_us > 0)
+    assert f"{client}'s requests" in proc.stdout and ("idle before each request" in proc.stdout) == (gap_us > 0)
     assert ("where a transaction's broker CPU goes" in proc.stdout) == (transport == "in-process")
     data = json.loads(out.read_text())
     assert (data["transport"], data["client"], data["gap_us"]) == (transport, client, gap_us)

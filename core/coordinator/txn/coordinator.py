@@ -66,7 +66,7 @@ class TransactionCoordinator:
         self.txns: dict[str, TransactionMetadata] = {}
         self._pending_markers: dict[str, set[TopicPartition]] = {}  # PrepareX ids: partitions still unmarked
         # CompleteX states not in the log yet: the id's record value, encoded when the markers are
-        # done (off the producer's path; its next AddPartitionsToTxn writes it first).
+        # done (off the producer's path; the id's next record carries it first).
         self._lingering: dict[str, bytes] = {}
         self._linger_timer: asyncio.TimerHandle | None = None
         self._locks: dict[str, asyncio.Lock] = {}
@@ -218,7 +218,7 @@ class TransactionCoordinator:
         self._lingering.clear()
         for partition, batch in by_partition.items():
             try:
-                self.runtime.append_now(TRANSACTION_STATE_TOPIC, partition, list(batch))
+                self.runtime.append_now(TRANSACTION_STATE_TOPIC, partition, batch)
             except Exception as e:
                 # Nothing is lost: the transactions are complete (their markers are written), the
                 # id's next record carries its state, and a coordinator that loads PrepareX
