@@ -9,9 +9,10 @@ client reaches against it is what the client alone allows on this machine: an up
 any broker, strom's included.
 
 It is a benchmark peer, never a test double: nothing in ``tests/`` runs a client against it in
-place of strom's broker. It is one Python process with the same event loop (uvloop) and the same
-protocol layer (``strom.core.protocol``: header parsing, kio decoding, the Produce fast encoder)
-as strom's broker, so only the broker's work is missing.
+place of strom's broker. It is one Python process with the same event loop (uvloop), the same
+socket layer (strom's ``Listener``, which hands it each request as it hands them to
+``Broker.dispatch``) and the same protocol layer (``strom.core.protocol``: header parsing, kio
+decoding, the Produce fast encoder) as strom's broker, so only the broker's work is missing.
 
 It advertises every API strom's broker does, with strom's version ranges and feature levels (its
 ApiVersions answer is built by strom's handler), so a client derives the same features and picks
@@ -31,7 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import struct
+import logging
 import sys
 import types
 import uuid
@@ -43,15 +44,18 @@ from kio.schema.errors import ErrorCode
 from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION
 from strom.core.metadata.features import TRANSACTION_VERSION_FEATURE, default_levels
 from strom.core.protocol import codec
+from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
 from strom.core.records.batch import iter_headers
 from strom.core.server import handlers
+from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions, produce
+from strom.core.server.network import Listener
 
 NODE_ID = 0
 CLUSTER_ID = "null-broker-cluster-0000"
-_SIZE = struct.Struct(">i")
+MAX_REQUEST_BYTES = 104_857_600  # socket.request.max.bytes, Kafka's and strom's default
 SHORT_MAX = 32767
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_TOPIC_ID = 100
@@ -214,51 +218,41 @@ class NullBroker:
             out.append(TopicResults(name, parts, getattr(topic, "topic_id", None)))
         return out
 
-    # -- connections ------------------------------------------------------------------------------
+    # -- requests, as strom's listener hands them over ---------------------------------------------
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                frame = await reader.readexactly(size)
-                header, body_pos = codec.parse_header(frame)
-                key, version = header.api_key, header.api_version
-                handler = self.handlers.get(key)
-                if key == api_versions.API_KEY and not VERSIONS[key][0] <= version <= VERSIONS[key][1]:
-                    # As strom: a v0 UNSUPPORTED_VERSION answer, so the client retries a version we know.
-                    writer.write(codec.encode_response(key, 0, header.correlation_id, api_versions.build(
-                        cast(Any, self.features), 0, ErrorCode.unsupported_version)))
-                    await writer.drain()
-                    continue
-                if handler is None or not VERSIONS[key][0] <= version <= VERSIONS[key][1]:
-                    # A client that needs more than a producer does: say so where the run shows it.
-                    print(f"null broker: API key {key} v{version} is not served; closing the connection",
-                          file=sys.stderr, flush=True)
-                    return
-                request = codec.decode_request(header, frame, body_pos)
-                answer = handler(version, request)
-                if key == 0:
-                    if request.acks == 0:
-                        continue
-                    writer.write(encode_produce_response(version, header.correlation_id, 0, answer))
-                else:
-                    writer.write(codec.encode_response(key, version, header.correlation_id, answer))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except Exception as e:  # a request it cannot answer: one line where the benchmark shows it
-            print(f"null broker: closing a connection after {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        finally:
-            writer.close()
+    async def dispatch(self, _ctx: RequestContext, header: codec.RequestHeader, frame: bytes,
+                       body_pos: int) -> bytes | None:
+        """The answer frame to one request, None for acks=0 (``Broker.dispatch``'s contract)."""
+        key, version = header.api_key, header.api_version
+        supported = key in VERSIONS and VERSIONS[key][0] <= version <= VERSIONS[key][1]
+        if key == api_versions.API_KEY and not supported:
+            # As strom: a v0 UNSUPPORTED_VERSION answer, so the client retries a version we know.
+            return codec.encode_response(key, 0, header.correlation_id, api_versions.build(
+                cast(Any, self.features), 0, ErrorCode.unsupported_version))
+        handler = self.handlers.get(key)
+        if handler is None or not supported:
+            # A client that needs more than a producer does: the listener closes the connection
+            # and logs this where the benchmark shows it.
+            raise MalformedRequestError(f"API key {key} v{version} is not served by the null broker "
+                                        "(a producer's requests only)")
+        request = codec.decode_request(header, frame, body_pos)
+        answer = handler(version, request)
+        if key == produce.API_KEY:
+            return None if request.acks == 0 else encode_produce_response(version, header.correlation_id, 0, answer)
+        return codec.encode_response(key, version, header.correlation_id, answer)
 
 
 async def run(host: str, port: int, transaction_version: int = DEFAULT_TRANSACTION_VERSION) -> None:
     broker = NullBroker(host, port, transaction_version)
-    server = await asyncio.start_server(broker.serve, host, port, limit=1 << 20, reuse_address=True)
-    broker.port = server.sockets[0].getsockname()[1]
+    # strom's own socket layer (frames, per-connection order, errors close one connection).
+    listener = Listener("PLAINTEXT", host, port, broker.dispatch, max_request_bytes=MAX_REQUEST_BYTES)
+    await listener.start()
+    broker.port = listener.port
     print(f"bootstrap.servers={host}:{broker.port}", flush=True)
-    async with server:
-        await server.serve_forever()
+    try:
+        await asyncio.Event().wait()  # until SIGTERM ends the process
+    finally:
+        await listener.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"the finalized transaction.version advertised (default {DEFAULT_TRANSACTION_VERSION}, "
                          "strom's); the Java client uses KIP-890's transactions at 2")
     args = ap.parse_args(argv)
+    # The listener's warnings (a connection closed, and why) on stderr, which the benchmarks keep.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="null broker: %(message)s")
     try:
         import uvloop
 

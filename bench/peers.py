@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -288,7 +289,7 @@ def tansu_binary(venv: Path = BENCH_VENV) -> Path:
     return binary
 
 
-class _CommandBroker:
+class _CommandBroker(ABC):
     """A broker run as one command of ours (its output kept for errors), stopped with SIGTERM."""
 
     name = ""
@@ -308,8 +309,9 @@ class _CommandBroker:
         assert self.proc is not None, "broker not started"
         return self.proc.pid
 
+    @abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """The command line that runs the broker on ``self.port``."""
 
     def start(self) -> _CommandBroker:
         if not self.port:
@@ -351,9 +353,14 @@ class TansuBroker(_CommandBroker):
 
     name = "tansu"
 
+    def start(self) -> _CommandBroker:
+        # The binary first (it may install the bench venv): the free port is taken right before use.
+        self._binary = tansu_binary()
+        return super().start()
+
     def command(self) -> list[str]:
         url = f"tcp://127.0.0.1:{self.port}"
-        return [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        return [str(self._binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
 
 

@@ -148,7 +148,7 @@ def test_a_consumer_is_told_it_is_not_served(null: peers.NullBroker) -> None:
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         c.poll(1.0)
-        wait_for(lambda: any("is not served; closing the connection" in line for line in null.output),
+        wait_for(lambda: any("is not served by the null broker" in line for line in null.output),
                  timeout=15, what="the null broker's line naming the unserved API")
     finally:
         c.close()
