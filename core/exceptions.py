@@ -34,6 +34,33 @@ class ConfigError(BrokerError, ValueError):
         super().__init__(msg)
 
 
+class LogDirLockedError(ConfigError):
+    """Another process (or another LogManager of this one) holds a log dir's ``.lock``.
+
+    A ConfigError because the way out is a configuration one (another ``log.dirs`` /
+    ``metadata.log.dir``, or stop the holder), and so the command line prints it as one line.
+    """
+
+    def __init__(self, directory: Any, holder_pid: int | None, *, same_process: bool = False) -> None:
+        self.key = "log.dirs"
+        self.value = str(directory)
+        self.accepted = "a directory no other broker uses"
+        self.unknown = False
+        self.directory = directory
+        self.holder_pid = holder_pid
+        if same_process:
+            holder = f"this process ({holder_pid}) already holds it"
+        elif holder_pid is not None:
+            holder = f"held by process {holder_pid}"
+        else:
+            holder = "held by another process"
+        # Kafka's message, then who holds the lock and the way out.
+        BrokerError.__init__(
+            self, f"Failed to acquire lock on file .lock in {directory}. A Kafka instance in another process "
+                  f"or thread is using this directory ({holder}); stop that broker or give this one other "
+                  "log.dirs / metadata.log.dir.")
+
+
 class KafkaError(BrokerError):
     """An error that is answered to the client as a Kafka error code."""
 

@@ -45,6 +45,7 @@ from strom.core.log.checkpoint import (
     write_offset_checkpoint,
 )
 from strom.core.log.cleaner import LogCleaner
+from strom.core.log.dir_lock import DirLock, lock_dirs, release_all
 from strom.core.log.log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,10 @@ class LogManager:
         self.meta_properties: dict[Path, dict[str, str]] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
+        # Before anything in the dirs is read or written (Kafka's LogManager does the same): a
+        # second broker on these dirs stops here, having touched nothing. The metadata log dir
+        # is locked too (the broker builds the LogManager before it opens the metadata log).
+        self._dir_locks = lock_dirs([*self.log_dirs, broker_config.metadata_dir])
 
     # ------------------------------------------------------------------------------------------
     # startup
@@ -292,9 +297,20 @@ class LogManager:
         for log in logs:
             log.close()
         self.wait_for_deletions()
-        for d in self.log_dirs:
-            # Kafka 3.6+ writes a small JSON document into the marker.
-            write_atomically(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+        if self.started:  # a start-up that failed half-way left logs unrecovered: no marker
+            for d in self.log_dirs:
+                # Kafka 3.6+ writes a small JSON document into the marker.
+                write_atomically(d / CLEAN_SHUTDOWN_FILE,
+                                 json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
         with self._lock:
             self._logs.clear()
             self.started = False
+        self.release_locks()
+
+    @property
+    def dir_locks(self) -> list[DirLock]:
+        return list(self._dir_locks)
+
+    def release_locks(self) -> None:
+        """Unlock the dirs (end of :meth:`shutdown`; tests that simulate a crash call it alone)."""
+        release_all(self._dir_locks)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from strom.core.config import BrokerConfig, parse_properties
+from strom.core.exceptions import LogDirLockedError
+from strom.core.log.dir_lock import lock_dirs, release_all
 from strom.core.tools.common import ToolError, UsageError, parse_kv_list
 from strom.exceptions import StromError
 
@@ -111,16 +113,28 @@ def check_cluster_id(value: str) -> str:
 
 def format_dirs(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool,
                 release_version: str | None = None, features: list[str] | None = None) -> Any:
-    """Call the bootstrap formatter; its errors become :class:`ToolError`s."""
+    """Call the bootstrap formatter under the dirs' ``.lock``; its errors become :class:`ToolError`s.
+
+    A directory a running broker holds is refused before anything in it is written: formatting
+    under a live broker would replace the metadata it is appending to.
+    """
     from strom.core.metadata.bootstrap import format_storage
     from strom.core.metadata.features import parse_feature_levels
 
+    try:
+        locks = lock_dirs(storage_dirs(config))
+    except LogDirLockedError as e:
+        raise ToolError(f"cannot format: {e}") from None
+    except OSError as e:
+        raise ToolError(f"cannot lock {e.filename}: {e.strerror}") from None
     try:
         return format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
                               release_version=release_version,
                               features=parse_feature_levels(features or []))
     except (StromError, OSError, ValueError) as e:
         raise ToolError(str(e)) from None
+    finally:
+        release_all(locks)
 
 
 def new_cluster_id() -> str:

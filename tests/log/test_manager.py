@@ -65,7 +65,8 @@ def test_unclean_restart_recovers(tmp_path: Path, appender: Any) -> None:
     size = seg.stat().st_size
     with open(seg, "r+b") as f:  # tear the last batch, as a crash mid-write would
         f.truncate(size - 10)
-    # No shutdown(): the marker is absent, as after kill -9.
+    # No shutdown(): the marker is absent, as after kill -9 (whose death releases the dir locks).
+    mgr.release_locks()
     mgr2 = LogManager(dirs, broker(dirs))
     mgr2.startup()
     assert not mgr2.had_clean_shutdown[dirs[0]]
@@ -86,6 +87,7 @@ def test_unclean_restart_of_an_intact_log_is_quiet(tmp_path: Path, appender: Any
         appender(log, recs(5, i * 5))
     log.flush()
     # No shutdown(): no clean-shutdown marker, indexes left at their preallocated size.
+    mgr.release_locks()
     caplog.set_level("INFO")
     mgr2 = LogManager(dirs, broker(dirs, **{"log.index.interval.bytes": "1"}))
     mgr2.startup()
@@ -105,8 +107,10 @@ def test_meta_properties_node_id_mismatch(tmp_path: Path) -> None:
     d = tmp_path / "d"
     d.mkdir()
     (d / "meta.properties").write_text("version=1\nnode.id=7\ncluster.id=x\n")
+    first = LogManager([d], broker([d]))
     with pytest.raises(ConfigError, match=r"node\.id"):
-        LogManager([d], broker([d])).startup()
+        first.startup()
+    first.release_locks()
     (d / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=x\n")
     mgr = LogManager([d], broker([d]))
     mgr.startup()
