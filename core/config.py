@@ -21,7 +21,7 @@ from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from strom.core.exceptions import ConfigError
 
@@ -335,6 +335,18 @@ class BrokerConfig(BaseModel):
     delete_topic_enable: bool = Field(True, alias="delete.topic.enable")
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
+    # Connection limits of the socket layer (strom.core.server.network), Kafka's keys/defaults.
+    queued_max_request_bytes: int = Field(
+        -1, alias="queued.max.request.bytes",
+        description="Bytes of requests read but not yet handled, over all connections (-1: unbounded).")
+    max_connections: int = Field(INT_MAX, alias="max.connections", ge=0,
+                                 description="Connections the broker accepts at once; above it, it stops accepting.")
+    max_connections_per_ip_overrides: str = Field(
+        "", alias="max.connections.per.ip.overrides",
+        description="Per-address limits overriding max.connections.per.ip: host:count,host:count.")
+    max_connections_per_ip: int = Field(INT_MAX, alias="max.connections.per.ip", ge=0,
+                                        description="Connections allowed from one address.")
+    socket_listen_backlog_size: int = Field(50, alias="socket.listen.backlog.size", ge=1)
     socket_send_buffer_bytes: int = Field(102400, alias="socket.send.buffer.bytes")
     socket_receive_buffer_bytes: int = Field(102400, alias="socket.receive.buffer.bytes")
     num_network_threads: int = Field(3, alias="num.network.threads", ge=1)
@@ -425,6 +437,31 @@ class BrokerConfig(BaseModel):
     authorizer_class_name: str = Field("", alias="authorizer.class.name",
                                        description="Name of the authorizer plugin to use ('' = allow all).")
 
+    @field_validator("queued_max_request_bytes")
+    @classmethod
+    def _queued_bytes(cls, v: int, info: ValidationInfo) -> int:
+        # Kafka's KafkaConfig check: the pool must hold at least one whole request.
+        max_request = info.data.get("socket_request_max_bytes")
+        if v > 0 and max_request is not None and v < max_request:
+            raise ValueError(f"queued.max.request.bytes must be -1 (unbounded) or at least "
+                             f"socket.request.max.bytes ({max_request})")
+        return v
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _overrides(cls, v: str) -> str:
+        _parse_connection_overrides(v)
+        return v
+
+    @field_validator("max_connections_per_ip")
+    @classmethod
+    def _per_ip(cls, v: int, info: ValidationInfo) -> int:
+        if v == 0 and not info.data.get("max_connections_per_ip_overrides"):
+            # Kafka's message for the same check.
+            raise ValueError("max.connections.per.ip can be set to zero only if "
+                             "max.connections.per.ip.overrides property is set")
+        return v
+
     @field_validator("process_roles")
     @classmethod
     def _roles(cls, v: str) -> str:
@@ -473,6 +510,22 @@ class BrokerConfig(BaseModel):
             except ValueError:
                 raise ConfigError("listeners", self.listeners, "NAME://host:port entries") from None
         return out
+
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as {listener name: security protocol}."""
+        out: dict[str, str] = {}
+        for item in split_csv(self.listener_security_protocol_map):
+            name, sep, protocol = item.partition(":")
+            protocol = protocol.strip().upper()
+            if not sep or not name.strip() or protocol not in SECURITY_PROTOCOL_NAMES:
+                raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map,
+                                  "NAME:PROTOCOL entries, PROTOCOL one of " + ", ".join(SECURITY_PROTOCOL_NAMES))
+            out[name.strip()] = protocol
+        return out
+
+    def connection_overrides(self) -> dict[str, int]:
+        """``max.connections.per.ip.overrides`` as {host or address: limit}."""
+        return _parse_connection_overrides(self.max_connections_per_ip_overrides)
 
     def topic_defaults(self) -> dict[str, Any]:
         """Every topic config key with the value this broker gives it by default."""
@@ -546,6 +599,25 @@ class BrokerConfig(BaseModel):
                 values[key[len("STROM_"):].lower().replace("_", ".")] = value
         values.update(overrides or {})
         return cls.from_mapping(values)
+
+
+SECURITY_PROTOCOL_NAMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _parse_connection_overrides(value: str) -> dict[str, int]:
+    """Kafka's ``host:count,host:count`` (split at the last colon, so IPv6 addresses work)."""
+    out: dict[str, int] = {}
+    for item in split_csv(value):
+        host, sep, count = item.rpartition(":")
+        try:
+            limit = int(count.strip())
+        except ValueError:
+            limit = -1
+        if not sep or not host.strip() or limit < 0:
+            raise ValueError(f"max.connections.per.ip.overrides entries are host:count with count >= 0, "
+                             f"got {item!r}")
+        out[host.strip().strip("[]")] = limit
+    return out
 
 
 def parse_properties(text: str) -> dict[str, str]:

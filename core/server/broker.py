@@ -35,7 +35,7 @@ from strom.core.replica.manager import ReplicaManager
 from strom.core.server import handlers
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
-from strom.core.server.network import Listener
+from strom.core.server.network import Listener, ListenerError, SocketLimits
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
 from strom.plugins.hookspecs.authorizers import (
     AclOperation,
@@ -53,6 +53,52 @@ log = logging.getLogger(__name__)
 MAINTENANCE_INTERVAL_S = 1.0
 # Kafka's SecurityProtocol ids, keyed by the listener names that default to them.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+# What strom's listeners can actually provide. A listener of another protocol is refused at
+# start rather than served as plaintext under a name (and a Metadata entry) that says secure.
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+def bind_listeners(config: BrokerConfig) -> list[Listener]:
+    """The broker listeners of ``config``, checked and bound but not yet accepting.
+
+    Runs before anything reads or writes a data directory, so a listener strom cannot serve or
+    a busy port ends the start with one line (:class:`ListenerError`) and nothing touched.
+    Controller listeners are skipped: the single voter's controller is in this process.
+    """
+    limits = SocketLimits.from_config(config)
+    protocol_map = config.security_protocol_map()
+    controller_names = {n.strip() for n in config.controller_listener_names.split(",")}
+    wanted: list[tuple[str, str, int, str]] = []
+    for name, host, port in config.listener_list():
+        if name in controller_names:
+            continue
+        uri = f"{name}://{host}:{port}"
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ListenerError(f"listener {uri}: no security protocol defined for listener {name}; "
+                                f"add {name}:PLAINTEXT to 'listener.security.protocol.map'")
+        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+            via = "" if protocol == name else f" (listener.security.protocol.map maps {name} to {protocol})"
+            raise ListenerError(
+                f"listener {uri} uses security protocol {protocol}{via}, which strom cannot provide: "
+                f"strom supports {', '.join(SUPPORTED_SECURITY_PROTOCOLS)} listeners only (TLS and SASL are "
+                "not implemented yet); remove it from 'listeners' or serve it as PLAINTEXT knowingly")
+        wanted.append((name, host, port, protocol))
+    if not wanted:
+        raise ListenerError("no broker listener configured in 'listeners' (each one named is a controller "
+                            "listener of 'controller.listener.names')")
+    listeners: list[Listener] = []
+    try:
+        for name, host, port, protocol in wanted:
+            listener = Listener(name, host, port, max_request_bytes=config.socket_request_max_bytes,
+                                security_protocol=protocol, limits=limits)
+            listener.bind()
+            listeners.append(listener)
+    except BaseException:
+        for listener in listeners:
+            listener.unbind()
+        raise
+    return listeners
 
 
 class ListedBroker(NamedTuple):
@@ -68,9 +114,23 @@ class ListedBroker(NamedTuple):
 class Broker:
     """A combined broker + controller node."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, listeners: list[Listener] | None = None) -> None:
+        """``listeners``: sockets already bound by :func:`bind_listeners` (``strom dev`` binds
+        them before it formats a new data directory); by default they are bound here, first
+        of all, so a busy port is reported before any data directory is opened."""
         self.config = config
         self.node_id = config.node_id
+        self.listeners: list[Listener] = listeners if listeners is not None else bind_listeners(config)
+        for listener in self.listeners:
+            listener.dispatcher = self.dispatch
+        try:
+            self._open_components(config)
+        except BaseException:
+            for listener in self.listeners:
+                listener.unbind()
+            raise
+
+    def _open_components(self, config: BrokerConfig) -> None:
         self.handlers = handlers.registry()
         self.plugin_manager = get_plugin_manager(
             blocklist=[b for b in config.strom_plugins_blocklist.split(",") if b.strip()])
@@ -83,7 +143,6 @@ class Broker:
         self.coordinator_runtime = CoordinatorRuntime(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.group_coordinator = GroupCoordinator(self)
-        self.listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.incarnation_id = uuid.uuid4()
@@ -94,22 +153,17 @@ class Broker:
         await asyncio.to_thread(self.log_manager.startup)
         self.metadata.add_publisher(self.replica_manager)
         await self.metadata.start()
-        controller_names = {n.strip() for n in self.config.controller_listener_names.split(",")}
-        for name, host, port in self.config.listener_list():
-            if name in controller_names:
-                continue  # single voter: the controller is in this process
-            listener = Listener(name, host, port, self.dispatch,
-                                max_request_bytes=self.config.socket_request_max_bytes)
-            await listener.start()
-            self.listeners.append(listener)
-        if not self.listeners:
-            raise RuntimeError("no broker listener configured in 'listeners'")
-        endpoints = [(name, host, port, SECURITY_PROTOCOLS.get(name, 0)) for name, host, port in self.endpoints()]
+        protocols = {listener.name: listener.security_protocol for listener in self.listeners}
+        endpoints = [(name, host, port, SECURITY_PROTOCOLS[protocols[name]]) for name, host, port in self.endpoints()]
         await self.metadata.controller.register_broker(self.node_id, endpoints, self.config.broker_rack,
                                                        self.incarnation_id)
         await self.txn_coordinator.start(self.coordinator_runtime)
         await self.group_coordinator.start(self.coordinator_runtime)
         self._tasks.append(asyncio.create_task(self._maintenance_loop(), name="log-maintenance"))
+        # The ports were bound before anything else; clients that connected meanwhile waited
+        # in the backlog and are served from now on.
+        for listener in self.listeners:
+            await listener.start()
 
     async def stop(self) -> None:
         for listener in self.listeners:
@@ -249,8 +303,10 @@ class Broker:
             await self.stop()
 
 
-def run_broker(config: BrokerConfig) -> None:
-    """Run a broker until SIGINT/SIGTERM (the `strom broker start` / `strom dev` commands)."""
+def run_broker(config: BrokerConfig, listeners: list[Listener] | None = None) -> None:
+    """Run a broker until SIGINT/SIGTERM (the `strom broker start` / `strom dev` commands).
+
+    ``listeners``: already bound by :func:`bind_listeners` (else bound first thing here)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -259,4 +315,4 @@ def run_broker(config: BrokerConfig) -> None:
         runner: Any = uvloop.run
     except ImportError:
         runner = asyncio.run
-    runner(Broker(config).run_until_signal())
+    runner(Broker(config, listeners).run_until_signal())

@@ -4,18 +4,49 @@ Each connection is served by one coroutine that reads a request, has it handled 
 the response before reading the next one. This is Kafka's per-connection ordering (the
 channel is muted while a request is in flight); clients that pipeline requests simply find
 them waiting in the socket buffer. A frame that cannot be parsed closes only its own
-connection; every other connection goes on.
+connection, with one (rate-limited) WARNING line; every other connection goes on.
+
+Limits, as Kafka's ``SocketServer`` applies them (:class:`SocketLimits`, shared by every
+listener of a broker):
+
+* ``connections.max.idle.ms``: a connection that has not delivered a complete request within
+  this bound is closed. The clock starts when the connection is ready for a request (accepted,
+  or its previous response written) and restarts when a request's 4-byte size arrives, so it
+  covers an idle connection, a half-sent size and a half-sent request alike. Kafka measures
+  the time since the last bytes moved instead; strom bounds the whole request, so a client
+  trickling one byte at a time cannot hold a connection (and its buffer) for ever. A response
+  the client does not read within the bound closes the connection too. Time spent handling a
+  request (a long-poll Fetch) or waiting for request memory does not count. Negative: never.
+* ``max.connections``: above it the listeners stop accepting (new connections wait in the
+  kernel's backlog) until a connection closes, as Kafka's acceptor does.
+* ``max.connections.per.ip`` / ``max.connections.per.ip.overrides``: a new connection above
+  its address's limit is closed at once.
+* ``queued.max.request.bytes``: Kafka's request memory pool (non-strict, as Kafka builds it):
+  once a request's size is known, its bytes are taken from the pool before they are read; while
+  the pool is empty, connections stop reading (the kernel's socket buffers and TCP push back on
+  the clients) until a request in flight is done and gives its bytes back. Memory held by
+  requests is thereby bounded by the pool plus one request. -1 (Kafka's default): unbounded.
+* Running out of file descriptors on accept (EMFILE/ENFILE) is logged at most once a minute,
+  with the process's RLIMIT_NOFILE and the fix; the listener retries when a connection closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import errno
+import ipaddress
 import logging
+import math
+import resource
+import socket
 import struct
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from strom.core.exceptions import BrokerError
 from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
 from strom.core.server.context import RequestContext
@@ -23,85 +54,523 @@ from strom.core.server.context import RequestContext
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+INT_MAX = 2**31 - 1
+# StreamReader pauses the socket once twice this much is buffered: the read-ahead of one
+# connection beyond the request it is reading.
+_READ_LIMIT = 1 << 20
+# Frames above this are read chunk by chunk into a buffer of their own (one copy of the frame
+# in memory, where StreamReader.readexactly would hold two at its peak).
+_LARGE_FRAME = 1 << 20
+# How often idle connections are looked for at most (and the suppressed-warning summaries
+# flushed); a small connections.max.idle.ms is checked at a quarter of its value.
+_HOUSEKEEPING_S = 1.0
+# errnos of accept() that mean "out of descriptors or kernel memory": wait for a close, retry.
+_ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 # (ctx, header, frame, body position) -> encoded response frame (bytes or a list of buffers),
-# or None for no response (acks=0)
-Dispatcher = Callable[[RequestContext, codec.RequestHeader, bytes, int],
+# or None for no response (acks=0). A large frame arrives as a read-only memoryview.
+Dispatcher = Callable[[RequestContext, codec.RequestHeader, Any, int],
                       Awaitable[bytes | list[bytes | memoryview] | None]]
 
 
-class Listener:
-    """One listening socket (a Kafka listener such as ``PLAINTEXT://127.0.0.1:9092``)."""
+class ListenerError(BrokerError):
+    """A listener cannot be opened (busy port, unknown host, unsupported security protocol)."""
 
-    def __init__(self, name: str, host: str, port: int, dispatcher: Dispatcher, *,
-                 max_request_bytes: int, security_protocol: str = "PLAINTEXT") -> None:
+
+class RateLimitedLog:
+    """At most ``burst`` lines per ``interval_s`` of one kind; then one summary line.
+
+    A flood of bad frames (200,000 of them) must not fill the log: the first ``burst`` of an
+    interval are logged, the rest counted, and "suppressed K similar ..." is logged when the
+    next line of the kind comes or at the next :meth:`flush` (the listeners' housekeeping).
+    """
+
+    def __init__(self, logger: logging.Logger, what: str, *, burst: int = 10, interval_s: float = 10.0) -> None:
+        self.logger = logger
+        self.what = what
+        self.burst = burst
+        self.interval_s = interval_s
+        self._window_start = time.monotonic()
+        self._logged = 0
+        self._suppressed = 0
+        self._level = logging.WARNING
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._window_start >= self.interval_s:
+            self.flush(now)
+        if self._logged < self.burst:
+            self._logged += 1
+            self.logger.log(level, msg, *args)
+        else:
+            self._suppressed += 1
+            self._level = max(self._level, level)
+
+    def flush(self, now: float | None = None) -> None:
+        """End the current window if it is over, logging the summary of what it suppressed."""
+        now = time.monotonic() if now is None else now
+        if now - self._window_start < self.interval_s:
+            return
+        if self._suppressed:
+            self.logger.log(self._level, "suppressed %d similar %s in the last %.0fs", self._suppressed,
+                            self.what, now - self._window_start)
+        self._window_start = now
+        self._logged = self._suppressed = 0
+        self._level = logging.WARNING
+
+
+class MemoryPool:
+    """Kafka's ``SimpleMemoryPool`` in its non-strict mode, for ``queued.max.request.bytes``.
+
+    A request may take its bytes while any are left (the pool may go negative by at most one
+    request, so a single request larger than what is left is never starved); otherwise it
+    waits, first come first served, until requests in flight give theirs back.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.available = size
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def acquire(self, n: int) -> None:
+        if self.available > 0 and not self._waiters:
+            self.available -= n
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self._wake_next()  # it was our turn: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+        self.available -= n
+        if self.available > 0:
+            self._wake_next()
+
+    def release(self, n: int) -> None:
+        self.available += n
+        if self.available > 0:
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+
+class ConnectionQuotas:
+    """``max.connections``, ``max.connections.per.ip`` and its overrides, over every listener."""
+
+    def __init__(self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX,
+                 overrides: Mapping[str, int] | None = None) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.overrides = _resolve_overrides(overrides or {})
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+        self._closed = asyncio.Event()
+
+    def limit_for(self, ip: str) -> int:
+        return self.overrides.get(_normalize_ip(ip), self.max_per_ip)
+
+    def try_open(self, ip: str) -> bool:
+        """Count a new connection from ``ip``; False (and nothing counted) above its limit."""
+        count = self.per_ip.get(ip, 0)
+        if count >= self.limit_for(ip):
+            return False
+        self.per_ip[ip] = count + 1
+        self.total += 1
+        return True
+
+    def closed(self, ip: str) -> None:
+        count = self.per_ip.get(ip, 0) - 1
+        if count > 0:
+            self.per_ip[ip] = count
+        else:
+            self.per_ip.pop(ip, None)
+        self.total -= 1
+        self._closed.set()
+
+    @property
+    def at_max(self) -> bool:
+        return self.total >= self.max_connections
+
+    async def wait_for_close(self, timeout: float | None = None) -> None:
+        """Until some connection closes (or ``timeout`` seconds pass)."""
+        self._closed.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._closed.wait()
+
+
+def _normalize_ip(ip: str) -> str:
+    try:
+        addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return ip
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return str(addr.ipv4_mapped)
+    return str(addr)
+
+
+def _resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """Overrides keyed by address: a host name counts for each of its addresses, as Kafka's
+    ``InetAddress.getByName`` lookup makes it count for the address it resolves to."""
+    out: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            out[str(ipaddress.ip_address(host))] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as e:
+            raise ListenerError(f"max.connections.per.ip.overrides: cannot resolve host {host!r} ({e}); "
+                                "use its IP address or fix the name") from None
+        for info in infos:
+            out[_normalize_ip(str(info[4][0]))] = count
+    return out
+
+
+class SocketLimits:
+    """The limits and shared state of every listener of one broker (see the module docstring)."""
+
+    def __init__(self, *, connections_max_idle_ms: int = 600000, max_connections: int = INT_MAX,
+                 max_connections_per_ip: int = INT_MAX, max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+                 queued_max_request_bytes: int = -1, listen_backlog: int = 50) -> None:
+        self.idle_s = connections_max_idle_ms / 1000 if connections_max_idle_ms >= 0 else math.inf
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
+        self.pool = MemoryPool(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
+        self.listen_backlog = listen_backlog
+        self.closing_log = RateLimitedLog(log, "connection-closing warnings")
+        self.rejected_log = RateLimitedLog(log, "rejected connections")
+        self.fd_log = RateLimitedLog(log, "accept failures", burst=1, interval_s=60.0)
+
+    @classmethod
+    def from_config(cls, config: Any) -> SocketLimits:
+        """From a :class:`~strom.core.config.BrokerConfig`."""
+        return cls(connections_max_idle_ms=config.connections_max_idle_ms, max_connections=config.max_connections,
+                   max_connections_per_ip=config.max_connections_per_ip,
+                   max_connections_per_ip_overrides=config.connection_overrides(),
+                   queued_max_request_bytes=config.queued_max_request_bytes,
+                   listen_backlog=config.socket_listen_backlog_size)
+
+    @property
+    def housekeeping_s(self) -> float:
+        return min(_HOUSEKEEPING_S, self.idle_s / 4) if self.idle_s > 0 else 0.01
+
+    def flush_logs(self) -> None:
+        now = time.monotonic()
+        for limiter in (self.closing_log, self.rejected_log, self.fd_log):
+            limiter.flush(now)
+
+
+def bind_socket(name: str, host: str, port: int, backlog: int = 50) -> socket.socket:
+    """A listening, non-blocking socket for ``name://host:port``; a failure is one line that
+    names the listener and the way out (no traceback)."""
+    where = f"listener {name}://{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ListenerError(f"{where}: cannot resolve host {host!r} ({e.strerror}); "
+                            "fix the host in 'listeners'") from None
+    family, type_, proto, _, addr = infos[0]
+    sock = socket.socket(family, type_, proto)
+    try:
+        # As asyncio.start_server did: a restart may bind while old connections sit in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            why = "address already in use; stop the other process or choose another port in 'listeners'"
+        elif e.errno == errno.EADDRNOTAVAIL:
+            why = "address not available on this host; choose one of its addresses in 'listeners'"
+        elif e.errno == errno.EACCES:
+            why = "permission denied (ports below 1024 need privileges); choose another port in 'listeners'"
+        else:
+            why = f"{e.strerror or e}"
+        raise ListenerError(f"{where}: {why}") from None
+    return sock
+
+
+def _api_name(api_key: int, api_version: int) -> str:
+    try:
+        return str(codec.request_class(api_key, api_version).__name__).removesuffix("Request")
+    except Exception:
+        return f"api key {api_key}"
+
+
+async def _not_ready(ctx: RequestContext, header: codec.RequestHeader, frame: Any,
+                     body_pos: int) -> bytes | list[bytes | memoryview] | None:
+    raise RuntimeError("listener has no dispatcher yet")
+
+
+class _Connection:
+    """What the housekeeping task needs to know of a connection."""
+
+    __slots__ = ("deadline", "header", "transport")
+
+    def __init__(self, transport: asyncio.WriteTransport, deadline: float) -> None:
+        self.transport = transport
+        self.deadline = deadline  # monotonic time by which a request must have arrived (inf: busy)
+        self.header: codec.RequestHeader | None = None  # of the request being read or handled
+
+
+class Listener:
+    """One listening socket (a Kafka listener such as ``PLAINTEXT://127.0.0.1:9092``).
+
+    :meth:`bind` takes the port (a broker does so before it touches its data directories);
+    :meth:`start` begins accepting once the broker is ready to serve.
+    """
+
+    def __init__(self, name: str, host: str, port: int, dispatcher: Dispatcher | None = None, *,
+                 max_request_bytes: int, security_protocol: str = "PLAINTEXT",
+                 limits: SocketLimits | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
-        self.dispatcher = dispatcher
+        self.dispatcher: Dispatcher = dispatcher or _not_ready
         self.max_request_bytes = max_request_bytes
         self.security_protocol = security_protocol
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
+        self.limits = limits or SocketLimits()
+        self._sock: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._housekeeping_task: asyncio.Task[None] | None = None
+        self._connections: dict[asyncio.Task[Any], _Connection] = {}
+
+    def bind(self) -> None:
+        """Take the port now (idempotent); ``port`` 0 becomes the port the system picked."""
+        if self._sock is None:
+            self._sock = bind_socket(self.name, self.host, self.port, self.limits.listen_backlog)
+            self.port = self._sock.getsockname()[1]
+
+    def unbind(self) -> None:
+        """Give the port back without having served (a start that failed)."""
+        if self._sock is not None and self._accept_task is None:
+            self._sock.close()
+            self._sock = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20,
-                                                  reuse_address=True)
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        self.bind()
+        loop = asyncio.get_running_loop()
+        self._accept_task = loop.create_task(self._accept_loop(), name=f"accept-{self.name}")
+        self._housekeeping_task = loop.create_task(self._housekeeping(), name=f"idle-{self.name}")
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for task in (self._accept_task, self._housekeeping_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._sock is not None:
+            self._sock.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    # -- accepting ----------------------------------------------------------------------------
+
+    async def _accept_loop(self) -> None:
+        assert self._sock is not None
+        loop = asyncio.get_running_loop()
+        quotas = self.limits.quotas
+        while True:
+            while quotas.at_max:
+                # Kafka's acceptor stops accepting at max.connections until one closes.
+                await quotas.wait_for_close()
+            try:
+                sock, peer = await loop.sock_accept(self._sock)
+            except OSError as e:
+                if e.errno in _ACCEPT_EXHAUSTED:
+                    self._report_exhausted(e)
+                    # The pending connection stays in the backlog; retry once one closes
+                    # (or shortly: another process may free descriptors too).
+                    await quotas.wait_for_close(timeout=0.1)
+                    continue
+                if e.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EAGAIN):
+                    continue  # that client gave up before we accepted it
+                raise
+            ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+            address = f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip
+            if not quotas.try_open(_normalize_ip(ip)):
+                self.limits.rejected_log.log(
+                    logging.INFO, "rejected connection from %s on listener %s: the address already has the "
+                    "configured maximum of %d connections (max.connections.per.ip / "
+                    "max.connections.per.ip.overrides)", address, self.name, quotas.limit_for(ip))
+                sock.close()
+                continue
+            task = loop.create_task(self._serve(sock, _normalize_ip(ip), address))
+            self._connections[task] = _Connection(_NO_TRANSPORT, time.monotonic() + self.limits.idle_s)
+
+    def _report_exhausted(self, e: OSError) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if e.errno in (errno.EMFILE, errno.ENFILE):
+            self.limits.fd_log.log(
+                logging.ERROR, "listener %s cannot accept connections: out of file descriptors (%s); this "
+                "process may open %s (RLIMIT_NOFILE soft limit, hard limit %s) and has %d connections open: "
+                "raise the limit (`ulimit -n`, LimitNOFILE= in a systemd unit) or lower max.connections; "
+                "waiting connections are accepted as descriptors free up", self.name,
+                errno.errorcode.get(e.errno or 0, e.strerror), _fmt_limit(soft), _fmt_limit(hard),
+                self.limits.quotas.total)
+        else:
+            self.limits.fd_log.log(logging.ERROR, "listener %s cannot accept connections: %s; retrying",
+                                   self.name, e.strerror)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.limits.housekeeping_s)
+            now = time.monotonic()
+            for conn in list(self._connections.values()):
+                if now > conn.deadline and conn.transport is not _NO_TRANSPORT:
+                    # abort(): a client that does not read must not keep the close waiting
+                    conn.deadline = math.inf
+                    log.debug("closing connection on %s: no complete request within "
+                              "connections.max.idle.ms", self.name)
+                    conn.transport.abort()
+            self.limits.flush_logs()
+
+    # -- serving ------------------------------------------------------------------------------
+
+    async def _serve(self, sock: socket.socket, ip: str, address: str) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        loop = asyncio.get_running_loop()
+        conn = self._connections.get(task) or _Connection(_NO_TRANSPORT, math.inf)
+        self._connections[task] = conn
+        writer: asyncio.StreamWriter | None = None
         try:
-            await self._loop(reader, writer, address)
+            reader = asyncio.StreamReader(limit=_READ_LIMIT, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock)
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            conn.transport = writer.transport
+            await self._loop(reader, writer, address, conn)
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the client went away
+            pass  # the client went away (or was closed for idling)
         except asyncio.CancelledError:
             pass
         except MalformedRequestError as e:
-            log.warning("closing connection from %s on %s: %s", address, self.name, e)
+            self._closing(address, conn, "malformed", e)
         except UnsupportedVersionRequestError as e:
-            log.warning("closing connection from %s on %s: %s", address, self.name, e)
-        except Exception:
-            log.exception("closing connection from %s on %s after an unexpected error", address, self.name)
+            self._closing(address, conn, "unsupported", e)
+        except Exception as e:
+            self._closing(address, conn, "error", e)
         finally:
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            self._connections.pop(task, None)
+            self.limits.quotas.closed(ip)
+            if writer is None:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            else:
+                if writer.transport.get_write_buffer_size():
+                    writer.transport.abort()  # unsent data of a client that stopped reading
+                else:
+                    writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
 
-    async def _loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str) -> None:
+    def _closing(self, address: str, conn: _Connection, kind: str, e: BaseException) -> None:
+        header = conn.header
+        what = (f"{_api_name(header.api_key, header.api_version)} v{header.api_version} "
+                f"(api key {header.api_key}, correlation id {header.correlation_id})"
+                if header is not None else "request")
+        if kind == "error":
+            # A bug, not bad input: one line with where it happened, no traceback flood.
+            tb = e.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+            self.limits.closing_log.log(
+                logging.ERROR, "closing connection from %s on listener %s after an unexpected error in %s: "
+                "%s: %s%s", address, self.name, what, type(e).__name__, e, where)
+        else:
+            reason = "malformed" if kind == "malformed" else "unsupported"
+            self.limits.closing_log.log(
+                logging.WARNING, "closing connection from %s on listener %s: %s %s: %s", address, self.name,
+                reason, what, e)
+
+    async def _loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
+                    conn: _Connection) -> None:
+        idle_s = self.limits.idle_s
+        pool = self.limits.pool
+        max_request_bytes = self.max_request_bytes
         while True:
+            conn.header = None
+            conn.deadline = time.monotonic() + idle_s
             (size,) = _SIZE.unpack(await reader.readexactly(4))
-            if size <= 0 or size > self.max_request_bytes:
+            if size <= 0 or size > max_request_bytes:
                 raise MalformedRequestError(
-                    f"request size {size} is outside 1..{self.max_request_bytes} "
+                    f"request size {size} is outside 1..{max_request_bytes} "
                     "(socket.request.max.bytes); not a Kafka client?")
-            frame = await reader.readexactly(size)
-            header, body_pos = codec.parse_header(frame)
-            ctx = RequestContext(header.api_key, header.api_version, header.correlation_id,
-                                 header.client_id or "", address, self.name, self.security_protocol)
-            response = await self.dispatcher(ctx, header, frame, body_pos)
+            if pool is not None:
+                conn.deadline = math.inf  # waiting for memory is the broker's doing, not the client's
+                await pool.acquire(size)
+            try:
+                conn.deadline = time.monotonic() + idle_s  # the request must arrive within the bound
+                if size > _LARGE_FRAME:
+                    frame: Any = await _read_large(reader, size)
+                else:
+                    frame = await reader.readexactly(size)
+                conn.deadline = math.inf
+                header, body_pos = codec.parse_header(frame)
+                conn.header = header
+                ctx = RequestContext(header.api_key, header.api_version, header.correlation_id,
+                                     header.client_id or "", address, self.name, self.security_protocol)
+                response = await self.dispatcher(ctx, header, frame, body_pos)
+                del frame
+            finally:
+                if pool is not None:
+                    pool.release(size)
             if response is not None:
                 if isinstance(response, list):
                     writer.writelines(response)  # record buffers go to the transport uncopied
                 else:
                     writer.write(response)
-                await writer.drain()
+                del response
+                if writer.transport.get_write_buffer_size():
+                    conn.deadline = time.monotonic() + idle_s  # a client that stops reading is idle
+                    await writer.drain()
             if ctx.throttle_ms > 0:
                 # A quota was exceeded: the channel stays muted for the throttle time (KIP-219).
+                conn.deadline = math.inf
                 await asyncio.sleep(ctx.throttle_ms / 1000)
+
+
+class _NoTransport(asyncio.WriteTransport):
+    """Stands for the transport of a connection being set up (housekeeping skips it)."""
+
+
+_NO_TRANSPORT = _NoTransport()
+
+
+async def _read_large(reader: asyncio.StreamReader, size: int) -> memoryview:
+    """``size`` bytes into one buffer of their own, a chunk at a time (read-only view)."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    pos = 0
+    while pos < size:
+        chunk = await reader.read(min(size - pos, _READ_LIMIT))
+        if not chunk:
+            raise asyncio.IncompleteReadError(b"", size)
+        view[pos:pos + len(chunk)] = chunk
+        pos += len(chunk)
+    return view.toreadonly()
+
+
+def _fmt_limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)

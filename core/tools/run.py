@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from strom.core.config import BrokerConfig
 from strom.core.tools.common import ToolError, UsageError, parse_kv_list
@@ -79,11 +80,11 @@ def dev_config(data_dir: Path, port: int, overrides: dict[str, str]) -> BrokerCo
     return BrokerConfig.load(None, values)
 
 
-def _run(config: BrokerConfig) -> int:
+def _run(config: BrokerConfig, listeners: list[Any] | None = None) -> int:
     from strom.core.server.broker import run_broker
 
     try:
-        run_broker(config)
+        run_broker(config, listeners)
     except KeyboardInterrupt:
         # run_broker normally handles SIGINT itself; a second Ctrl-C lands here.
         return 130
@@ -105,6 +106,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if data_dir.exists() and not data_dir.is_dir():
         raise UsageError(f"--data-dir {data_dir} exists and is not a directory")
     config = dev_config(data_dir, args.port, parse_kv_list(args.override, "--override"))
+    from strom.core.server.broker import bind_listeners
+
+    listeners = bind_listeners(config)  # a busy port is reported before the data dir is touched
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -114,4 +118,4 @@ def cmd_dev(args: argparse.Namespace) -> int:
         cluster_id = cluster_id or new_cluster_id()
         format_dirs(config, cluster_id, ignore_formatted=True, features=args.feature)
         print(f"strom dev: formatted {data_dir} (cluster.id {cluster_id})", file=sys.stderr, flush=True)
-    return _run(config)
+    return _run(config, listeners)
