@@ -9,12 +9,18 @@ Formats are Kafka's, big endian:
 * ``.txnindex``: 34-byte entries ``(version int16, producer_id int64, first_offset int64,
   last_offset int64, last_stable_offset int64)``: one per aborted transaction.
 
-Both sparse indexes are **memory-mapped**, as in Kafka: the file is preallocated to
-``segment.index.bytes`` (a sparse file, so no disk is used for the empty tail), appends are
-plain memory stores and a lookup is a binary search with ``struct.unpack_from`` over the map,
-without one syscall per probe. On roll / close the file is trimmed to its entries so a
-reopened index knows its length from the file size. The transaction index is append-rare and
-read-rare, so it uses plain file I/O.
+Both sparse indexes are **memory-mapped for reading**, as in Kafka: the file is preallocated to
+``segment.index.bytes`` (a sparse file, so no disk is used for the empty tail) and a lookup is
+a binary search with ``struct.unpack_from`` over the map, without one syscall per probe.
+Entries are **written with ``os.pwrite``**, never through the map: a store into a page of a
+sparse file on a full disk cannot be refused, the kernel kills the process with SIGBUS, while
+``pwrite`` answers ENOSPC, which the log turns into KAFKA_STORAGE_ERROR. The map only ever reads
+slots that were written (allocated), so reading through it cannot fault. On roll / close /
+recovery the file is trimmed to its entries (Kafka's ``trimToValidSize``) so a reopened index
+knows its length from the file size; an index left preallocated by a crash is recognised on
+open: its entries are the slots before the first empty one (found with a binary search of
+``pread`` probes, which read holes without allocating). The transaction index is append-rare
+and read-rare, so it uses plain file I/O.
 
 Thread-safety: none of these classes is thread-safe. Only :class:`~strom.core.log.log.Log`
 touches them, under its lock.
@@ -31,6 +37,12 @@ from typing import ClassVar, NamedTuple
 from strom.core.exceptions import BrokerError
 
 INT32_MAX = 2**31 - 1
+
+
+def _create_if_missing(path: Path) -> None:
+    """Create an empty file, leaving an existing one untouched (``Path.touch`` would bump its
+    mtime at every start, and an unchanged mtime is how an operator sees nothing was rewritten)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
 
 
 class CorruptIndexError(BrokerError):
@@ -63,15 +75,45 @@ class _MappedIndex:
         self.max_index_size = max_index_size
         self._map: mmap.mmap | None = None
         self._max_entries = 0  # slots in the map; kept with the map (appends check it every time)
-        path.touch(exist_ok=True)
+        # Opened at the first append and closed when the index is trimmed (roll, close): only
+        # the active segment's indexes hold a write descriptor.
+        self._fd: int | None = None
+        _create_if_missing(path)
         size = path.stat().st_size
         self._corrupt_size = size % self.ENTRY_SIZE != 0
         if size == 0:
             self._entries = 0
             self._resize_file(self._round(max_index_size))
         else:
-            self._entries = size // self.ENTRY_SIZE
+            self._entries = self._count_entries(size)
             self._resize_file(size)
+
+    def _count_entries(self, size: int) -> int:
+        """Whole slots up to the first empty one: a trimmed file is all entries; a file still at
+        its preallocated size (the active segment's after a crash) has an empty tail."""
+        n = size // self.ENTRY_SIZE
+        if n == 0 or self._corrupt_size:
+            return n
+        empty = bytes(self.ENTRY_SIZE)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            def is_empty(slot: int) -> bool:
+                return os.pread(fd, self.ENTRY_SIZE, slot * self.ENTRY_SIZE) == empty
+
+            if not is_empty(n - 1):
+                return n  # trimmed: the usual case, one probe
+            # Entries are a prefix of non-empty slots (an offset entry's position is never 0,
+            # a time entry's timestamp grows), so the first empty slot is found by bisection.
+            lo, hi = 0, n - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if is_empty(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+        finally:
+            os.close(fd)
 
     # -- file / map management ----------------------------------------------------------------
 
@@ -107,9 +149,26 @@ class _MappedIndex:
         """Grow/shrink the file (and map) to ``new_size`` rounded to whole entries (>= entries)."""
         self._resize_file(max(self._round(new_size), self._entries * self.ENTRY_SIZE))
 
+    @property
+    def has_slack(self) -> bool:
+        """The file is larger than its entries (preallocated, not trimmed)."""
+        return self._max_entries != self._entries
+
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to exactly its entries (on roll and close, as Kafka does)."""
+        """Shrink the file to exactly its entries (on roll, close and recovery, as Kafka does)."""
+        self._close_fd()
         self._resize_file(self._entries * self.ENTRY_SIZE)
+
+    def _write_fd(self) -> int:
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = os.open(self.path, os.O_RDWR)
+        return fd
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild from the log) and regrow to the max size."""
@@ -118,8 +177,13 @@ class _MappedIndex:
         self._resize_file(self._round(self.max_index_size))
 
     def flush(self) -> None:
-        if self._map is not None and self._entries:
-            self._map.flush()
+        # Entries are written with pwrite, so an fsync of the file (not msync) makes them durable.
+        if self._entries:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
         self.trim_to_valid_size()
@@ -130,6 +194,7 @@ class _MappedIndex:
 
     def close_handler(self) -> None:
         """Release the map and file without trimming (the file is about to be replaced/deleted)."""
+        self._close_fd()
         if self._map is not None:
             self._map.close()
             self._map = None
@@ -217,8 +282,8 @@ class OffsetIndex(_MappedIndex):
                     f"{self.path}: offset {offset} is not larger than the last indexed offset {self.last_offset}")
         if n >= self._max_entries:  # is_full()
             raise IndexOffsetError(f"{self.path}: index is full ({n} entries)")
-        assert self._map is not None
-        self._struct.pack_into(self._map, n * self.ENTRY_SIZE, rel, position)
+        fd = self._fd if self._fd is not None else self._write_fd()
+        os.pwrite(fd, self._struct.pack(rel, position), n * self.ENTRY_SIZE)
         self._entries = n + 1
 
     def truncate_to(self, offset: int) -> None:
@@ -286,11 +351,11 @@ class TimeIndex(_MappedIndex):
                 raise IndexOffsetError(f"{self.path}: offset {offset} is below the last indexed offset")
         if not skip_full_check and n >= self._max_entries - 1:  # is_full()
             raise IndexOffsetError(f"{self.path}: time index is full")
-        assert self._map is not None
-        if self._entries >= self._max_entries:
+        if n >= self._max_entries:
             raise IndexOffsetError(f"{self.path}: time index has no room")
-        self._struct.pack_into(self._map, self._entries * self.ENTRY_SIZE, timestamp, rel)
-        self._entries += 1
+        fd = self._fd if self._fd is not None else self._write_fd()
+        os.pwrite(fd, self._struct.pack(timestamp, rel), n * self.ENTRY_SIZE)
+        self._entries = n + 1
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset`` (offsets are non-decreasing, so a suffix)."""
@@ -327,7 +392,7 @@ class TransactionIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        path.touch(exist_ok=True)
+        _create_if_missing(path)
         self._last_offset: int | None = None
         # The entries, read once: read_committed fetches consult the index on every fetch.
         # Only this object writes the file, so the copy stays exact.

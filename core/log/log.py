@@ -247,6 +247,10 @@ class Log:
             except CorruptIndexError as e:
                 logger.warning("Found a corrupt or missing index of %s (%s); rebuilding it", seg.log_path, e)
                 seg.recover(None)
+            if i < len(bases) - 1:
+                # Left preallocated by a crash of an older version (or a roll cut short): trim
+                # it now, so it is not probed again at every start.
+                seg.trim_indexes_with_slack()
             self._segments.append(seg)
             self._bases.append(base)
         if not clean and self._segments:

@@ -381,6 +381,12 @@ class LogSegment:
             os.ftruncate(self._fd, pos)
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
                                      skip_full_check=True)
+        # Kafka's recover() ends with trimToValidSize: a rebuilt index left at its preallocated
+        # size would hold empty slots after its entries, and the next start would take that for
+        # corruption and rebuild it again (every restart rebuilt every segment ever recovered).
+        # The Log regrows the active segment's indexes.
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         self._rolling_based_timestamp = None
         self.indexes_missing = False
         return truncated
@@ -403,6 +409,13 @@ class LogSegment:
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+
+    def trim_indexes_with_slack(self) -> None:
+        """Trim indexes still at a preallocated size (a segment that is no longer active)."""
+        if self.offset_index.has_slack:
+            self.offset_index.trim_to_valid_size()
+        if self.time_index.has_slack:
+            self.time_index.trim_to_valid_size()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
