@@ -34,6 +34,11 @@ class ConfigError(BrokerError, ValueError):
         super().__init__(msg)
 
 
+class CorruptStateError(BrokerError):
+    """A file of the node's storage (a state file, the metadata log) is unreadable. The message
+    names the file, what is wrong and the way out; the command line prints it as one line."""
+
+
 class LogDirLockedError(ConfigError):
     """Another process (or another LogManager of this one) holds a log dir's ``.lock``.
 

@@ -42,7 +42,8 @@ from strom.core.metadata.publisher import MetadataPublisher
 from strom.core.metadata.records import encode_record
 from strom.core.raft.client import METADATA_PARTITION_DIR, RaftClient
 from strom.core.raft.log import MetadataLog
-from strom.core.raft.snapshot import SnapshotId, delete_snapshots_before
+from strom.core.raft.quorum_state import QuorumStateStore
+from strom.core.raft.snapshot import SnapshotId, delete_snapshots_before, list_snapshots
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,12 @@ class MetadataSystem:
             raise FormatError(f"{meta_dir} belongs to node.id {props.get('node.id')}, not {config.node_id}")
         cluster_id = props.get("cluster.id", "")
         part_dir = Path(meta_dir) / METADATA_PARTITION_DIR
-        raft_log = MetadataLog(part_dir, config.metadata_log_segment_bytes)
+        # What is known committed bounds what recovery may cut (quorum-state read errors name the file).
+        stored = QuorumStateStore(part_dir).read()
+        snapshots = list_snapshots(part_dir)
+        raft_log = MetadataLog(part_dir, config.metadata_log_segment_bytes,
+                               high_watermark=stored.high_watermark if stored else 0,
+                               snapshot_end_offset=snapshots[-1].end_offset if snapshots else 0)
         raft = RaftClient(config.node_id, parse_voters(config), part_dir, raft_log)
         loader = MetadataLoader(cluster_id)
         raft.register_listener(loader)

@@ -18,12 +18,16 @@ As leader:
   valid snapshot is loaded first (``handle_load_snapshot``), then the log after it is replayed.
 
 Appends are serialized by an ``asyncio.Lock``: a batch is committed and delivered before the
-next is written, so listeners see exactly the log's order.
+next is written, so listeners see exactly the log's order. That order is also what lets a
+restart tell a torn tail from corruption (:mod:`strom.core.raft.log`): a batch followed by
+another was fsynced. The durable high watermark goes to ``quorum-state`` (``appliedOffset``)
+once the first batch of an epoch is committed, after each snapshot and at close.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +36,7 @@ from typing import Protocol
 
 from strom.core.exceptions import CorruptMessageError, NotLeaderOrFollowerError
 from strom.core.metadata.records import CONTROL_LEADER_CHANGE, LeaderChangeMessage, Voter, control_key
-from strom.core.raft.log import RaftLog
+from strom.core.raft.log import MetadataLogCorruptedError, RaftLog
 from strom.core.raft.quorum_state import ElectionState, QuorumStateStore
 from strom.core.raft.snapshot import SnapshotId, list_snapshots, read_snapshot_file, write_snapshot
 from strom.core.records.builder import SimpleRecord, build_batch, decode_batch, now_ms
@@ -85,6 +89,9 @@ class RaftClient:
         self._listeners: list[RaftListener] = []
         self._lock = asyncio.Lock()
         self._last_committed_epoch = 0
+        # The high watermark last written to quorum-state; only offsets known fsynced go there.
+        self._stored_high_watermark = 0
+        self._started = False
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -109,8 +116,16 @@ class RaftClient:
 
     def _persist(self, state: ElectionState) -> None:
         # The state is durable before the node acts in it (votes, leads, appends).
+        state = dataclasses.replace(state, high_watermark=self._stored_high_watermark)
         self.store.write(state)
         self.state = state
+
+    def persist_high_watermark(self) -> None:
+        """Write the current high watermark (every offset below it is fsynced) to quorum-state."""
+        if not self._started or self.high_watermark <= self._stored_high_watermark:
+            return
+        self._stored_high_watermark = self.high_watermark
+        self._persist(self.state)
 
     # -- startup -------------------------------------------------------------------------------
 
@@ -119,10 +134,13 @@ class RaftClient:
         stored = self.store.read()
         if stored is not None:
             self.state = ElectionState(stored.epoch, -1, stored.voted_id, self.voters)
+            self._stored_high_watermark = stored.high_watermark
         self.role = "unattached"
         self._replay_existing()
-        # Candidate: bump the epoch and vote for ourselves; persisted before anything else.
-        self._persist(ElectionState(self.state.epoch + 1, -1, self.node_id, self.voters))
+        # Candidate: bump the epoch and vote for ourselves; persisted before anything else. The
+        # log's last epoch counts too: a quorum-state moved aside must not make epochs go back.
+        epoch = max(self.state.epoch, self._last_committed_epoch) + 1
+        self._persist(ElectionState(epoch, -1, self.node_id, self.voters))
         self.role = "candidate"
         granted = {self.node_id}
         if len(granted) * 2 > len(self.voters):
@@ -132,7 +150,15 @@ class RaftClient:
         """Everything on disk was fsynced by a leader of an earlier epoch; with one voter it is
         committed once the new leader's first batch is, so it is delivered now, in order."""
         start = self._load_latest_snapshot()
-        if start > self.log.end_offset or start < self.log.start_offset:
+        if start < self.log.start_offset:
+            # Offsets [start, log start) are in no readable snapshot and not in the log: restarting
+            # the log at the snapshot would silently drop the metadata written after it.
+            raise MetadataLogCorruptedError(
+                f"metadata log {self.directory} starts at offset {self.log.start_offset}, but the newest "
+                f"readable snapshot ends at {start}: offsets {start}..{self.log.start_offset - 1} are in "
+                "neither (an unreadable snapshot was skipped, see the WARNING above). Restore the "
+                f"snapshot files of {self.directory} from a backup")
+        if start > self.log.end_offset:
             if self.log.end_offset > self.log.start_offset:
                 log.warning("metadata log [%d, %d) does not continue snapshot at %d; restarting the log there",
                             self.log.start_offset, self.log.end_offset, start)
@@ -165,6 +191,9 @@ class RaftClient:
                             base_offset=self.log.end_offset, control=True, partition_leader_epoch=self.epoch)
         async with self._lock:
             await self._append_and_commit(batch)
+        # Everything up to here is fsynced and committed (the replayed log included).
+        self._started = True
+        await asyncio.to_thread(self.persist_high_watermark)
         log.info("node %d is the metadata leader in epoch %d (log end offset %d)",
                  self.node_id, self.epoch, self.log.end_offset)
 
@@ -217,7 +246,15 @@ class RaftClient:
         await asyncio.to_thread(write_snapshot, self.directory, snapshot_id, values)
         if self.latest_snapshot is None or snapshot_id > self.latest_snapshot:
             self.latest_snapshot = snapshot_id
+        await asyncio.to_thread(self.persist_high_watermark)
 
     def close(self) -> None:
         self.role = "resigned"
         self.log.close()
+        try:
+            self.persist_high_watermark()
+        except OSError as e:
+            # The next start then knows an older high watermark: only a damaged tail past it
+            # would be truncated instead of refused.
+            log.warning("could not record the metadata high watermark in %s: %s", self.store.path, e)
+        self._started = False

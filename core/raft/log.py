@@ -9,27 +9,245 @@ format (no indexes), written while ``Log`` was still being built; it is kept for
 Recovery (:meth:`FileRaftLog.open`): batches are scanned from the start; the first batch that is
 partial, has a bad length, magic or CRC, or breaks offset continuity ends the log, and the file
 is truncated there — a torn write after kill -9 is dropped, never half-applied.
+
+Committed data is never trimmed (:func:`check_metadata_log`, run before :class:`MetadataLog`
+lets ``Log`` recovery cut a bad tail). Kafka's ``KafkaMetadataLog`` recovers like any log and
+relies on other voters to refill what it cut; a single voter has no one to refill from, so
+strom tells the two cases apart:
+
+* a torn tail — the batch being appended when the process died — lies at or past the last
+  durable high watermark (``appliedOffset`` in ``quorum-state``) and nothing valid follows it:
+  it was never acknowledged, and it is truncated with a WARNING, as Kafka does;
+* a bad batch below that high watermark, or followed by a valid batch (raft writes a batch only
+  after the previous one was fsynced, so anything followed by more was committed), or followed
+  by a later segment (a roll happens in the append after a committed one) is corruption of
+  committed metadata: :class:`MetadataLogCorruptedError` stops the node, naming the file, the
+  byte and the offset, unless the latest snapshot already holds everything that would be cut.
+
+The way out is ``strom storage truncate-metadata`` (it lists what truncating drops and asks
+for ``--yes``) or a backup of the directory.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from strom.core.exceptions import CorruptMessageError, OffsetOutOfRangeError
+from strom.core.exceptions import CorruptMessageError, CorruptStateError, OffsetOutOfRangeError
 from strom.core.records.batch import (
     BATCH_OVERHEAD,
     CURRENT_MAGIC,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     PARTITION_LEADER_EPOCH_OFFSET,
+    BatchHeader,
     read_header,
 )
 from strom.core.records.builder import crc_of
 
 log = logging.getLogger(__name__)
+
+_MAGIC_POS = 16  # base_offset int64, batch_length int32, partition_leader_epoch int32
+_MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+
+class MetadataLogCorruptedError(CorruptStateError):
+    """A batch of the metadata log below its committed offset is unreadable: the node stops."""
+
+    def __init__(self, message: str, damage: LogDamage | None = None) -> None:
+        super().__init__(message)
+        self.damage = damage
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedBatch:
+    """A valid batch of a segment file: where it is and its header."""
+
+    path: Path
+    position: int
+    header: BatchHeader
+
+
+@dataclass(frozen=True, slots=True)
+class LogDamage:
+    """The first bad batch of a metadata log and what follows it."""
+
+    path: Path
+    position: int        # byte position of the bad batch in ``path``
+    offset: int          # the offset it should hold (end of the last good batch)
+    reason: str
+    later: tuple[ScannedBatch, ...]  # valid batches found after it (same segment, then later segments)
+    later_segments: tuple[Path, ...]  # segment files after ``path``
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataLogScan:
+    """The result of :func:`scan_metadata_log`: the good prefix and the first damage, if any."""
+
+    batches: tuple[ScannedBatch, ...]
+    damage: LogDamage | None
+    end_offset: int      # end of the good prefix
+
+    def committed_end(self, high_watermark: int) -> int:
+        """Every offset below this was committed: the durable high watermark, or the last valid
+        batch found after the damage (it was written after the damaged one was fsynced), or
+        the base of a later segment (rolled by an append after a committed batch)."""
+        end = high_watermark
+        if self.damage is not None:
+            if self.damage.later:
+                end = max(end, self.damage.later[-1].header.base_offset)
+            for seg in self.damage.later_segments:
+                end = max(end, int(seg.stem))
+        return end
+
+
+def _check_batch(data: bytes, pos: int, next_offset: int, segment_base: int) -> tuple[BatchHeader | None, str]:
+    """The header of the batch at ``pos`` if it is whole and valid (Log recovery's rules), else
+    None and the reason."""
+    left = len(data) - pos
+    if left < BATCH_OVERHEAD:
+        return None, f"torn batch header ({left} bytes left, a header needs {BATCH_OVERHEAD})"
+    try:
+        header = read_header(data, pos)
+    except CorruptMessageError as e:
+        return None, f"unreadable batch header ({e})"
+    if header.batch_length < MIN_BATCH_LENGTH:
+        return None, f"batch_length {header.batch_length} is below the minimum {MIN_BATCH_LENGTH}"
+    if header.magic != CURRENT_MAGIC:
+        return None, f"unsupported magic {header.magic}"
+    size = header.batch_length + LOG_OVERHEAD
+    if size > left:
+        return None, f"torn batch (batch_length {header.batch_length} needs {size} bytes, {left} left)"
+    computed = crc_of(data, pos, header)
+    if computed != header.crc:
+        return None, f"CRC mismatch (stored 0x{header.crc:08x}, computed 0x{computed:08x})"
+    if header.last_offset_delta < 0 or header.base_offset < next_offset:
+        return None, (f"offset {header.base_offset} (last offset delta {header.last_offset_delta}) is below "
+                      f"the expected next offset {next_offset}")
+    if header.last_offset - segment_base > _MAX_RELATIVE_OFFSET or header.base_offset < segment_base:
+        return None, f"offset {header.last_offset} does not belong to a segment based at {segment_base}"
+    return header, ""
+
+
+def _resync(data: bytes, pos: int, min_offset: int, segment_base: int) -> list[tuple[int, BatchHeader]]:
+    """Valid batches after a bad one at ``pos``: the first found by trying every position whose
+    magic byte is 2 (CRC-32C makes a false match vanishingly unlikely), then the chain after it."""
+    out: list[tuple[int, BatchHeader]] = []
+    probe = data.find(CURRENT_MAGIC.to_bytes(1, "big"), pos + 1 + _MAGIC_POS)
+    while probe >= 0:
+        start = probe - _MAGIC_POS
+        header, _ = _check_batch(data, start, min_offset, segment_base)
+        if header is not None:
+            while header is not None:
+                out.append((start, header))
+                start += header.size
+                header, _ = _check_batch(data, start, header.last_offset + 1, segment_base)
+            return out
+        probe = data.find(CURRENT_MAGIC.to_bytes(1, "big"), probe + 1)
+    return out
+
+
+def segment_files(directory: Path) -> list[Path]:
+    """The ``<20-digit base offset>.log`` files of a partition directory, by base offset."""
+    if not directory.is_dir():
+        return []
+    found = [p for p in directory.iterdir() if p.suffix == ".log" and p.stem.isdigit() and len(p.stem) == 20]
+    return sorted(found, key=lambda p: int(p.stem))
+
+
+def scan_metadata_log(directory: Path) -> MetadataLogScan:
+    """Validate every batch of the metadata log in ``directory`` as ``Log`` recovery does
+    (whole header, length, magic, CRC-32C, increasing offsets inside the segment) without
+    changing anything; report the first bad batch and the valid batches after it."""
+    batches: list[ScannedBatch] = []
+    segments = segment_files(directory)
+    end = int(segments[0].stem) if segments else 0
+    for i, path in enumerate(segments):
+        base = int(path.stem)
+        data = path.read_bytes()
+        next_offset = base
+        pos = 0
+        while pos < len(data):
+            header, reason = _check_batch(data, pos, next_offset, base)
+            if header is None:
+                later = [ScannedBatch(path, p, h) for p, h in _resync(data, pos, next_offset, base)]
+                for seg in segments[i + 1:]:
+                    later.extend(_valid_prefix(seg))
+                damage = LogDamage(path, pos, max(next_offset, end), reason, tuple(later), tuple(segments[i + 1:]))
+                return MetadataLogScan(tuple(batches), damage, max(next_offset, end))
+            batches.append(ScannedBatch(path, pos, header))
+            next_offset = header.last_offset + 1
+            end = next_offset
+            pos += header.size
+        end = max(end, next_offset)
+    return MetadataLogScan(tuple(batches), None, end)
+
+
+def _valid_prefix(path: Path) -> list[ScannedBatch]:
+    data = path.read_bytes()
+    base = int(path.stem)
+    out: list[ScannedBatch] = []
+    pos, next_offset = 0, base
+    while pos < len(data):
+        header, _ = _check_batch(data, pos, next_offset, base)
+        if header is None:
+            break
+        out.append(ScannedBatch(path, pos, header))
+        next_offset = header.last_offset + 1
+        pos += header.size
+    return out
+
+
+def check_metadata_log(directory: Path, *, high_watermark: int, snapshot_end_offset: int,
+                       metadata_log_dir: Path | None = None) -> MetadataLogScan:
+    """Refuse a metadata log whose committed part is damaged; return the scan otherwise.
+
+    A bad batch is only left to ``Log`` recovery (truncated with a WARNING) when nothing
+    committed would go with it: everything from the bad batch on lies at or past the committed
+    end, or is already in the latest snapshot (``snapshot_end_offset``).
+    """
+    scan = scan_metadata_log(directory)
+    damage = scan.damage
+    committed = scan.committed_end(high_watermark)
+    if damage is not None:
+        lost_from = max(damage.offset, snapshot_end_offset)
+        if committed > lost_from:
+            raise MetadataLogCorruptedError(
+                corruption_message(damage, committed, metadata_log_dir or directory.parent), damage)
+        return scan
+    if scan.end_offset < high_watermark and snapshot_end_offset < high_watermark:
+        # Whole batches are missing (a file cut at a batch boundary, a deleted segment) and the
+        # snapshot does not hold them either.
+        files = segment_files(directory)
+        where = files[-1] if files else directory
+        raise MetadataLogCorruptedError(
+            f"metadata log {where} ends at offset {scan.end_offset}, but offsets up to "
+            f"{high_watermark - 1} were committed (appliedOffset {high_watermark} in "
+            f"{directory / 'quorum-state'}) and the latest snapshot ends at {snapshot_end_offset}: committed "
+            f"metadata records are missing. {way_out(metadata_log_dir or directory.parent, scan.end_offset)}")
+    return scan
+
+
+def way_out(metadata_log_dir: Path, offset: int) -> str:
+    return (f"Restore {metadata_log_dir} from a backup, or run `strom storage truncate-metadata "
+            f"--metadata-log-dir {metadata_log_dir} --offset {offset}` to list what truncating the "
+            "metadata log there drops (add --yes to truncate; records in the latest snapshot are kept)")
+
+
+def corruption_message(damage: LogDamage, committed_end: int, metadata_log_dir: Path) -> str:
+    proof = []
+    if damage.later:
+        proof.append(f"{len(damage.later)} valid batch(es) follow it, up to offset {damage.later[-1].header.last_offset}")
+    if damage.later_segments:
+        proof.append(f"later segment(s) {', '.join(p.name for p in damage.later_segments)} exist")
+    if not proof:
+        proof.append(f"offsets below {committed_end} were committed (appliedOffset in quorum-state)")
+    return (f"metadata log {damage.path} is corrupt at byte {damage.position} (the batch at offset "
+            f"{damage.offset}): {damage.reason}; it holds committed metadata ({'; '.join(proof)}), so it is "
+            f"not truncated. {way_out(metadata_log_dir, damage.offset)}")
 
 
 def segment_name(base_offset: int) -> str:
@@ -200,10 +418,15 @@ class MetadataLog:
     for that to be cheap, and it needs no recovery-point checkpoint of its own.
     """
 
-    def __init__(self, directory: Path, segment_bytes: int = 1 << 30) -> None:
+    def __init__(self, directory: Path, segment_bytes: int = 1 << 30, *, high_watermark: int = 0,
+                 snapshot_end_offset: int = 0) -> None:
+        """``high_watermark`` / ``snapshot_end_offset``: what is known committed (quorum-state's
+        appliedOffset, the latest snapshot); damage below them raises
+        :class:`MetadataLogCorruptedError` before ``Log`` recovery could cut it."""
         from strom.core.config import LogConfig
         from strom.core.log.log import Log
 
+        check_metadata_log(directory, high_watermark=high_watermark, snapshot_end_offset=snapshot_end_offset)
         config = LogConfig.build(None, {"segment.bytes": segment_bytes, "retention.ms": -1})
         self.log = Log(directory, config, recovery_point=0, had_clean_shutdown=False)
         self.directory = directory

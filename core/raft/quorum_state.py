@@ -10,6 +10,14 @@ quorum configured with ``controller.quorum.voters``::
 
 Version 1 files (``votedDirectoryId``, no voters) are read too. The epoch is persisted before a
 node acts in it (votes, leads), so a restart never reuses an epoch.
+
+``appliedOffset``: Kafka writes 0 there and ignores it on read. strom writes the high watermark
+it knows durable (the end offset of the committed, fsynced metadata log: at election, after a
+snapshot, at shutdown), so the next start can tell a torn tail past it (truncated, as Kafka
+does) from a corrupt committed batch below it (refused: see :mod:`strom.core.raft.log`).
+
+A file that is not this JSON (bad UTF-8, truncated JSON, a wrong ``data_version``) raises
+:class:`QuorumStateError` naming the file and the way out.
 """
 
 from __future__ import annotations
@@ -18,14 +26,22 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strom.core.exceptions import BrokerError
-from strom.core.log.checkpoint import write_atomically
+from strom.core.exceptions import CorruptStateError
+from strom.core.log.checkpoint import CheckpointError, read_state_text, write_atomically
 
 QUORUM_STATE_FILE = "quorum-state"
 
 
-class QuorumStateError(BrokerError):
+QUORUM_STATE_WAY_OUT = ("restore it from a backup, or (single-voter quorum only) move it aside: the node "
+                        "then starts a new epoch above the last epoch in its metadata log")
+
+
+class QuorumStateError(CorruptStateError):
     """The quorum-state file is unreadable or has an unsupported data version."""
+
+
+class _UnreadableQuorumState(CheckpointError):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +52,13 @@ class ElectionState:
     leader_id: int = -1
     voted_id: int = -1
     voters: tuple[int, ...] = field(default_factory=tuple)
+    # The durable high watermark when the file was written (Kafka's ``appliedOffset``, which
+    # Kafka itself leaves at 0).
+    high_watermark: int = 0
 
     def to_json(self) -> str:
         data = {"clusterId": "", "leaderId": self.leader_id, "leaderEpoch": self.epoch,
-                "votedId": self.voted_id, "appliedOffset": 0,
+                "votedId": self.voted_id, "appliedOffset": self.high_watermark,
                 "currentVoters": [{"voterId": v} for v in self.voters], "data_version": 0}
         return json.dumps(data, separators=(",", ":"))
 
@@ -52,19 +71,30 @@ class QuorumStateStore:
 
     def read(self) -> ElectionState | None:
         try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+            text = read_state_text(self.path, _UnreadableQuorumState)
+        except _UnreadableQuorumState as e:
+            raise QuorumStateError(f"{e}; {QUORUM_STATE_WAY_OUT}") from None
+        if text is None:
             return None
         try:
             data = json.loads(text)
+            if not isinstance(data, dict):
+                raise TypeError(f"expected a JSON object, got {type(data).__name__}")
             version = data["data_version"]
             if version not in (0, 1):
-                raise QuorumStateError(f"{self.path}: data_version {version} is not within 0..1")
+                raise QuorumStateError(f"{self.path}: data_version {version!r} is not within 0..1 "
+                                       f"(written by a newer Kafka?); {QUORUM_STATE_WAY_OUT}")
             voters = tuple(int(v["voterId"]) for v in data.get("currentVoters") or ())
-            return ElectionState(int(data.get("leaderEpoch", -1)), int(data.get("leaderId", -1)),
-                                 int(data.get("votedId", -1)), voters)
+            state = ElectionState(int(data.get("leaderEpoch", -1)), int(data.get("leaderId", -1)),
+                                  int(data.get("votedId", -1)), voters, int(data.get("appliedOffset") or 0))
         except (ValueError, KeyError, TypeError) as e:
-            raise QuorumStateError(f"{self.path}: malformed quorum state ({e!r}): {text[:200]!r}") from None
+            what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            raise QuorumStateError(f"{self.path}: not a quorum-state JSON object ({what}): {text[:120]!r}; "
+                                   f"{QUORUM_STATE_WAY_OUT}") from None
+        if state.epoch < 0 or state.high_watermark < 0:
+            raise QuorumStateError(f"{self.path}: negative leaderEpoch or appliedOffset in {text[:120]!r}; "
+                                   f"{QUORUM_STATE_WAY_OUT}")
+        return state
 
     def write(self, state: ElectionState) -> None:
         write_atomically(self.path, state.to_json())

@@ -56,6 +56,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="override one broker config property; repeatable")
     p.set_defaults(func=cmd_format)
 
+    from strom.core.tools import metadata_repair  # `truncate-metadata`: the way out of a corrupt metadata log
+
+    metadata_repair.register(sub)
+
 
 # -- helpers shared with `broker start` and `dev` ---------------------------------------------
 
@@ -78,6 +82,10 @@ def read_meta(directory: Path) -> dict[str, str] | None:
         return None
     except OSError as e:
         raise ToolError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        from strom.core.log.checkpoint import MetaPropertiesError
+
+        raise ToolError(str(MetaPropertiesError(f"{path}: not a text file (byte {e.start} is not UTF-8)"))) from None
 
 
 def existing_cluster_id(config: BrokerConfig) -> tuple[str | None, list[Path]]:

@@ -25,6 +25,7 @@ from strom.core.metadata.image import TOPIC_RESOURCE
 from strom.core.metadata.records import FeatureLevelRecord
 from strom.core.metadata.system import MetadataSystem
 from strom.core.raft.client import METADATA_PARTITION_DIR
+from strom.core.raft.log import MetadataLogCorruptedError
 from strom.core.raft.snapshot import list_snapshots
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import decode_batch
@@ -58,8 +59,10 @@ async def test_restart_rebuilds_identical_image(config: BrokerConfig, open_syste
         assert again.image.topic("orders").topic_id == before.topic("orders").topic_id
         assert again.raft.epoch == epoch1 + 1  # a new election on every start
         state = json.loads((part_dir(config) / "quorum-state").read_text())
+        # appliedOffset: the high watermark made durable by the new epoch's first batch.
         assert state == {"clusterId": "", "leaderId": 1, "leaderEpoch": epoch1 + 1, "votedId": -1,
-                         "appliedOffset": 0, "currentVoters": [{"voterId": 1}], "data_version": 0}
+                         "appliedOffset": again.raft.high_watermark, "currentVoters": [{"voterId": 1}],
+                         "data_version": 0}
     finally:
         await again.close()
 
@@ -140,9 +143,13 @@ async def test_torn_tail_is_dropped(config: BrokerConfig, open_system: Any, dama
     system = await open_system(config)
     await populate(system)
     committed = system.image
+    # A crash leaves quorum-state as the start wrote it: its appliedOffset is below the batches
+    # appended since, so the last of them may be torn. (A clean close records the end instead.)
+    state_at_start = (part_dir(config) / "quorum-state").read_bytes()
     await system.controller.create_topics([CreatableTopic("torn", 2, 1)])
     assert system.image.topic("torn") is not None
     await system.close()
+    (part_dir(config) / "quorum-state").write_bytes(state_at_start)
 
     seg = part_dir(config) / f"{0:020d}.log"
     data = bytearray(seg.read_bytes())
@@ -171,6 +178,30 @@ async def test_torn_tail_is_dropped(config: BrokerConfig, open_system: Any, dama
         assert final.image.topic("torn") is not None
     finally:
         await final.close()
+
+
+@pytest.mark.parametrize("damage", ["flip", "garbage"])
+async def test_damaged_last_batch_after_clean_close_is_refused(config: BrokerConfig, open_system: Any,
+                                                               damage: str) -> None:
+    """A clean close records the high watermark: the last batch is committed, never a torn tail."""
+    system = await open_system(config)
+    await populate(system)
+    await system.close()
+    seg = part_dir(config) / f"{0:020d}.log"
+    data = bytearray(seg.read_bytes())
+    last_pos, last = list(iter_headers(data))[-1]
+    if damage == "flip":
+        data[-3] ^= 0xFF
+    else:
+        data[last_pos:] = os.urandom(len(data) - last_pos)
+    seg.write_bytes(bytes(data))
+
+    with pytest.raises(MetadataLogCorruptedError) as info:
+        MetadataSystem.open(config)
+    message = str(info.value)
+    assert f"{seg} is corrupt at byte {last_pos} (the batch at offset {last.base_offset})" in message
+    assert f"truncate-metadata --metadata-log-dir {config.metadata_dir} --offset {last.base_offset}" in message
+    assert seg.read_bytes() == bytes(data)  # nothing was cut
 
 
 def test_format_storage(tmp_path: Path) -> None:
