@@ -51,6 +51,8 @@ from strom.core.config import LogConfig
 from strom.core.exceptions import (
     BrokerError,
     CorruptMessageError,
+    KafkaError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     for_code,
@@ -105,6 +107,10 @@ _SEGMENT_EXTS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 InconsistentTopicIdError = for_code(ErrorCode.inconsistent_topic_id)
+
+
+# (log dir, what was being done, the error): the LogManager's LogDirFailureChannel.
+IoErrorHandler = Callable[[Path, str, OSError], object]
 
 
 class UnexpectedAppendOffsetError(BrokerError):
@@ -164,7 +170,8 @@ class Log:
                  topic_id: uuid.UUID | None = None, recovery_point: int = 0, log_start_offset: int = 0,
                  high_watermark: int = 0, had_clean_shutdown: bool = True,
                  clock: Callable[[], int] = _now_ms,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 io_error_handler: IoErrorHandler | None = None) -> None:
         self.dir = Path(dir_path)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
@@ -180,6 +187,11 @@ class Log:
         self._last_flush_ms = clock()
         self._dir_dirty = False
         self.closed = False
+        # Why appends are refused once the log dir went offline (an I/O error), else None.
+        self.offline_reason: str | None = None
+        # False once closed or offline: the append path checks one attribute.
+        self._appendable = True
+        self._io_error_handler = io_error_handler
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._init_topic_id(topic_id)
         self.epoch_cache = LeaderEpochFileCache.in_dir(self.dir)
@@ -500,7 +512,7 @@ class Log:
         ``transaction_version`` >= 2 applies KIP-890's stricter marker epoch check.
         """
         with self._lock:
-            if self.closed:
+            if not self._appendable:
                 self._check_open()  # raises
             config = self.config
             if len(buf) > config.segment_bytes:
@@ -519,9 +531,12 @@ class Log:
             now = self._clock()
             log_append_time_ms = now if config.log_append_time else None
             result = assign_offsets(buf, batches, first, leader_epoch, log_append_time_ms)
-            self._append(buf, batches, first, result.last_offset, result.max_timestamp, now)
-            if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
-                self.epoch_cache.assign(leader_epoch, first)
+            try:
+                self._append(buf, batches, first, result.last_offset, result.max_timestamp, now)
+                if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
+                    self.epoch_cache.assign(leader_epoch, first)
+            except OSError as e:
+                raise self._storage_error("appending records to", e) from None
             if updates or completed:
                 self._commit_producer_state(updates, completed)
             else:
@@ -588,7 +603,10 @@ class Log:
             if any(h.producer_id >= 0 for _, h in batches):
                 updates, completed, _ = self._analyze_producer_state(
                     data, batches, first, ORIGIN_REPLICATION, base_offsets_given=True)
-            self._append(data, batches, first, last.last_offset, max_ts, self._clock())
+            try:
+                self._append(data, batches, first, last.last_offset, max_ts, self._clock())
+            except OSError as e:
+                raise self._storage_error("appending replicated records to", e) from None
             self._commit_producer_state(updates, completed)
             for _, h in batches:
                 latest = self.epoch_cache.latest_epoch
@@ -607,8 +625,35 @@ class Log:
         self._unflushed_messages += last - first + 1
 
     def _check_open(self) -> None:
+        if self.offline_reason is not None:
+            raise KafkaStorageError(f"{self.dir.name}: log dir {self.dir.parent} is offline ({self.offline_reason})")
         if self.closed:
             raise BrokerError(f"log {self.dir.name} is closed")
+
+    # ------------------------------------------------------------------------------------------
+    # storage errors
+
+    def mark_offline(self, reason: str) -> None:
+        """Refuse appends from now on (the log dir failed); reads of what is on disk go on."""
+        with self._lock:
+            if self.offline_reason is None:
+                self.offline_reason = reason
+            self._appendable = False
+
+    @property
+    def offline(self) -> bool:
+        return self.offline_reason is not None
+
+    def _storage_error(self, doing: str, error: OSError) -> KafkaError:
+        """Report an I/O error to the failure channel (which takes the dir offline, this log
+        included) and return the KAFKA_STORAGE_ERROR the request answers with."""
+        message = f"Error while {doing} {self.dir.name} in dir {self.dir.parent}"
+        self.mark_offline(f"{message}: {error.strerror or error}")
+        if self._io_error_handler is not None:
+            self._io_error_handler(self.dir.parent, message, error)
+        else:
+            logger.error("%s: %s", message, error)
+        return KafkaStorageError(f"{message}: {error.strerror or error}")
 
     # ------------------------------------------------------------------------------------------
     # roll
@@ -657,11 +702,14 @@ class Log:
                 return FetchDataInfo(b"", -1)
             i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
             segments = self._segments
-            while i < len(segments):
-                got = segments[i].read(offset, max_bytes, max_offset, min_one_message)
-                if got is not None:
-                    return FetchDataInfo(got.records, got.first_batch_offset)
-                i += 1
+            try:
+                while i < len(segments):
+                    got = segments[i].read(offset, max_bytes, max_offset, min_one_message)
+                    if got is not None:
+                        return FetchDataInfo(got.records, got.first_batch_offset)
+                    i += 1
+            except OSError as e:
+                raise self._storage_error("reading from", e) from None
             return FetchDataInfo(b"", -1)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
@@ -869,16 +917,21 @@ class Log:
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             flushed_messages = self._unflushed_messages
             snapshots = self.producer_state.take_unsynced_snapshots()
-        for path in snapshots:
-            _fsync_file(path)
-        for seg in to_flush:
-            try:
-                seg.flush()
-            except (OSError, ValueError):
-                if not seg.closed:  # a segment deleted meanwhile needs no fsync
-                    raise
-        if dir_dirty:
-            fsync_dir(self.dir)
+        try:
+            for path in snapshots:
+                _fsync_file(path)
+            for seg in to_flush:
+                try:
+                    seg.flush()
+                except (OSError, ValueError):
+                    if not seg.closed:  # a segment deleted meanwhile needs no fsync
+                        raise
+            if dir_dirty:
+                fsync_dir(self.dir)
+        except OSError as e:
+            if self.closed:
+                return  # deleted meanwhile
+            raise self._storage_error("flushing", e) from None
         with self._lock:
             if target > self._recovery_point:
                 self._recovery_point = target
@@ -927,13 +980,19 @@ class Log:
         with self._lock:
             if self.closed:
                 return
+            self.closed = True
+            self._appendable = False
+            if self.offline_reason is not None:
+                # Nothing more is written into a failed dir: the restart recovers this log.
+                for seg in self._segments:
+                    seg.close_handlers()
+                return
             try:
                 self.producer_state.take_snapshot(sync=True)
             except OSError:
                 logger.exception("Could not write the producer snapshot of %s; it will be rebuilt", self.dir.name)
             for seg in self._segments:
                 seg.close()
-            self.closed = True
 
     def delete(self) -> None:
         """Close and remove the partition directory."""
@@ -941,6 +1000,7 @@ class Log:
             for seg in self._segments:
                 seg.close_handlers()
             self.closed = True
+            self._appendable = False
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:

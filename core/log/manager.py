@@ -19,6 +19,7 @@ the manager's lock is held for longer than a map update, except in startup/shutd
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from strom.core.config import BrokerConfig, LogConfig
-from strom.core.exceptions import BrokerError, ConfigError
+from strom.core.exceptions import BrokerError, ConfigError, KafkaStorageError
 from strom.core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -45,6 +46,7 @@ from strom.core.log.checkpoint import (
     write_offset_checkpoint,
 )
 from strom.core.log.cleaner import LogCleaner
+from strom.core.log.dir_failure import LogDirFailureChannel
 from strom.core.log.dir_lock import DirLock, lock_dirs, release_all
 from strom.core.log.log import Log, parse_topic_partition
 
@@ -79,6 +81,9 @@ class LogManager:
         self.meta_properties: dict[Path, dict[str, str]] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.started = False
+        # Every I/O error of the storage engine goes through here (Kafka's LogDirFailureChannel).
+        self.dir_failure = LogDirFailureChannel()
+        self.dir_failure.add_listener(self._on_dir_offline)
         # Before anything in the dirs is read or written (Kafka's LogManager does the same): a
         # second broker on these dirs stops here, having touched nothing. The metadata log dir
         # is locked too (the broker builds the LogManager before it opens the metadata log).
@@ -145,7 +150,7 @@ class LogManager:
             path, tp = job
             return Log(path, configs.get(tp[0], self.default_config), recovery_point=recovery.get(tp, 0),
                        log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
-                       had_clean_shutdown=clean, clock=self._clock)
+                       had_clean_shutdown=clean, clock=self._clock, io_error_handler=self._io_error)
 
         threads = max(self.broker_config.num_recovery_threads_per_data_dir, 1)
         with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -175,13 +180,31 @@ class LogManager:
             return list(self._logs.values())
 
     def _next_log_dir(self) -> Path:
-        """The dir with the fewest partitions (Kafka's choice for a new log)."""
-        counts = {d: 0 for d in self.log_dirs}
+        """The online dir with the fewest partitions (Kafka's choice for a new log)."""
+        online = [d for d in self.log_dirs if not self.dir_failure.is_offline(d)]
+        if not online:
+            raise KafkaStorageError(f"every log dir is offline: {', '.join(map(str, self.log_dirs))}")
+        counts = {d: 0 for d in online}
         for log in self._logs.values():
             parent = log.dir.parent
             if parent in counts:
                 counts[parent] += 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    # ------------------------------------------------------------------------------------------
+    # storage errors
+
+    def _io_error(self, log_dir: Path, message: str, error: OSError) -> None:
+        self.dir_failure.maybe_add_offline_log_dir(log_dir, message, error)
+
+    def _on_dir_offline(self, log_dir: Path) -> None:
+        reason = self.dir_failure.reason(log_dir) or "I/O error"
+        for log in self.all_logs():
+            if log.dir.parent == log_dir:
+                log.mark_offline(reason)
+
+    def offline_dirs(self) -> list[Path]:
+        return self.dir_failure.offline_dirs
 
     def get_or_create_log(self, topic: str, partition: int, topic_id: uuid.UUID | None = None,
                           config: LogConfig | None = None) -> Log:
@@ -192,9 +215,15 @@ class LogManager:
                     log.update_config(config)
                 return log
             path = self._next_log_dir() / f"{topic}-{partition}"
-            log = Log(path, config or self.default_config, topic_id=topic_id, clock=self._clock)
+            try:
+                log = Log(path, config or self.default_config, topic_id=topic_id, clock=self._clock,
+                          io_error_handler=self._io_error)
+                fsync_dir(path.parent)
+            except OSError as e:
+                message = f"Error while creating log for {topic}-{partition} in dir {path.parent}"
+                self.dir_failure.maybe_add_offline_log_dir(path.parent, message, e)
+                raise KafkaStorageError(f"{message}: {e.strerror or e}") from None
             self._logs[(topic, partition)] = log
-            fsync_dir(path.parent)
             return log
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -237,13 +266,18 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.items())
             for d in self.log_dirs:
+                if self.dir_failure.is_offline(d):
+                    continue  # nothing more is written into a failed dir (Kafka skips it too)
                 mine = [(tp, log) for tp, log in logs if log.dir.parent == d]
-                write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
-                                        {tp: log.recovery_point for tp, log in mine})
-                write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                                        {tp: log.log_start_offset for tp, log in mine})
-                write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT,
-                                        {tp: log.high_watermark for tp, log in mine})
+                try:
+                    write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
+                                            {tp: log.recovery_point for tp, log in mine})
+                    write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                                            {tp: log.log_start_offset for tp, log in mine})
+                    write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT,
+                                            {tp: log.high_watermark for tp, log in mine})
+                except OSError as e:
+                    self.dir_failure.maybe_add_offline_log_dir(d, f"Error while writing checkpoints in dir {d}", e)
 
     def run_maintenance(self, now_ms: int | None = None, *, force: bool = False) -> dict[str, int]:
         """Due flushes, then retention, compaction and checkpoints when their intervals are due. Blocking.
@@ -260,7 +294,7 @@ class LogManager:
         checkpoint_due = force or now - self._last_checkpoint_ms >= cfg.log_flush_offset_checkpoint_interval_ms
         stats = {"segments_deleted": 0, "logs_flushed": 0, "logs_cleaned": 0}
         for log in self.all_logs():
-            if log.closed:
+            if log.closed or log.offline:
                 continue
             try:
                 if retention_due:
@@ -274,9 +308,16 @@ class LogManager:
                 if cleaning_due and log.config.compact and cfg.log_cleaner_enable and (
                         self.cleaner.clean(log, now) is not None):
                     stats["logs_cleaned"] += 1
-            except (OSError, BrokerError):
+            except KafkaStorageError:
+                continue  # reported (once) through the failure channel; the dir is offline
+            except OSError as e:
                 if log.closed:
                     continue  # deleted while we worked on it
+                self.dir_failure.maybe_add_offline_log_dir(
+                    log.dir.parent, f"Error while running maintenance of {log.dir.name} in dir {log.dir.parent}", e)
+            except BrokerError:
+                if log.closed:
+                    continue
                 raise
         if retention_due:
             self._last_retention_ms = now
@@ -292,16 +333,29 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.values())
         for log in logs:
-            log.flush()
+            if not log.offline:
+                # An error is reported through the failure channel: its dir gets no marker below.
+                with contextlib.suppress(KafkaStorageError):
+                    log.flush()
         self.checkpoint()
         for log in logs:
-            log.close()
+            try:
+                log.close()
+            except OSError as e:
+                self.dir_failure.maybe_add_offline_log_dir(
+                    log.dir.parent, f"Error while closing {log.dir.name} in dir {log.dir.parent}", e)
         self.wait_for_deletions()
         if self.started:  # a start-up that failed half-way left logs unrecovered: no marker
             for d in self.log_dirs:
-                # Kafka 3.6+ writes a small JSON document into the marker.
-                write_atomically(d / CLEAN_SHUTDOWN_FILE,
-                                 json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+                if self.dir_failure.is_offline(d):
+                    continue  # the next start recovers this dir's logs
+                try:
+                    # Kafka 3.6+ writes a small JSON document into the marker.
+                    write_atomically(d / CLEAN_SHUTDOWN_FILE,
+                                     json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+                except OSError as e:
+                    self.dir_failure.maybe_add_offline_log_dir(
+                        d, f"Error while writing the clean shutdown marker in dir {d}", e)
         with self._lock:
             self._logs.clear()
             self.started = False

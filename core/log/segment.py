@@ -11,6 +11,7 @@ which calls it under its lock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -172,10 +173,18 @@ class LogSegment:
         if not self.can_convert_to_relative_offset(last_offset):
             raise ValueError(f"{self.log_path}: offset {last_offset} too far from base {self.base_offset}")
         physical = self.size
-        _write_all(self._fd, buf, physical)
+        try:
+            _write_all(self._fd, buf, physical)
+            self._index_batches(batches, physical)
+        except OSError:
+            # ENOSPC / EIO: the append is refused (KAFKA_STORAGE_ERROR), so none of it may stay
+            # in the file for a restart to find. Shrinking needs no space; should it fail anyway, a
+            # restart recovers the file (it cuts a torn batch; a whole one stays, unacknowledged).
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, physical)
+            raise
         if physical == 0:
             self._rolling_based_timestamp = batches[0][1].max_timestamp
-        self._index_batches(batches, physical)
         self.size = physical + len(buf)
 
     def _index_batches(self, batches: Sequence[tuple[int, BatchHeader]], physical: int) -> None:
