@@ -1,8 +1,9 @@
 """Request/response framing on top of kio.
 
 A request frame (after the 4-byte size) is a request header — v1, or v2 for flexible API
-versions — followed by the request body. kio's native reader decodes bodies; its writer
-encodes response bodies. Readers and writers are built once per (api key, version) and cached.
+versions — followed by the request body. Each body is checked against its schema
+first (``frame_check``: no announced length is trusted), then kio's native reader decodes it;
+kio's writer encodes response bodies. Readers and writers are built once per (api key, version) and cached.
 ApiVersions responses always use response header v0, so that a client that spoke a version
 we do not know can still read the error.
 """
@@ -19,6 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from strom.core.protocol.exceptions import MalformedRequestError
+from strom.core.protocol.frame_check import check_request, skip_tagged_fields
 
 API_VERSIONS_KEY = 18
 
@@ -47,21 +49,6 @@ def encode_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(buf):
-            raise MalformedRequestError("truncated varint in request header")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise MalformedRequestError("varint too long in request header")
-
-
 def parse_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
     """Parse the fixed part of a request header (v1 layout); returns the header and the body position.
 
@@ -88,14 +75,8 @@ def parse_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
 
 
 def skip_header_tags(frame: bytes | memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-    if pos > len(frame):
-        raise MalformedRequestError("tagged fields run past the end of the frame")
-    return pos
+    """Skip a v2 request header's tagged fields (strom reads none of them)."""
+    return skip_tagged_fields(frame, pos, "request header")
 
 
 @cache
@@ -123,16 +104,23 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview, body_pos: int) -> Any:
-    """Decode the body of a request whose version we support."""
-    pos = body_pos
-    if is_flexible(header.api_key, header.api_version):
-        pos = skip_header_tags(frame, pos)
+    """Decode the body of a request whose version we support.
+
+    The frame is checked against the request's schema first (``frame_check``): kio's native
+    reader trusts announced lengths, and a compact array of 0xffffffff elements aborts the
+    process before any exception can be raised.
+    """
+    frame, pos = check_request(header.api_key, header.api_version, frame, body_pos)
     try:
         body, _size = _reader(header.api_key, header.api_version)(frame, pos)
-    except Exception as e:  # kio raises assorted errors on malformed input
+    except BaseException as e:
+        # kio raises assorted errors on malformed input, and a panic in its Rust code surfaces
+        # as pyo3's PanicException, which derives from BaseException.
+        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
+            raise
         raise MalformedRequestError(
-            f"cannot decode {request_class(header.api_key, header.api_version).__name__} "
-            f"v{header.api_version}: {e}") from None
+            f"cannot read {request_class(header.api_key, header.api_version).__name__.removesuffix('Request')} "
+            f"v{header.api_version} request (api key {header.api_key}): {type(e).__name__}: {e}") from None
     # Like Kafka, bytes after the body are ignored (librdkafka's Metadata v12 carries some).
     return body
 
