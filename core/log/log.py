@@ -185,6 +185,10 @@ class Log:
         self._recovery_point = recovery_point
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
+        # Base offset of the newest segment rolled to: Kafka flushes every segment below it
+        # after a roll (asynchronously), which moves the recovery point, so a crash recovers
+        # at most the active segment's worth of data, not everything since the last start.
+        self._rolled_to = 0
         self._dir_dirty = False
         self.closed = False
         # Why appends are refused once the log dir went offline (an I/O error), else None.
@@ -675,6 +679,7 @@ class Log:
             self._bases.pop()
         else:
             active.on_become_inactive()
+            self._rolled_to = new_base
         seg = self._new_segment(new_base)
         self._segments.append(seg)
         self._bases.append(new_base)
@@ -866,6 +871,7 @@ class Log:
             self._leo = max(target, active.base_offset)
             self._hw = min(self._hw, self._leo)
             self._recovery_point = min(self._recovery_point, self._leo)
+            self._rolled_to = min(self._rolled_to, self._leo)
             self._log_start = min(self._log_start, self._leo)
             self.epoch_cache.truncate_from_end(self._leo)
             self._rebuild_producer_state(self._leo)
@@ -882,7 +888,7 @@ class Log:
         seg = self._new_segment(offset)
         self._segments = [seg]
         self._bases = [offset]
-        self._leo = self._log_start = self._hw = self._recovery_point = offset
+        self._leo = self._log_start = self._hw = self._recovery_point = self._rolled_to = offset
         self._unflushed_messages = 0
         self.epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -890,6 +896,20 @@ class Log:
 
     # ------------------------------------------------------------------------------------------
     # flush
+
+    @property
+    def roll_flush_pending(self) -> bool:
+        """Segments rolled away from are not flushed yet (the recovery point is below them)."""
+        return self._rolled_to > self._recovery_point
+
+    def flush_rolled_segments(self) -> None:
+        """fsync the segments below the last roll and move the recovery point there (Kafka's
+        ``flushUptoOffsetExclusive(newSegment.baseOffset)`` after a roll). From a worker thread."""
+        with self._lock:
+            target = self._rolled_to
+            if target <= self._recovery_point or self.closed or self.offline_reason is not None:
+                return
+        self.flush(up_to=target)
 
     def needs_flush(self, now_ms: int | None = None) -> bool:
         """True when flush.messages or flush.ms is exceeded (the broker then calls :meth:`flush`)."""

@@ -99,7 +99,7 @@ class LogManager:
             d.mkdir(parents=True, exist_ok=True)
             self._check_meta_properties(d)
         with ThreadPoolExecutor(max_workers=max(len(self.log_dirs), 1)) as pool:
-            results = list(pool.map(lambda d: self._load_dir(d, configs), self.log_dirs))
+            results = list(pool.map(lambda d: self._load_dir_or_refuse(d, configs), self.log_dirs))
         with self._lock:
             for loaded in results:
                 for log in loaded:
@@ -119,6 +119,20 @@ class LogManager:
             raise ConfigError("node.id", self.broker_config.node_id,
                               f"the node id {node_id} stored in {d / 'meta.properties'}")
         self.meta_properties[d] = props
+
+    def _load_dir_or_refuse(self, d: Path, configs: Mapping[str, LogConfig]) -> list[Log]:
+        """Load a dir; an I/O error (recovery on a full disk) refuses the start with one message.
+
+        Starting without the dir would let its partitions be created again, empty, in another
+        dir; nothing has been written that a start on the repaired dir would not redo.
+        """
+        try:
+            return self._load_dir(d, configs)
+        except OSError as e:
+            where = f" ({e.filename})" if e.filename else ""
+            raise KafkaStorageError(
+                f"Error while loading log dir {d}{where}: {e.strerror or e} (errno {e.errno}); free space "
+                "or repair the disk, then start the broker again") from e
 
     def _load_dir(self, d: Path, configs: Mapping[str, LogConfig]) -> list[Log]:
         marker = d / CLEAN_SHUTDOWN_FILE
@@ -305,6 +319,9 @@ class LogManager:
                 if log.needs_flush(now):
                     log.flush()
                     stats["logs_flushed"] += 1
+                elif log.roll_flush_pending:
+                    log.flush_rolled_segments()
+                    stats["logs_flushed"] += 1
                 if cleaning_due and log.config.compact and cfg.log_cleaner_enable and (
                         self.cleaner.clean(log, now) is not None):
                     stats["logs_cleaned"] += 1
@@ -330,6 +347,15 @@ class LogManager:
 
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Flush and close every log, write checkpoints and the clean shutdown marker."""
+        if not self.started:
+            # A start-up that failed (or never ran) loaded no log: checkpoints written now would
+            # be empty and lose every partition's recovery point, log start and high watermark.
+            with self._lock:
+                logs = list(self._logs.values())
+            for log in logs:
+                log.close()
+            self.release_locks()
+            return
         with self._lock:
             logs = list(self._logs.values())
         for log in logs:
@@ -345,17 +371,15 @@ class LogManager:
                 self.dir_failure.maybe_add_offline_log_dir(
                     log.dir.parent, f"Error while closing {log.dir.name} in dir {log.dir.parent}", e)
         self.wait_for_deletions()
-        if self.started:  # a start-up that failed half-way left logs unrecovered: no marker
-            for d in self.log_dirs:
-                if self.dir_failure.is_offline(d):
-                    continue  # the next start recovers this dir's logs
-                try:
-                    # Kafka 3.6+ writes a small JSON document into the marker.
-                    write_atomically(d / CLEAN_SHUTDOWN_FILE,
-                                     json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
-                except OSError as e:
-                    self.dir_failure.maybe_add_offline_log_dir(
-                        d, f"Error while writing the clean shutdown marker in dir {d}", e)
+        for d in self.log_dirs:
+            if self.dir_failure.is_offline(d):
+                continue  # the next start recovers this dir's logs
+            try:
+                # Kafka 3.6+ writes a small JSON document into the marker.
+                write_atomically(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+            except OSError as e:
+                self.dir_failure.maybe_add_offline_log_dir(
+                    d, f"Error while writing the clean shutdown marker in dir {d}", e)
         with self._lock:
             self._logs.clear()
             self.started = False

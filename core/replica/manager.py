@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from strom.core.config import BrokerConfig, LogConfig
-from strom.core.exceptions import UnknownTopicOrPartitionError
+from strom.core.exceptions import KafkaStorageError, UnknownTopicOrPartitionError
 from strom.core.replica.partition import AppendResult, Partition
 from strom.core.server.purgatory import Purgatory
 
@@ -35,6 +35,9 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce")
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._dynamic_broker: dict[str, str] = {}
+        # Partitions whose log could not be created (every log dir offline): they answer
+        # KAFKA_STORAGE_ERROR, as Kafka's offline partitions do; the next image retries them.
+        self.offline_partitions: dict[tuple[str, int], str] = {}
 
     # -- metadata publisher -------------------------------------------------------------------
 
@@ -58,13 +61,20 @@ class ReplicaManager:
                 if part is None or part.topic_id != topic.topic_id:
                     if part is not None:  # same name, new topic id: the old topic was deleted
                         self._drop(part)
-                    part = self._create(topic.name, index, topic.topic_id, overrides)
+                    try:
+                        part = self._create(topic.name, index, topic.topic_id, overrides)
+                    except KafkaStorageError as e:  # logged once by the log dir failure channel
+                        self.offline_partitions[key] = e.message
+                        continue
+                    self.offline_partitions.pop(key, None)
                 elif config_changed:
                     part.log.update_config(self._log_config(overrides))
                 part.apply_registration(tuple(reg.replicas), tuple(reg.isr), reg.leader,
                                         reg.leader_epoch, reg.partition_epoch)
         for key in [k for k in self.partitions if k not in live]:
             self._drop(self.partitions[key])
+        for key in [k for k in self.offline_partitions if k not in live]:
+            del self.offline_partitions[key]
         for name in [n for n in self._topic_configs if n not in image.topics]:
             del self._topic_configs[name]
 
@@ -90,6 +100,9 @@ class ReplicaManager:
     def get_partition(self, topic: str, index: int) -> Partition:
         part = self.partitions.get((topic, index))
         if part is None:
+            offline = self.offline_partitions.get((topic, index))
+            if offline is not None:
+                raise KafkaStorageError(f"{topic}-{index} is offline: {offline}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return part
 

@@ -1,0 +1,142 @@
+"""Storage errors through the LogDirFailureChannel, a roll's flush, and the dir locks, on real files.
+
+The full disk is a real one: a small tmpfs (root only; skipped otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strom.core.config import BrokerConfig, LogConfig
+from strom.core.exceptions import KafkaStorageError, LogDirLockedError
+from strom.core.log.dir_lock import DirLock
+from strom.core.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from strom.core.records.builder import SimpleRecord
+
+
+def broker(dirs: list[Path], **extra: str) -> BrokerConfig:
+    return BrokerConfig.from_mapping({"log.dirs": ",".join(map(str, dirs)), "node.id": "1", **extra})
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_dir_goes_offline_once_and_keeps_serving_reads(small_disk: Path, tmp_path: Path, appender: Any,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    full, spare = small_disk / "logs", tmp_path / "spare"
+    (small_disk / "ballast").write_bytes(b"\1" * 200_000)  # stands for the rest of the disk
+    dirs = [full, spare]
+    mgr = LogManager(dirs, broker(dirs))
+    mgr.startup()
+    first = mgr.get_or_create_log("a", 0)
+    other = mgr.get_or_create_log("a", 1)
+    assert first.dir.parent == full and other.dir.parent == spare
+    neighbour = mgr.get_or_create_log("a", 2)  # the least loaded dir again: the small one
+    assert neighbour.dir.parent == full
+    caplog.set_level(logging.INFO)
+    value = b"v" * 4000
+    acked = 0
+    with pytest.raises(KafkaStorageError, match=re.escape(str(full))):
+        for _ in range(1000):
+            appender(first, [SimpleRecord(None, value)])
+            acked += 1
+    assert acked > 10
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and str(full) in errors[0].getMessage(), [r.getMessage() for r in errors]
+    assert mgr.offline_dirs() == [full] and first.offline and neighbour.offline
+    # Every log of the dir refuses appends now, without another ERROR; the other dir works.
+    with pytest.raises(KafkaStorageError):
+        appender(neighbour, [SimpleRecord(None, b"x")])
+    appender(other, [SimpleRecord(None, b"fine")])
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+    # What was acknowledged is read back; the refused append left nothing behind.
+    assert first.log_end_offset == acked
+    data = first.read(0, 10**8)
+    assert data.first_batch_offset == 0 and len(data.records) > acked * 4000
+    assert first.active_segment.size == os.path.getsize(first.active_segment.log_path)
+    # New partitions go to the online dir; maintenance and checkpoints skip the failed one.
+    assert mgr.get_or_create_log("b", 0).dir.parent == spare
+    mgr.run_maintenance(force=True)
+    mgr.shutdown()
+    assert not (full / CLEAN_SHUTDOWN_FILE).exists() and (spare / CLEAN_SHUTDOWN_FILE).exists()
+
+    # A restart with the disk still full is refused with a message naming the dir; once space
+    # is freed, it recovers the failed dir's logs and nothing acknowledged is lost.
+    mgr = LogManager(dirs, broker(dirs))
+    with pytest.raises(KafkaStorageError, match=f"Error while loading log dir {re.escape(str(full))}.*free space"):
+        mgr.startup()
+    mgr.release_locks()
+    (small_disk / "ballast").unlink()
+    mgr = LogManager(dirs, broker(dirs))
+    mgr.startup()
+    assert not mgr.had_clean_shutdown[full]
+    again = mgr.get_log("a", 0)
+    assert again is not None and again.log_end_offset == acked
+    mgr.shutdown()
+
+
+def test_all_dirs_offline_refuses_new_logs(small_disk: Path, appender: Any) -> None:
+    dirs = [small_disk / "logs"]
+    mgr = LogManager(dirs, broker(dirs))
+    mgr.startup()
+    log = mgr.get_or_create_log("a", 0)
+    with pytest.raises(KafkaStorageError):
+        for _ in range(1000):
+            appender(log, [SimpleRecord(None, b"v" * 4000)])
+    with pytest.raises(KafkaStorageError, match="every log dir is offline"):
+        mgr.get_or_create_log("b", 0)
+    mgr.shutdown()
+
+
+def test_roll_flushes_below_the_new_segment(tmp_path: Path, appender: Any) -> None:
+    """Kafka flushes the rolled segments after a roll: the recovery point follows the rolls, so a
+    crash recovers the active segment only."""
+    dirs = [tmp_path / "d"]
+    mgr = LogManager(dirs, broker(dirs))
+    mgr.startup()
+    config = LogConfig.build(broker(dirs), {"segment.bytes": "2000"})
+    log = mgr.get_or_create_log("r", 0, config=config)
+    for i in range(30):
+        appender(log, [SimpleRecord(None, b"%03d" % i + b"x" * 300)])
+    assert log.num_segments > 3 and log.recovery_point == 0
+    mgr.run_maintenance()
+    assert log.recovery_point == log.active_segment.base_offset
+    text = (dirs[0] / "recovery-point-offset-checkpoint").read_text()
+    assert f"r 0 {log.active_segment.base_offset}" in text
+    mgr.shutdown()
+
+
+def test_a_second_manager_on_a_dir_is_refused_until_the_first_shuts_down(tmp_path: Path) -> None:
+    dirs = [tmp_path / "logs"]
+    meta = tmp_path / "meta"
+    mgr = LogManager(dirs, broker(dirs, **{"metadata.log.dir": str(meta)}))
+    assert (meta / ".lock").read_text().strip() == str(os.getpid())
+    for locked in (dirs, [tmp_path / "other"]):
+        config = broker(locked, **{"metadata.log.dir": str(meta)})
+        with pytest.raises(LogDirLockedError, match=r"Failed to acquire lock on file \.lock in"):
+            LogManager(locked, config)
+    # The refused attempt on "other" released what it had taken before reaching "meta".
+    DirLock.acquire(tmp_path / "other").release()
+    mgr.startup()
+    mgr.shutdown()
+    LogManager(dirs, broker(dirs, **{"metadata.log.dir": str(meta)})).shutdown()
