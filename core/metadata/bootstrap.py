@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import base64
 import os
+import struct
 import uuid
 from pathlib import Path
 
 from strom.core.config import BrokerConfig
-from strom.core.exceptions import BrokerError
+from strom.core.exceptions import BrokerError, CorruptStateError
 from strom.core.log.checkpoint import META_PROPERTIES, write_atomically
 from strom.core.log.checkpoint import read_meta_properties as _read_meta_properties
 from strom.core.metadata.features import METADATA_VERSION_FEATURE, default_levels
 from strom.core.metadata.records import FeatureLevelRecord, Message, decode_record, encode_record
 from strom.core.raft.snapshot import read_snapshot_file, write_snapshot_file
+from strom.exceptions import StromError
 
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 
@@ -44,6 +46,10 @@ MINIMUM_METADATA_VERSION = min(METADATA_VERSIONS.values())  # IBP_3_3_IV3, the o
 
 class FormatError(BrokerError):
     """A storage directory cannot be formatted (or is not formatted) as asked."""
+
+
+class BootstrapFileError(CorruptStateError):
+    """``bootstrap.checkpoint`` is unreadable; the message names it and the way out."""
 
 
 def random_uuid() -> str:
@@ -135,8 +141,14 @@ def read_bootstrap(metadata_dir: Path) -> list[Message]:
     if not path.exists():
         return bootstrap_records()
     out: list[Message] = []
-    for value in read_snapshot_file(path):
-        rec = decode_record(value)
-        if isinstance(rec, Message):
-            out.append(rec)
+    try:
+        for value in read_snapshot_file(path):
+            rec = decode_record(value)
+            if isinstance(rec, Message):
+                out.append(rec)
+    except (StromError, ValueError, IndexError, struct.error) as e:
+        raise BootstrapFileError(
+            f"{path}: not a readable bootstrap checkpoint ({e}); it is only read to start an empty metadata "
+            "log: restore it from a backup, or move it aside to bootstrap with the latest metadata.version "
+            "and the default feature levels") from None
     return out

@@ -104,7 +104,9 @@ class MetadataSystem:
         """Replay snapshot + log, become leader, write the bootstrap records into an empty log."""
         self.loader.add_publisher(_SnapshotTrigger(self))
         await self.raft.start()
-        await self.controller.activate(read_bootstrap(self.config.metadata_dir))
+        # As in Kafka, bootstrap.checkpoint only matters to an empty log (no metadata.version yet).
+        bootstrap = read_bootstrap(self.config.metadata_dir) if self.image.metadata_version == 0 else []
+        await self.controller.activate(bootstrap)
         self._started = True
 
     async def snapshot(self) -> SnapshotId | None:
