@@ -31,6 +31,7 @@ for ``--yes``) or a backup of the directory.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,7 @@ class MetadataLogScan:
         return end
 
 
-def _check_batch(data: bytes, pos: int, next_offset: int, segment_base: int) -> tuple[BatchHeader | None, str]:
+def _check_batch(data: bytes | mmap.mmap, pos: int, next_offset: int, segment_base: int) -> tuple[BatchHeader | None, str]:
     """The header of the batch at ``pos`` if it is whole and valid (Log recovery's rules), else
     None and the reason."""
     left = len(data) - pos
@@ -132,7 +133,7 @@ def _check_batch(data: bytes, pos: int, next_offset: int, segment_base: int) -> 
     return header, ""
 
 
-def _resync(data: bytes, pos: int, min_offset: int, segment_base: int) -> list[tuple[int, BatchHeader]]:
+def _resync(data: bytes | mmap.mmap, pos: int, min_offset: int, segment_base: int) -> list[tuple[int, BatchHeader]]:
     """Valid batches after a bad one at ``pos``: the first found by trying every position whose
     magic byte is 2 (CRC-32C makes a false match vanishingly unlikely), then the chain after it."""
     out: list[tuple[int, BatchHeader]] = []
@@ -167,7 +168,7 @@ def scan_metadata_log(directory: Path) -> MetadataLogScan:
     end = int(segments[0].stem) if segments else 0
     for i, path in enumerate(segments):
         base = int(path.stem)
-        data = path.read_bytes()
+        data = _map(path)
         next_offset = base
         pos = 0
         while pos < len(data):
@@ -186,8 +187,17 @@ def scan_metadata_log(directory: Path) -> MetadataLogScan:
     return MetadataLogScan(tuple(batches), None, end)
 
 
+def _map(path: Path) -> bytes | mmap.mmap:
+    """A segment's bytes, mapped read-only: a metadata segment may be large and is read once. The
+    dir's .lock keeps writers (another broker, the repair tool) away while it is mapped."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
 def _valid_prefix(path: Path) -> list[ScannedBatch]:
-    data = path.read_bytes()
+    data = _map(path)
     base = int(path.stem)
     out: list[ScannedBatch] = []
     pos, next_offset = 0, base
