@@ -436,10 +436,20 @@ class MetadataLog:
         from strom.core.config import LogConfig
         from strom.core.log.log import Log
 
-        check_metadata_log(directory, high_watermark=high_watermark, snapshot_end_offset=snapshot_end_offset)
+        scan = check_metadata_log(directory, high_watermark=high_watermark, snapshot_end_offset=snapshot_end_offset)
         config = LogConfig.build(None, {"segment.bytes": segment_bytes, "retention.ms": -1})
         self.log = Log(directory, config, recovery_point=0, had_clean_shutdown=False)
         self.directory = directory
+        # Log recovery must not cut more than the check allowed (should its rules ever grow
+        # stricter than the check's): stop rather than run on with committed metadata gone.
+        kept = max(min(scan.end_offset, scan.committed_end(high_watermark)), snapshot_end_offset)
+        if self.log.log_end_offset < min(scan.end_offset, kept):
+            end = self.log.log_end_offset
+            self.log.close()
+            raise MetadataLogCorruptedError(
+                f"recovery of the metadata log {directory} cut it at offset {end}, below offset {scan.end_offset} "
+                f"up to which its batches were checked valid; committed metadata records are missing. "
+                f"{way_out(directory.parent, end)}")
 
     @property
     def end_offset(self) -> int:
