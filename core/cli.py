@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from strom import __version__
-from strom.core.exceptions import ConfigError
+from strom.core.exceptions import BrokerError, ConfigError, CorruptStateError
 from strom.core.tools import consume, produce, run, storage, topics
 from strom.core.tools.common import ToolError, UsageError
 
@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command_parser.print_usage(sys.stderr)
         print(f"{command_parser.prog}: error: {e}", file=sys.stderr)
         return 2
-    except (ToolError, ConfigError) as e:
+    except (ToolError, ConfigError, CorruptStateError, BrokerError) as e:
+        # BrokerError also covers a broker that cannot start (a busy port, a listener strom
+        # cannot secure): one line naming the listener and the way out, no traceback.
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -304,10 +304,12 @@ def bind_socket(name: str, host: str, port: int, backlog: int = 50) -> socket.so
 
 
 def _api_name(api_key: int, api_version: int) -> str:
-    try:
-        return str(codec.request_class(api_key, api_version).__name__).removesuffix("Request")
-    except Exception:
-        return f"api key {api_key}"
+    for version in (api_version, 0):  # an unknown version of a known API still has a name
+        try:
+            return str(codec.request_class(api_key, version).__name__).removesuffix("Request")
+        except Exception:
+            continue
+    return "unknown API"
 
 
 async def _not_ready(ctx: RequestContext, header: codec.RequestHeader, frame: Any,
