@@ -334,6 +334,10 @@ class BrokerConfig(BaseModel):
     auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
     delete_topic_enable: bool = Field(True, alias="delete.topic.enable")
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)
+    # Kafka has no such bound; a compressed batch past it (a decompression bomb) is INVALID_RECORD.
+    strom_decompression_max_bytes: int = Field(
+        -1, alias="strom.decompression.max.bytes",
+        description="Bytes one compressed produce batch may decompress to (-1: 64 x message.max.bytes).")
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
     # Connection limits of the socket layer (strom.core.server.network), Kafka's keys/defaults.
     queued_max_request_bytes: int = Field(
@@ -447,6 +451,14 @@ class BrokerConfig(BaseModel):
                              f"socket.request.max.bytes ({max_request})")
         return v
 
+    @field_validator("strom_decompression_max_bytes")
+    @classmethod
+    def _decompression_max(cls, v: int) -> int:
+        if v != -1 and not 1024 <= v <= 2**40:
+            raise ValueError("strom.decompression.max.bytes must be -1 (64 x message.max.bytes) or "
+                             "between 1024 and 1099511627776")
+        return v
+
     @field_validator("max_connections_per_ip_overrides")
     @classmethod
     def _overrides(cls, v: str) -> str:
@@ -491,6 +503,12 @@ class BrokerConfig(BaseModel):
     @property
     def effective_roll_ms(self) -> int:
         return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
+
+    @property
+    def decompression_max_bytes(self) -> int:
+        """strom.decompression.max.bytes, its default resolved (64 x message.max.bytes)."""
+        v = self.strom_decompression_max_bytes
+        return v if v != -1 else 64 * max(self.message_max_bytes, 1024)
 
     @property
     def effective_flush_ms(self) -> int:

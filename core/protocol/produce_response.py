@@ -4,9 +4,10 @@ Every Produce request is answered, and with librdkafka one request carries one p
 the response is encoded once per batch. kio's generic writer (type checks and a writer call per
 field) cost about as much as validating and appending a 30 KB batch; this encoder packs the
 same bytes with a few ``struct`` calls. Its output is byte-for-byte what kio writes for the same
-response (a property test checks every version). strom's produce handler never sets per-record
-errors nor the KIP-951 leader hints (``current_leader``, ``node_endpoints``), so those are
-always empty: an empty array and empty tag sections. From v13 (KIP-516) a topic is answered by
+response (a property test checks every version). Per-record errors (v8+ ``record_errors``: a
+batch refused record by record, as Kafka's LogValidator answers) are written when a partition
+has them; strom never sets the KIP-951 leader hints (``current_leader``, ``node_endpoints``),
+so those are always empty tag sections. From v13 (KIP-516) a topic is answered by
 its topic id (the zero id for None) instead of its name.
 """
 
@@ -39,6 +40,9 @@ class PartitionResult(NamedTuple):
     log_append_time: int
     log_start_offset: int
     error_message: str | None
+    # (batch index, message): Produce v8+ BatchIndexAndErrorMessage, empty unless a batch was
+    # refused for some of its records.
+    record_errors: Sequence[tuple[int, str | None]] = ()
 
 
 class TopicResults(NamedTuple):
@@ -82,7 +86,16 @@ def encode_produce_response(version: int, correlation_id: int, throttle_ms: int,
             if version >= FIRST_LOG_START_OFFSET:
                 out += _I64.pack(p.log_start_offset)
             if version >= FIRST_ERROR_MESSAGE:
-                out += b"\x01" if flexible else b"\x00\x00\x00\x00"  # record_errors: empty
+                errors = p.record_errors
+                if not errors:
+                    out += b"\x01" if flexible else b"\x00\x00\x00\x00"  # record_errors: empty
+                else:
+                    out += encode_uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors))
+                    for batch_index, message in errors:
+                        out += _I32.pack(batch_index)
+                        out += _nullable_string(message, flexible)
+                        if flexible:
+                            out += b"\x00"  # BatchIndexAndErrorMessage tags
                 out += _nullable_string(p.error_message, flexible)
             if flexible:
                 out += b"\x00"  # partition tags (current_leader unset)

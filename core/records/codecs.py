@@ -13,12 +13,19 @@ Formats are what Kafka clients write and read:
 
 Bad compressed input raises :class:`CorruptMessageError`; an unknown codec id raises
 :class:`UnsupportedCompressionTypeError`.
+
+Decompression is streamed and bounded: ``decompress(..., max_bytes=N)`` never holds more than
+about N bytes of output (zlib and LZ4 take an output bound, zstd is fed small input slices whose
+worst-case expansion fits what is left, snappy blocks declare their size before they are
+decompressed) and raises :class:`DecompressionLimitError` past it, so a batch of a few KB that
+expands to GBs (a decompression bomb) costs the broker N bytes and a few milliseconds.
 """
 
 from __future__ import annotations
 
 import gzip
 import struct
+import sys
 import zlib
 
 import cramjam
@@ -87,25 +94,123 @@ def compress(codec_id: int, data: Buffer, level: int | None = None) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec_id}")
 
 
-def decompress(codec_id: int, data: Buffer) -> bytes:
-    """Decompress a batch's records section; corrupt input raises :class:`CorruptMessageError`."""
+class DecompressionLimitError(Exception):
+    """The data decompresses to more than the ``max_bytes`` the caller allowed."""
+
+    def __init__(self, codec: str, limit: int) -> None:
+        super().__init__(f"{codec} data decompresses to more than {limit} bytes")
+        self.codec = codec
+        self.limit = limit
+
+
+def decompress(codec_id: int, data: Buffer, max_bytes: int | None = None) -> bytes:
+    """Decompress a batch's records section; corrupt input raises :class:`CorruptMessageError`.
+
+    With ``max_bytes`` the output is produced piecewise and :class:`DecompressionLimitError` is
+    raised as soon as it would exceed ``max_bytes`` (memory stays within a few MB of it).
+    """
     if codec_id == NONE:
+        if max_bytes is not None and len(data) > max_bytes:
+            raise DecompressionLimitError("none", max_bytes)
         return bytes(data)
     name = codec_name(codec_id)
+    limit = _UNBOUNDED if max_bytes is None else max_bytes
     try:
         if codec_id == GZIP:
-            return gzip.decompress(data)
+            return _gzip_decompress(data, limit)
         if codec_id == SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, limit)
         if codec_id == LZ4:
-            return bytes(lz4.frame.decompress(data))
-        return _zstd_decompress(data)
-    except CorruptMessageError:
+            return _lz4_decompress(data, limit)
+        return _zstd_decompress(data, limit)
+    except (CorruptMessageError, DecompressionLimitError):
         raise
     except (OSError, EOFError, ValueError, RuntimeError, zlib.error, zstandard.ZstdError,
             cramjam.DecompressionError) as exc:
         # lz4 raises RuntimeError, gzip OSError/EOFError/zlib.error: all mean bad input bytes.
         raise CorruptMessageError(f"{name} decompression failed: {exc}") from exc
+
+
+# No bound: larger than any buffer Python can hold.
+_UNBOUNDED = sys.maxsize
+# Output asked of zlib / LZ4 per call: big enough that the loop costs nothing next to the work.
+_CHUNK = 1 << 20
+
+
+def _gzip_decompress(data: Buffer, limit: int) -> bytes:
+    # A gzip stream may hold several members (gzip.decompress reads them all; so do we); zero
+    # padding after a member is ignored as gzip.decompress ignores it. wbits=31: gzip framing,
+    # whose trailer (CRC-32 and length) zlib checks.
+    out = bytearray()
+    remaining = bytes(data)
+    while True:
+        dobj = zlib.decompressobj(wbits=31)
+        chunk = remaining
+        while True:
+            piece = dobj.decompress(chunk, min(_CHUNK, limit - len(out) + 1))
+            out += piece
+            if len(out) > limit:
+                raise DecompressionLimitError("gzip", limit)
+            if dobj.eof:
+                break
+            chunk = dobj.unconsumed_tail
+            if not chunk and not piece:
+                raise CorruptMessageError("gzip decompression failed: truncated stream")
+        remaining = dobj.unused_data.lstrip(b"\x00")
+        if not remaining:
+            return bytes(out)
+
+
+def _lz4_decompress(data: Buffer, limit: int) -> bytes:
+    out = bytearray()
+    remaining: Buffer = data
+    while True:  # concatenated frames, as lz4.frame.decompress reads them
+        dobj = lz4.frame.LZ4FrameDecompressor()
+        chunk: Buffer = remaining
+        while not dobj.eof:
+            piece = dobj.decompress(chunk, max_length=min(_CHUNK, limit - len(out) + 1))
+            out += piece
+            if len(out) > limit:
+                raise DecompressionLimitError("lz4", limit)
+            chunk = b""
+            if not piece and dobj.needs_input and not dobj.eof:
+                raise CorruptMessageError("lz4 decompression failed: truncated frame")
+        remaining = dobj.unused_data
+        if not remaining:
+            return bytes(out)
+
+
+# zstd's largest expansion: an RLE block of a 3-byte header and one byte gives 128 KiB.
+_ZSTD_MAX_RATIO = 1 << 15
+_ZSTD_MIN_SLICE = 256  # below it the per-call cost dominates; overshoot is <= 8 MiB then
+
+
+def _zstd_decompress(data: Buffer, limit: int) -> bytes:
+    # A decompression object per frame: frames written by zstd-jni's ZstdOutputStream have no
+    # content size, which the one-shot API refuses. Loop for several concatenated frames, and
+    # insist every frame ends (a truncated frame otherwise decodes to short output silently).
+    # zstd's objects take no output bound, so the input goes in slices whose worst-case output
+    # fits what is left of the limit.
+    view = memoryview(data)
+    out = bytearray()
+    pos = 0
+    end = len(view)
+    while True:
+        dobj = _zstd_decompressor.decompressobj()
+        while not dobj.eof:
+            if pos >= end:
+                raise CorruptMessageError("zstd decompression failed: truncated frame")
+            room = limit - len(out)
+            step = end - pos if limit == _UNBOUNDED else max(_ZSTD_MIN_SLICE, room // _ZSTD_MAX_RATIO)
+            nxt = min(end, pos + step)
+            out += dobj.decompress(view[pos:nxt])
+            pos = nxt
+            if len(out) > limit:
+                raise DecompressionLimitError("zstd", limit)
+        # What the object did not use of the last slice belongs to the next frame.
+        pos -= len(dobj.unused_data)
+        if pos >= end:
+            return bytes(out)
 
 
 def _xerial_compress(data: Buffer) -> bytes:
@@ -119,15 +224,31 @@ def _xerial_compress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: Buffer) -> bytes:
+def _snappy_decompress(data: Buffer, limit: int = _UNBOUNDED) -> bytes:
     view = memoryview(data)
     if len(view) >= _XERIAL_HEADER_LEN and view[:8] == XERIAL_MAGIC:
-        return _xerial_decompress(view)
+        return _xerial_decompress(view, limit)
+    _check_snappy_size(view, 0, limit)
     return bytes(cramjam.snappy.decompress_raw(view))
 
 
-def _xerial_decompress(view: memoryview) -> bytes:
-    out: list[bytes] = []
+def _check_snappy_size(view: memoryview, produced: int, limit: int) -> None:
+    """Refuse a raw snappy block whose declared size (its leading varint, which the
+    decompressor allocates before it reads a byte) would take the output past ``limit``."""
+    size = 0
+    shift = 0
+    for i in range(min(len(view), 5)):
+        b = view[i]
+        size |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    if produced + size > limit:
+        raise DecompressionLimitError("snappy", limit)
+
+
+def _xerial_decompress(view: memoryview, limit: int = _UNBOUNDED) -> bytes:
+    out = bytearray()
     decompress_raw = cramjam.snappy.decompress_raw
     pos = _XERIAL_HEADER_LEN
     end = len(view)
@@ -140,22 +261,8 @@ def _xerial_decompress(view: memoryview) -> bytes:
             raise CorruptMessageError(
                 f"xerial snappy: block of {block_len} bytes at byte {pos} runs past the end ({end})"
             )
-        out.append(bytes(decompress_raw(view[pos:pos + block_len])))
+        block = view[pos:pos + block_len]
+        _check_snappy_size(block, len(out), limit)
+        out += decompress_raw(block)
         pos += block_len
-    return b"".join(out)
-
-
-def _zstd_decompress(data: Buffer) -> bytes:
-    # Streaming decompression object: frames written by zstd-jni's ZstdOutputStream have no
-    # content size, which the one-shot API refuses. Loop for several concatenated frames, and
-    # insist every frame ends (a truncated frame otherwise decodes to short output silently).
-    chunks: list[bytes] = []
-    remaining: Buffer = data
-    while True:
-        dobj = _zstd_decompressor.decompressobj()
-        chunks.append(dobj.decompress(remaining))
-        if not dobj.eof:
-            raise CorruptMessageError("zstd decompression failed: truncated frame")
-        remaining = dobj.unused_data
-        if not remaining:
-            return b"".join(chunks)
+    return bytes(out)

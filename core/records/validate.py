@@ -1,6 +1,7 @@
 """Produce-path validation of client batches and in-place offset assignment.
 
-Follows Kafka's ``UnifiedLog.analyzeAndValidateRecords`` + ``LogValidator`` for magic v2:
+Follows Kafka's ``UnifiedLog.analyzeAndValidateRecords`` + ``LogValidator`` + ``DefaultRecord``
+for magic v2:
 
 - the buffer holds whole batches only (a partial trailing batch is CORRUPT_MESSAGE);
 - magic must be 2 (Produce v3+ accepts nothing else: INVALID_RECORD, as Kafka 4 answers);
@@ -10,32 +11,55 @@ Follows Kafka's ``UnifiedLog.analyzeAndValidateRecords`` + ``LogValidator`` for 
 - codec id must be 0..4 (UNSUPPORTED_COMPRESSION_TYPE);
 - records_count >= 1 and == last_offset_delta + 1 (INVALID_RECORD);
 - no control batches from clients, producer id implies a sequence (INVALID_RECORD);
-- CreateTime timestamps within ``message.timestamp.{before,after}.max.ms`` (INVALID_TIMESTAMP);
-- Kafka takes exactly one v2 batch per partition in a produce request (INVALID_RECORD otherwise).
+- Kafka takes exactly one v2 batch per partition in a produce request (INVALID_RECORD otherwise);
+- every record of every batch, compressed or not, is read as ``DefaultRecord.readFrom`` reads it:
+  each varint and length inside the record and the batch, the header count and header keys,
+  exactly ``records_count`` records and no byte after the last (INVALID_RECORD); then
+  ``LogValidator.validateRecord``: a key on compacted topics (INVALID_RECORD) and, for
+  CreateTime, each record's timestamp within ``message.timestamp.{before,after}.max.ms``
+  (INVALID_TIMESTAMP). Those two collect an error per record and answer with them as Produce
+  v8+ ``record_errors`` and Kafka's error message (:func:`record_errors_of`).
 
-Uncompressed batches on non-compacted topics get no per-record Python work: the timestamp
-bounds are checked on the header's base and max timestamps, which hold the first record's and
-the largest timestamp. Compressed batches and compacted topics are decoded: record framing,
-count, consecutive offset deltas, keys (compacted) and every timestamp are checked. Kafka
-rewrites a compressed batch whose inner offsets are not 0..n-1; we reject it instead (no
-client writes one).
+Where strom is stricter than Kafka: inner offset deltas must run 0..n-1 (Kafka rewrites a
+compressed batch whose deltas do not, and stores an uncompressed one as it came: two records at
+one offset); a varint of a 32-bit field must fit 32 bits (Kafka silently truncates it, which
+any 64-bit reader then reads differently).
+
+Cost: the record walk runs in compiled code, aiokafka's Cython v2 batch reader, plus a few
+Python operations per record (``bench/records_micro.py`` prints the cost per million records).
+aiokafka reads a record's attribute byte as a varint and accepts 10-byte varints where Kafka
+takes 5, so its walk only counts when every record is encoded as Kafka's and the other clients'
+writers encode them (each varint minimal: the sizes of the fields it returns add up to exactly
+the bytes of the batch); anything else, and every batch it refuses, goes through
+:func:`_walk_records`, the Python transcription of Kafka's reader, which decides and names the
+record. Its over-reads (up to 10 bytes past a varint that runs off the end) are kept inside
+memory that exists: the byte after the walked range must be a zero, else the batch is copied.
+
+Compressed batches are decompressed with a bound (``max_decompressed_bytes``; past it the batch
+is INVALID_RECORD) and, when ``inline_bytes`` is given, a batch that expands past it raises
+:class:`ValidateOffLoop` so the caller can validate the request in a worker thread instead of on
+the event loop.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import crc32c
+from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CompiledBatch
 
 from strom.core.exceptions import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaError,
     MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
+from strom.core.records import codecs
 from strom.core.records.batch import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
@@ -52,7 +76,6 @@ from strom.core.records.batch import (
     BatchHeader,
     Buffer,
 )
-from strom.core.records.builder import parse_records, records_section
 
 _MAX_LONG = sys.maxsize  # Kafka's Long.MAX_VALUE: the "no limit" default of the timestamp bounds
 _MAX_CODEC = 4
@@ -66,6 +89,38 @@ _make_header = BatchHeader._make
 
 _ATTRS_OFFSET = ATTRIBUTES_OFFSET
 _MAX_TS_OFFSET = 35
+
+# Above this many bytes of records, a batch that needs the Python walk (it is malformed, or
+# encoded unlike any client's writer) is walked off the event loop when the caller allows it:
+# the walk costs about a microsecond per record.
+SLOW_WALK_INLINE_BYTES = 64 * 1024
+
+RecordError = tuple[int, str]
+
+
+class ValidateOffLoop(Exception):
+    """Validating this request inline would hold the event loop too long (a compressed batch
+    expands past ``inline_bytes``, or a large batch needs the Python walk): validate it again
+    in a worker thread, without ``inline_bytes``."""
+
+
+def record_errors_of(exc: BaseException) -> tuple[RecordError, ...]:
+    """The per-record errors (batch index, message) a validation error carries: Produce v8+
+    ``record_errors``, as Kafka's ``RecordValidationException`` carries them."""
+    errors: tuple[RecordError, ...] = getattr(exc, "record_errors", ())
+    return errors
+
+
+def _in(tp: str) -> str:
+    return f" in topic partition {tp}" if tp else ""
+
+
+def _rejected(cls: type[KafkaError], message: str, errors: Sequence[RecordError]) -> KafkaError:
+    exc = cls(message)
+    # The KafkaError classes are generated one per code; the per-record errors ride on the
+    # instance (read back with record_errors_of) so `except InvalidRecordError` still holds.
+    vars(exc)["record_errors"] = tuple(errors)
+    return exc
 
 
 class AssignResult(NamedTuple):
@@ -105,11 +160,18 @@ def validate_produce_batches(
     timestamp_after_max_ms: int = _MAX_LONG,
     log_append_time: bool = False,
     single_batch: bool = True,
+    topic_partition: str = "",
+    max_decompressed_bytes: int | None = None,
+    inline_bytes: int | None = None,
 ) -> list[tuple[int, BatchHeader]]:
     """Validate the records of one partition of a Produce request; return ``[(pos, header)]``.
 
     ``log_append_time`` is the topic's ``message.timestamp.type == LogAppendTime`` (no timestamp
     bounds then). ``single_batch=False`` accepts several batches (Kafka does not, for v2).
+    ``topic_partition`` names the partition in Kafka's per-record messages.
+    ``max_decompressed_bytes`` bounds what a compressed batch may expand to (INVALID_RECORD past
+    it); with ``inline_bytes`` the call raises :class:`ValidateOffLoop` rather than do more than
+    that many bytes' worth of decompression or Python record walk.
     Raises the :mod:`strom.core.exceptions` error whose Kafka code the broker should answer.
     """
     end = len(buf)
@@ -177,19 +239,46 @@ def validate_produce_batches(
             raise InvalidTimestampError(
                 f"batch at byte {pos}: producer should not set timestamp type to LogAppendTime"
             )
-        if codec or compacted:
-            _validate_records(view, pos, header, compacted, check_ts, now_ms,
-                              timestamp_before_max_ms, timestamp_after_max_ms)
-        elif check_ts:
-            # Header-level bounds: no per-record work on the uncompressed path. Both within
-            # [now - before, now + after] is _check_timestamp's test passed, without two calls.
-            base_ts, max_ts = header.base_timestamp, header.max_timestamp
-            if not (now_ms - timestamp_before_max_ms <= base_ts <= now_ms + timestamp_after_max_ms
-                    and now_ms - timestamp_before_max_ms <= max_ts <= now_ms + timestamp_after_max_ms):
-                _check_timestamp(base_ts, pos, "base timestamp", now_ms,
-                                 timestamp_before_max_ms, timestamp_after_max_ms)
-                _check_timestamp(max_ts, pos, "max timestamp", now_ms,
-                                 timestamp_before_max_ms, timestamp_after_max_ms)
+        if check_ts:
+            lo = now_ms - timestamp_before_max_ms
+            hi = now_ms + timestamp_after_max_ms
+        else:
+            lo, hi = -_MAX_LONG, _MAX_LONG
+        if codec:
+            limit = max_decompressed_bytes
+            if inline_bytes is not None and (limit is None or inline_bytes < limit):
+                limit = inline_bytes
+            try:
+                records = codecs.decompress(codec, view[pos + BATCH_OVERHEAD:batch_end], limit)
+            except codecs.DecompressionLimitError as exc:
+                if limit != max_decompressed_bytes:
+                    raise ValidateOffLoop() from None
+                raise _rejected(
+                    InvalidRecordError,
+                    f"batch at byte {pos}: {exc.codec} records decompress to more than {exc.limit} bytes "
+                    f"(strom.decompression.max.bytes){_in(topic_partition)}",
+                    [(0, f"decompressed size exceeds {exc.limit} bytes")]) from None
+            # The compiled reader wants a batch: this one's header without its codec bits, then the
+            # records; two zero bytes after them keep its over-reads in this buffer.
+            plain = bytearray(view[pos:pos + BATCH_OVERHEAD])
+            _pack_short_at(plain, _ATTRS_OFFSET, attributes & ~COMPRESSION_MASK)
+            plain += records
+            plain += b"\x00\x00"
+            batch_view = memoryview(plain)[:-2]
+        else:
+            batch_view = view[pos:batch_end]
+            # Over-reads stay in the buffer when the batch's last byte ends any varint and the
+            # next byte is a zero: bytes/bytearray keep a NUL after their end.
+            if view[batch_end - 1] >= 0x80 or (
+                    view[batch_end] if batch_end < end else (0 if isinstance(buf, (bytes, bytearray)) else 1)):
+                padded = bytearray(batch_view)
+                padded += b"\x00\x00"
+                batch_view = memoryview(padded)[:-2]
+        if not _compiled_walk(batch_view, header.base_timestamp, lo, hi, compacted):
+            if inline_bytes is not None and len(batch_view) > SLOW_WALK_INLINE_BYTES:
+                raise ValidateOffLoop()
+            _walk_records(batch_view, BATCH_OVERHEAD, len(batch_view), count, header.base_timestamp,
+                          check_ts, now_ms, lo, hi, compacted, topic_partition, pos)
         out.append((pos, header))
         pos = batch_end
     if single_batch and len(out) > 1:
@@ -197,28 +286,209 @@ def validate_produce_batches(
     return out
 
 
-def _validate_records(view: memoryview, pos: int, header: BatchHeader, compacted: bool, check_ts: bool,
-                      now_ms: int, before_max: int, after_max: int) -> None:
-    """Decode a batch's records and check framing, offsets, keys and timestamps."""
-    records = parse_records(records_section(view, pos, header), header.records_count)
-    base_ts = header.base_timestamp
-    # Bounds as absolute timestamps, so the loop compares plain ints.
-    lo = now_ms - before_max
-    hi = now_ms + after_max
-    for index, (offset_delta, ts_delta, key, _value, _headers) in enumerate(records):
-        if offset_delta != index:
-            raise InvalidRecordError(
-                f"batch at byte {pos}: record {index} has offset delta {offset_delta}; "
-                "inner offsets must be consecutive from 0"
-            )
-        if compacted and key is None:
-            raise InvalidRecordError(
-                f"batch at byte {pos}: record {index}: Compacted topic cannot accept message without key"
-            )
-        if check_ts:
-            ts = base_ts + ts_delta
-            if (ts < lo or ts > hi) and ts != NO_TIMESTAMP:
-                _check_timestamp(ts, pos, f"timestamp of record {index}", now_ms, before_max, after_max)
+def _usize(n: int) -> int:
+    """Bytes of the zig-zag varint of ``n`` (any int64)."""
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+# _SIZE[n]: bytes of the zig-zag varint of 0 <= n < 8192 (lengths, offset deltas, sizes).
+_SIZE = bytes(_usize(n) for n in range(8192))
+
+
+def _compiled_walk(batch: memoryview, base_ts: int, lo: int, hi: int, compacted: bool) -> bool:
+    """True when aiokafka's compiled reader walks the batch to its last byte, every record has
+    offset delta = its index, a timestamp in [lo, hi], a key if ``compacted``, and every field
+    is minimally encoded (the canonical sizes of the fields add up to exactly the batch's
+    bytes: then aiokafka's reading and Kafka's are the same). False means "decide with
+    :func:`_walk_records`": the batch may still be valid."""
+    size = _SIZE
+    usize = _usize
+    total = 0
+    i = 0
+    try:
+        for r in _CompiledBatch(batch):
+            if r.offset != i:
+                return False
+            t = r.timestamp  # None for NO_TIMESTAMP: the comparison raises, the walk decides
+            if not lo <= t <= hi:
+                return False
+            d = t - base_ts
+            k = r.key
+            v = r.value
+            # attributes, the timestamp delta, the offset delta (summed after the loop)
+            body = 2 if -64 <= d < 64 else 1 + usize(d)
+            if k is None:
+                if compacted:
+                    return False
+                body += 1
+            else:
+                n = len(k)
+                body += (size[n] if n < 8192 else usize(n)) + n
+            if v is None:
+                body += 1
+            else:
+                n = len(v)
+                body += (size[n] if n < 8192 else usize(n)) + n
+            h = r.headers
+            if h:
+                body += usize(len(h))
+                for hk, hv in h:
+                    n = len(hk.encode())
+                    body += usize(n) + n + (1 if hv is None else usize(len(hv)) + len(hv))
+            else:
+                body += 1
+            total += (size[body] if body < 8192 else usize(body)) + body
+            i += 1
+    except Exception:  # aiokafka's CorruptRecordException, a header key that is not UTF-8, ...
+        return False
+    # Offset deltas 0..i-1: 64 of one byte, 8128 of two, then three.
+    if i <= 64:
+        total += i
+    elif i <= 8192:
+        total += 64 + 2 * (i - 64)
+    else:
+        total += 64 + 2 * 8128 + sum(usize(n) for n in range(8192, i))
+    return total == len(batch) - BATCH_OVERHEAD
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference walk: Kafka's DefaultRecord.readFrom and LogValidator.validateRecord, in Python.
+
+class _Malformed(Exception):
+    pass
+
+
+def _varint32(data: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Kafka's ``ByteUtils.readVarint``: at most 5 bytes; the value must fit 32 bits."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise _Malformed("premature end of a varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift >= 35:
+            raise _Malformed("varint is too long, the most significant bit in the 5th byte is set")
+    if result > 0xFFFFFFFF:
+        raise _Malformed(f"varint {result} does not fit 32 bits")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _varint64(data: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Kafka's ``ByteUtils.readVarlong``: at most 10 bytes."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise _Malformed("premature end of a varlong")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift >= 70:
+            raise _Malformed("varlong is too long, most significant bit in the 10th byte is set")
+    result &= 0xFFFFFFFFFFFFFFFF
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _walk_records(data: Buffer, start: int, end: int, count: int, base_ts: int, check_ts: bool, now_ms: int,
+                  lo: int, hi: int, compacted: bool, tp: str, batch_pos: int = 0) -> None:
+    """Read ``count`` records from ``data[start:end]`` as Kafka does and validate each.
+
+    A framing error (a length, varint or count that does not fit) raises InvalidRecordError at
+    once with the record's index as its record error; key and timestamp errors are collected
+    over the whole batch and raised as Kafka's ``processRecordErrors`` does.
+    """
+    where = f"batch at byte {batch_pos}"
+    errors: list[RecordError] = []
+    timestamp_errors = False
+    pos = start
+    index = 0
+    try:
+        for index in range(count):
+            if pos >= end:
+                raise _Malformed(f"Incorrect declared batch size, premature EOF reached: the batch declares "
+                                 f"{count} records and holds {index}")
+            length, pos = _varint32(data, pos, end)
+            record_start = pos
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise _Malformed(f"Invalid record size: expected {length} bytes in record payload, but "
+                                 f"instead the buffer has only {end - pos} remaining bytes")
+            if pos >= record_end:
+                raise _Malformed("Invalid record size: the record has no attributes byte")
+            pos += 1  # attributes: unused in v2, any value
+            ts_delta, pos = _varint64(data, pos, record_end)
+            offset_delta, pos = _varint32(data, pos, record_end)
+            key_len, pos = _varint32(data, pos, record_end)
+            if key_len >= 0:
+                pos += key_len
+                if pos > record_end:
+                    raise _Malformed(f"key of {key_len} bytes runs past the end of the record")
+            value_len, pos = _varint32(data, pos, record_end)
+            if value_len >= 0:
+                pos += value_len
+                if pos > record_end:
+                    raise _Malformed(f"value of {value_len} bytes runs past the end of the record")
+            num_headers, pos = _varint32(data, pos, record_end)
+            if num_headers < 0:
+                raise _Malformed(f"Found invalid number of record headers {num_headers}")
+            if num_headers > record_end - pos:
+                raise _Malformed(f"Found invalid number of record headers. {num_headers} is larger than the "
+                                 "remaining size of the record")
+            for _ in range(num_headers):
+                header_key_len, pos = _varint32(data, pos, record_end)
+                if header_key_len < 0:
+                    raise _Malformed(f"Invalid negative header key size {header_key_len}")
+                pos += header_key_len
+                if pos > record_end:
+                    raise _Malformed(f"header key of {header_key_len} bytes runs past the end of the record")
+                header_value_len, pos = _varint32(data, pos, record_end)
+                if header_value_len >= 0:
+                    pos += header_value_len
+                    if pos > record_end:
+                        raise _Malformed(f"header value of {header_value_len} bytes runs past the end of "
+                                         "the record")
+            if pos != record_end:
+                raise _Malformed(f"Invalid record size: expected to read {length} bytes in record payload, "
+                                 f"but instead read {pos - record_start}")
+            if offset_delta != index:
+                errors.append((index, f"Record {index} has offset delta {offset_delta}: the offset deltas of a "
+                                      f"batch must run 0..{count - 1}{_in(tp)}"))
+            elif compacted and key_len < 0:
+                errors.append((index, f"Compacted topic cannot accept message without key{_in(tp)}"))
+            elif check_ts:
+                ts = base_ts + ts_delta
+                if (ts < lo or ts > hi) and ts != NO_TIMESTAMP:
+                    timestamp_errors = True
+                    errors.append((index, f"Timestamp {ts} of message with offset {offset_delta} is out of range. "
+                                          f"The timestamp should be within [{lo}, {hi}]"))
+        if pos != end:
+            index = count - 1
+            raise _Malformed(f"Incorrect declared batch size, records still remaining in file: {end - pos} "
+                             f"bytes after record {count - 1}")
+    except _Malformed as exc:
+        message = f"{where}: record {index}: {exc}"
+        raise _rejected(InvalidRecordError, f"{message}{_in(tp)}", [(index, str(exc))]) from None
+    if errors:
+        if timestamp_errors:
+            raise _rejected(InvalidTimestampError,
+                            "One or more records have been rejected due to invalid timestamp", errors)
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise _rejected(InvalidRecordError,
+                        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                        f"and only showing the first three errors at most: [{shown}]", errors)
 
 
 def assign_offsets(

@@ -15,7 +15,7 @@ from typing import Any
 
 from strom.core.config import BrokerConfig, LogConfig
 from strom.core.exceptions import KafkaStorageError, UnknownTopicOrPartitionError
-from strom.core.replica.partition import AppendResult, Partition
+from strom.core.replica.partition import AppendResult, Partition, ValidatedRecords
 from strom.core.server.purgatory import Purgatory
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class ReplicaManager:
         plog = self.log_manager.get_or_create_log(topic, index, topic_id, config)
         plog.update_config(config)  # a log loaded at start-up got the broker defaults
         part = Partition(topic, index, topic_id, plog, self.node_id)
+        part.decompression_max_bytes = self.config.decompression_max_bytes
         self.partitions[part.key] = part
         return part
 
@@ -109,9 +110,17 @@ class ReplicaManager:
     def append_records(self, topic: str, index: int, records: bytes, required_acks: int) -> AppendResult:
         return self.append_to_partition(self.get_partition(topic, index), records, required_acks)
 
-    def append_to_partition(self, part: Partition, records: bytes, required_acks: int) -> AppendResult:
-        """Produce's append to a partition it has looked up: validate, append, wake the fetches."""
-        result = part.append_records_as_leader(records, required_acks)
+    def append_to_partition(self, part: Partition, records: bytes, required_acks: int, *,
+                            inline_bytes: int | None = None) -> AppendResult:
+        """Produce's append to a partition it has looked up: validate, append, wake the fetches.
+        With ``inline_bytes``, ValidateOffLoop means: validate in a thread, then append_validated."""
+        result = part.append_records_as_leader(records, required_acks, inline_bytes=inline_bytes)
+        self.fetch_purgatory.check_and_complete(part.key)
+        return result
+
+    def append_validated(self, part: Partition, validated: ValidatedRecords, required_acks: int) -> AppendResult:
+        """Append records validated off the event loop (Partition.validate_records), wake the fetches."""
+        result = part.append_validated(validated, required_acks)
         self.fetch_purgatory.check_and_complete(part.key)
         return result
 

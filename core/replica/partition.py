@@ -24,7 +24,7 @@ from strom.core.exceptions import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from strom.core.records.batch import iter_headers
+from strom.core.records.batch import BatchHeader, iter_headers
 from strom.core.records.validate import validate_produce_batches
 
 
@@ -42,6 +42,14 @@ class AppendResult(NamedTuple):
 
 
 _make_append_result = AppendResult._make
+
+
+class ValidatedRecords(NamedTuple):
+    """A produce request's records for one partition, validated: the bytes (a private copy the
+    append patches in place) and the position and header of each batch."""
+
+    buf: bytearray
+    batches: list[tuple[int, BatchHeader]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,10 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         # Log end offsets of the other replicas, as learnt from their fetches (leader only).
         self.remote_leos: dict[int, int] = {}
+        # What a compressed produce batch may expand to (strom.decompression.max.bytes, set by
+        # the ReplicaManager; None: no bound).
+        self.decompression_max_bytes: int | None = None
+        self._name = f"{topic}-{index}"
 
     @property
     def key(self) -> tuple[str, int]:
@@ -108,29 +120,49 @@ class Partition:
 
     # -- produce ------------------------------------------------------------------------------
 
-    def append_records_as_leader(self, records: bytes, required_acks: int) -> AppendResult:
-        """Validate and append a produce request's records for this partition."""
-        if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"broker {self.local_id} is not the leader of {self.topic}-{self.index}")
-        log = self.log
-        config = log.config
-        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"ISR {list(self.isr)} is smaller than min.insync.replicas={config.min_insync_replicas}")
-        now_ms = int(time.time() * 1000)
+    def append_records_as_leader(self, records: bytes, required_acks: int, *,
+                                 inline_bytes: int | None = None) -> AppendResult:
+        """Validate and append a produce request's records for this partition.
+
+        With ``inline_bytes`` (the event loop calls it so) validation may raise
+        :class:`~strom.core.records.validate.ValidateOffLoop`: validate in a worker thread with
+        :meth:`validate_records`, then :meth:`append_validated`.
+        """
+        self._check_can_append(required_acks)
+        return self.append_validated(self.validate_records(records, inline_bytes=inline_bytes), required_acks)
+
+    def validate_records(self, records: bytes, *, inline_bytes: int | None = None) -> ValidatedRecords:
+        """Kafka's LogValidator over a produce request's records for this partition. Reads only
+        the topic's config: safe to run in a worker thread."""
+        config = self.log.config
         buf = bytearray(records)
         batches = validate_produce_batches(
-            buf, max_batch_bytes=config.max_message_bytes, compacted=config.compact, now_ms=now_ms,
+            buf, max_batch_bytes=config.max_message_bytes, compacted=config.compact,
+            now_ms=int(time.time() * 1000),
             timestamp_before_max_ms=config.message_timestamp_before_max_ms,
             timestamp_after_max_ms=config.message_timestamp_after_max_ms,
-            log_append_time=config.log_append_time)
-        info = log.append_as_leader(buf, batches, self.leader_epoch, origin="client")
+            log_append_time=config.log_append_time, topic_partition=self._name,
+            max_decompressed_bytes=self.decompression_max_bytes, inline_bytes=inline_bytes)
+        return ValidatedRecords(buf, batches)
+
+    def append_validated(self, validated: ValidatedRecords, required_acks: int) -> AppendResult:
+        """Append records :meth:`validate_records` accepted (leadership is checked again: a
+        validation in a worker thread may have outlived it)."""
+        self._check_can_append(required_acks)
+        info = self.log.append_as_leader(validated.buf, validated.batches, self.leader_epoch, origin="client")
         self.maybe_increment_high_watermark()
         # The log's answer already holds what Produce returns: the append time is -1 unless the
         # topic uses LogAppendTime (and for a duplicate), the log start offset is the one at the
         # append (as Kafka answers from its LogAppendInfo).
         return _make_append_result((info.first_offset, info.last_offset, info.log_append_time_ms,
                                     info.log_start_offset, info.duplicate))  # _make: no namedtuple __new__
+
+    def _check_can_append(self, required_acks: int) -> None:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_id} is not the leader of {self.topic}-{self.index}")
+        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"ISR {list(self.isr)} is smaller than min.insync.replicas={self.log.config.min_insync_replicas}")
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, *, transaction_version: int = 0) -> AppendResult:

@@ -16,7 +16,9 @@ partitions = st.builds(
     PartitionResult, partition=st.integers(0, 2**31 - 1), error_code=st.sampled_from([0, 1, 2, 6, 45, 46, 47]),
     base_offset=i64, log_start_offset=i64,
     log_append_time=st.one_of(st.just(-1), st.integers(0, 4_102_444_800_000)),  # kio's datetimes end at 9999
-    error_message=st.one_of(st.none(), st.text(max_size=200)))
+    error_message=st.one_of(st.none(), st.text(max_size=200)),
+    record_errors=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.text(max_size=50))),
+                           max_size=3))
 topics = st.lists(st.builds(TopicResults, name=st.text(min_size=1, max_size=300),
                             partitions=st.lists(partitions, max_size=20),
                             topic_id=st.one_of(st.none(), st.uuids())), max_size=3)
@@ -27,7 +29,9 @@ def _kio_frame(version: int, correlation: int, throttle: int, rows: list[TopicRe
     responses = tuple(
         m.make("TopicProduceResponse", name=t.name, topic_id=t.topic_id, partition_responses=tuple(
             m.make("PartitionProduceResponse", index=p.partition, error_code=p.error_code, base_offset=p.base_offset,
-                   log_append_time=p.log_append_time, log_start_offset=p.log_start_offset, record_errors=(),
+                   log_append_time=p.log_append_time, log_start_offset=p.log_start_offset,
+                   record_errors=tuple(m.make("BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=e)
+                                       for i, e in p.record_errors) if version >= 8 else (),
                    error_message=p.error_message)
             for p in t.partitions))
         for t in rows)

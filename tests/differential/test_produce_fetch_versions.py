@@ -416,7 +416,7 @@ i64 = st.integers(-(2**63), 2**63 - 1)
 produce_parts = st.builds(
     PartitionResult, partition=st.integers(0, 2**31 - 1), error_code=st.sampled_from([0, 3, 100]),
     base_offset=i64, log_start_offset=i64, log_append_time=st.one_of(st.just(-1), st.integers(0, 4_102_444_800_000)),
-    error_message=st.one_of(st.none(), st.text(max_size=50)))
+    error_message=st.one_of(st.none(), st.text(max_size=50)), record_errors=st.just(()))
 produce_topics = st.lists(st.builds(TopicResults, name=st.just(""), partitions=st.lists(produce_parts, max_size=5),
                                     topic_id=st.one_of(st.none(), st.uuids())), max_size=3)
 

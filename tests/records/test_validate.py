@@ -17,7 +17,7 @@ from strom.core.exceptions import (
 )
 from strom.core.records.batch import iter_headers, read_header
 from strom.core.records.builder import Record, SimpleRecord, build_batch, build_control_batch, decode_records
-from strom.core.records.validate import assign_offsets, validate_produce_batches
+from strom.core.records.validate import assign_offsets, record_errors_of, validate_produce_batches
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -163,8 +163,9 @@ def test_compressed_count_disagrees_with_records() -> None:
     # Header says 3 records (and last_offset_delta 2) but only 2 are inside.
     two = [Record(0, 0, b"a", b"1"), Record(1, 0, b"b", b"2")]
     raw = patch(build_batch(two, compression=3, base_timestamp=NOW, last_offset_delta=2), 57, ">i", 3)
-    with pytest.raises(InvalidRecordError, match="truncated"):
+    with pytest.raises(InvalidRecordError, match="premature EOF") as info:
         validate(raw)
+    assert record_errors_of(info.value)[0][0] == 2
 
 
 def test_compressed_offsets_must_be_consecutive() -> None:
@@ -205,15 +206,15 @@ def test_keyless_record_on_compacted_topic(codec: int) -> None:
         validate(raw, compacted=True)
 
 
-def test_uncompressed_path_does_not_decode_records() -> None:
-    """Garbage inside a CRC-valid uncompressed batch passes the header-only fast path; decoding
-    paths (compacted topics) catch it."""
+@pytest.mark.parametrize("compacted", [False, True])
+def test_uncompressed_records_are_walked(compacted: bool) -> None:
+    """Garbage inside a CRC-valid uncompressed batch is refused on every topic (it used to pass
+    a header-only check when the topic was not compacted)."""
     raw = bytearray(build_batch(records(3)))
     raw[61:] = b"\xff" * (len(raw) - 61)
     struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
-    validate(raw)
-    with pytest.raises(InvalidRecordError):
-        validate(raw, compacted=True)
+    with pytest.raises(InvalidRecordError, match="record 0: varint is too long"):
+        validate(raw, compacted=compacted)
 
 
 # ----------------------------------------------------------------------------- timestamps
@@ -222,8 +223,9 @@ def test_uncompressed_path_does_not_decode_records() -> None:
 @pytest.mark.parametrize("ts", [NOW - HOUR - 1, NOW + HOUR + 1])
 def test_timestamp_out_of_range(codec: int, ts: int) -> None:
     raw = build_batch(records(2, ts=ts), compression=codec)
-    with pytest.raises(InvalidTimestampError, match="out of range"):
+    with pytest.raises(InvalidTimestampError, match="rejected due to invalid timestamp") as info:
         validate(raw)
+    assert [(i, "out of range" in m) for i, m in record_errors_of(info.value)] == [(0, True), (1, True)]
     validate(raw, log_append_time=True)  # LogAppendTime topics ignore client timestamps
     validate(raw, timestamp_before_max_ms=2 * HOUR, timestamp_after_max_ms=2 * HOUR)
 
@@ -237,10 +239,11 @@ def test_timestamp_edges_accepted() -> None:
 def test_middle_record_timestamp_checked_when_decoding() -> None:
     recs = [SimpleRecord(b"a", b"1", (), NOW), SimpleRecord(b"b", b"2", (), NOW - 2 * HOUR),
             SimpleRecord(b"c", b"3", (), NOW)]
-    with pytest.raises(InvalidTimestampError, match="record 1"):
-        validate(build_batch(recs, compression=1))
-    with pytest.raises(InvalidTimestampError, match="record 1"):
-        validate(build_batch(recs), compacted=True)
+    for raw in (build_batch(recs, compression=1), build_batch(recs)):
+        with pytest.raises(InvalidTimestampError) as info:
+            validate(raw, compacted=True)
+        [(index, message)] = record_errors_of(info.value)
+        assert index == 1 and message.startswith(f"Timestamp {NOW - 2 * HOUR} of message with offset 1 is out")
 
 
 def test_client_must_not_set_log_append_time() -> None:

@@ -9,6 +9,11 @@ A transactional batch that would open a transaction on a partition first goes to
 coordinator (:mod:`strom.core.server.txn_verification`): from v12 (KIP-890 transaction version 2)
 the partition is added to the transaction, before that it is verified to be in it.
 
+Records are validated as Kafka's LogValidator does (:mod:`strom.core.records.validate`); a batch
+refused for some of its records is answered with v8+ ``record_errors``. A compressed batch that
+expands past ``INLINE_VALIDATION_BYTES`` is validated in a worker thread (decompression bombs
+are bounded by ``strom.decompression.max.bytes``), so other connections keep being served.
+
 From v13 (KIP-516) topics are named by topic id in the request and the response. Each id is
 resolved to its name once per topic (never per record or partition), as Fetch v13+ does; an id
 the broker does not know (the zero id included) answers UNKNOWN_TOPIC_ID for its partitions,
@@ -28,6 +33,7 @@ from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
 from strom.core.records.batch import ATTRIBUTES_OFFSET, BATCH_OVERHEAD, TRANSACTIONAL_MASK, read_header
+from strom.core.records.validate import ValidateOffLoop, record_errors_of
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
 from strom.core.server.txn_verification import (
@@ -48,6 +54,9 @@ VERSIONS = (3, 13)
 TOPIC_IDS_SINCE = 13  # KIP-516: topics named by id instead of by name
 ADDS_PARTITIONS_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
 ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
+# Decompressed bytes a compressed batch may expand to and still be validated on the event loop
+# (about a millisecond of work); past it the request's validation moves to a worker thread.
+INLINE_VALIDATION_BYTES = 1 << 20
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes are a big-endian int16
 _partition_result = PartitionResult._make  # a row holds every field: no namedtuple __new__ per partition
 
@@ -92,6 +101,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             total_bytes += len(records)
             base_offset, log_append_time, log_start, code = -1, -1, -1, 0
             message: str | None = None
+            record_errors: tuple[tuple[int, str], ...] = ()
             if name is None:
                 code = int(ErrorCode.unknown_topic_id)  # v13+: an id the broker does not know
             elif name in denied:
@@ -108,7 +118,14 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             else:
                 try:
                     part = rm.get_partition(name, pd.index)
-                    result = rm.append_to_partition(part, records, acks)
+                    try:
+                        result = rm.append_to_partition(part, records, acks, inline_bytes=INLINE_VALIDATION_BYTES)
+                    except ValidateOffLoop:
+                        # A compressed batch that expands past the inline budget (or a large one
+                        # the Python walk must read): validated in a worker thread so the other
+                        # connections are not held up behind it, then appended here.
+                        validated = await asyncio.to_thread(part.validate_records, records)
+                        result = rm.append_validated(part, validated, acks)
                     plog = part.log
                     if plog.config.flushes and plog.needs_flush():  # no call without flush.messages/flush.ms
                         # flush.messages / flush.ms: durable before the ack, fsync off the loop.
@@ -119,8 +136,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                         waits.append((part, result.last_offset + 1))
                 except Exception as e:
                     code, message = error_of(e)
+                    record_errors = record_errors_of(e)
             any_error = any_error or code != 0
-            parts_out.append([pd.index, code, base_offset, log_append_time, log_start, message])
+            parts_out.append([pd.index, code, base_offset, log_append_time, log_start, message, record_errors])
         topics_out.append((name, topic_id, parts_out))
 
     throttle_ms = throttle(broker, ctx, "PRODUCE", total_bytes)
