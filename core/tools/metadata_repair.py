@@ -147,8 +147,11 @@ def plan_truncation(part_dir: Path, offset: int) -> Plan:
     if damage is not None:
         end_of_damage = later[0].position if later and later[0].path == damage.path else None
         size = (end_of_damage if end_of_damage is not None else damage.path.stat().st_size) - damage.position
+        guessed = _guess_damaged(damage.path, damage.position, size, names)
         lines.append(f"  {size} byte(s) at byte {damage.position} of {damage.path.name}: not a valid batch "
-                     f"({damage.reason}); the records there cannot be decoded")
+                     f"({damage.reason}); " + ("what its records still read as, unverified:" if guessed
+                                               else "its records cannot be decoded"))
+        lines.extend(f"    ?: {text}" for text in guessed)
         for batch in later:
             n, lost = _describe_batch(batch, names, snapshot_end, lines)
             dropped_records += n
@@ -183,6 +186,34 @@ def apply_truncation(part_dir: Path, plan: Plan) -> None:
 
         store.write(dataclasses.replace(state, high_watermark=plan.offset))
     fsync_dir(part_dir)
+
+
+def _guess_damaged(path: Path, position: int, size: int, names: dict[uuid.UUID, str]) -> list[str]:
+    """Best effort: the records of a damaged batch whose framing is intact (a CRC mismatch
+    usually means one bad byte), so the operator sees what the batch probably held."""
+    from strom.core.metadata.records import decode_record
+    from strom.core.records.builder import decode_batch
+
+    with open(path, "rb") as f:
+        data = os.pread(f.fileno(), size, position)
+    try:
+        batch = decode_batch(data, 0, check_crc=False)
+    except Exception:  # garbage framing: nothing trustworthy to show
+        return []
+    if batch.header.is_control:
+        return ["control batch (leader change)"]
+    from strom.core.metadata.records import TopicRecord
+
+    decoded: list[object] = []
+    for rec in batch.records:
+        if rec.value is None:
+            continue
+        try:
+            decoded.append(decode_record(rec.value))
+        except Exception as e:  # the damaged byte is in this record
+            decoded.append(f"undecodable record ({e})")
+    names = {**names, **{r.topic_id: r.name for r in decoded if isinstance(r, TopicRecord)}}
+    return [r if isinstance(r, str) else describe_record(r, names) for r in decoded]
 
 
 def _topic_names(*groups: Iterable[object]) -> dict[uuid.UUID, str]:
