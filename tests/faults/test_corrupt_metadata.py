@@ -139,12 +139,15 @@ def test_repair_drops_exactly_what_it_lists(fresh_broker: BrokerProcess) -> None
     admin.incremental_alter_configs([change])[change].result(20)
     assert _retention(fresh_broker.bootstrap, "keep") == "123456"
     before = _topics(fresh_broker.bootstrap)
+    metadata_dir = fresh_broker.data_dir / "metadata"
+    code, lines = _run_cli(["storage", "truncate-metadata", "--metadata-log-dir", str(metadata_dir),
+                            "--offset", "0"])
+    assert code == 1 and lines[-1].startswith("error: cannot repair while a broker runs"), lines
     fresh_broker.stop()
     segment = fresh_broker.data_dir / SEGMENT
     pos, header = _topic_batch(segment, "hit")
     _damage(segment, pos, header, "crc")
     damaged = segment.read_bytes()
-    metadata_dir = fresh_broker.data_dir / "metadata"
     repair = ["storage", "truncate-metadata", "--metadata-log-dir", str(metadata_dir),
               "--offset", str(header.base_offset)]
 
