@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import datetime
+import functools
 import logging
 import signal
 import sys
 import time
+import typing
 import uuid
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
+from kio.static.constants import uuid_zero
 
 from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import CreatableTopic
@@ -27,6 +32,7 @@ from strom.core.coordinator.group.coordinator import GroupCoordinator
 from strom.core.coordinator.producer_ids import ProducerIdManager
 from strom.core.coordinator.runtime import CoordinatorRuntime
 from strom.core.coordinator.txn.coordinator import TransactionCoordinator
+from strom.core.exceptions import KafkaError
 from strom.core.log.manager import LogManager
 from strom.core.metadata.system import MetadataSystem
 from strom.core.protocol import codec
@@ -35,7 +41,7 @@ from strom.core.replica.manager import ReplicaManager
 from strom.core.server import handlers
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
-from strom.core.server.network import Listener, ListenerError, SocketLimits
+from strom.core.server.network import Listener, ListenerError, RateLimitedLog, SocketLimits
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
 from strom.plugins.hookspecs.authorizers import (
     AclOperation,
@@ -278,7 +284,21 @@ class Broker:
             raise UnsupportedVersionRequestError(
                 f"API key {header.api_key} version {header.api_version} is outside {lo}..{hi}")
         request = codec.decode_request(header, frame, body_pos)
-        response = await handler.handle(self, ctx, request)
+        try:
+            response = await handler.handle(self, ctx, request)
+        except Exception as e:
+            # Kafka answers a failed handler with the API's error response (AbstractRequest.
+            # getErrorResponse): UNKNOWN_SERVER_ERROR, or the code of a KafkaError. strom can
+            # build it for every API whose response has a top-level error code; for the rest
+            # the connection is closed with one line (the socket layer logs it).
+            code = int(e.code) if isinstance(e, KafkaError) else int(ErrorCode.unknown_server_error)
+            response = error_response(header.api_key, header.api_version, code)
+            if response is None:
+                raise
+            _HANDLER_ERRORS.log(logging.ERROR, "%s v%d from %s on listener %s failed; answered %s: %s",
+                                _api_label(header.api_key, header.api_version), header.api_version,
+                                ctx.client_address, ctx.listener_name, ErrorCode(code).name.upper(),
+                                _describe_exception(e))
         if response is None:
             return None
         if hasattr(response, "frame_parts"):  # a handler's own encoder (Fetch, Produce, EndTxn, AddPartitionsToTxn)
@@ -301,6 +321,84 @@ class Broker:
             log.info("shutting down")
         finally:
             await self.stop()
+
+
+_HANDLER_ERRORS = RateLimitedLog(log, "request handler errors")
+
+
+def _api_label(api_key: int, api_version: int) -> str:
+    try:
+        return str(codec.request_class(api_key, api_version).__name__).removesuffix("Request")
+    except Exception:
+        return f"api key {api_key}"
+
+
+def _describe_exception(e: BaseException) -> str:
+    """``Type: message at file:line`` of the innermost frame: one line, not a traceback."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def _empty_value(hint: Any, kafka_type: str | None) -> Any:
+    """The zero value of one response field ("" / 0 / None / () / a nested entity)."""
+    args = typing.get_args(hint)
+    nullable = type(None) in args
+    if kafka_type is None:
+        if typing.get_origin(hint) is tuple:
+            return ()
+        if nullable:
+            return None
+        if dataclasses.is_dataclass(hint):
+            return _empty_entity(hint, None)
+        raise TypeError(f"no empty value for {hint!r}")
+    if nullable:
+        return None
+    if kafka_type in ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64"):
+        return hint(0)
+    if kafka_type == "string":
+        return ""
+    if kafka_type in ("bytes", "records"):
+        return b""
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "uuid":
+        return uuid_zero
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return hint.parse(datetime.timedelta(0))
+    raise TypeError(f"no empty value for {kafka_type}")
+
+
+def _empty_entity(cls: Any, error_code: int | None) -> Any:
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        kafka_type = f.metadata.get("kafka_type")
+        if f.name == "error_code" and error_code is not None:
+            values[f.name] = ErrorCode(error_code)
+        else:
+            values[f.name] = _empty_value(hints[f.name], kafka_type)
+    return cls(**values)
+
+
+@functools.cache
+def _has_top_level_error(api_key: int, api_version: int) -> bool:
+    cls = codec.response_class(api_key, api_version)
+    return any(f.name == "error_code" for f in dataclasses.fields(cls))
+
+
+def error_response(api_key: int, api_version: int, code: int) -> Any | None:
+    """The response of an API whose top-level ``error_code`` carries ``code`` and whose other
+    fields are empty; None for an API without a top-level error code (or one strom cannot
+    fill in)."""
+    try:
+        if not _has_top_level_error(api_key, api_version):
+            return None
+        return _empty_entity(codec.response_class(api_key, api_version), code)
+    except Exception:
+        return None
 
 
 def run_broker(config: BrokerConfig, listeners: list[Listener] | None = None) -> None:
