@@ -35,7 +35,7 @@ import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from strom.core.exceptions import CorruptMessageError, CorruptStateError, OffsetOutOfRangeError
 from strom.core.records.batch import (
@@ -63,8 +63,7 @@ class MetadataLogCorruptedError(CorruptStateError):
         self.damage = damage
 
 
-@dataclass(frozen=True, slots=True)
-class ScannedBatch:
+class ScannedBatch(NamedTuple):
     """A valid batch of a segment file: where it is and its header."""
 
     path: Path
