@@ -23,6 +23,11 @@ below the recovery point (the log end after a clean shutdown) and replays batch 
 it (control batches also have their one record read), rebuilding the ``.txnindex`` entries of
 the replayed range on the way.
 
+Storage errors: an ``OSError`` while appending, rolling, flushing or reading is reported to the
+LogManager's failure channel (``io_error_handler``), which takes the whole log dir offline; the
+request answers KAFKA_STORAGE_ERROR. An offline log refuses appends and keeps serving reads; it
+is closed without writing anything more into its dir.
+
 Thread-safety: **this is the one locking layer of the storage engine.** A ``Log`` is safe to
 use from several threads: one ``threading.RLock`` guards its segment list and offsets. Its
 ``LogSegment`` and index objects are not thread-safe and are only touched under that lock,

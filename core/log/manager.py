@@ -1,5 +1,9 @@
 """LogManager: the log dirs of a broker, loading/recovery at startup, checkpoints, retention, deletion.
 
+The constructor locks ``.lock`` in every log dir and in the metadata log dir (see
+:mod:`strom.core.log.dir_lock`) before anything is read: a second broker on the same dirs stops
+there, naming the dir and the process holding it. :meth:`LogManager.shutdown` releases them.
+
 Per log dir it reads (and validates) ``meta.properties`` if present, consumes the clean
 shutdown marker ``.kafka_cleanshutdown`` (present = every log was closed cleanly, so no
 recovery scan), loads every ``<topic>-<partition>`` directory (in parallel, up to
@@ -10,7 +14,14 @@ recovery scan), loads every ``<topic>-<partition>`` directory (in parallel, up t
 Deleting a partition renames its dir to ``<topic>-<partition>.<uuid>-delete`` (atomic; the
 partition is gone at once) and removes the files on a background thread, as Kafka does.
 ``run_maintenance(now_ms)`` (called by the broker from a worker thread) runs retention,
-flushes due logs, compacts ``cleanup.policy=compact`` logs and writes the checkpoints.
+flushes due logs and the segments below a roll (which moves the recovery point, so a crash
+recovers little), compacts ``cleanup.policy=compact`` logs and writes the checkpoints.
+
+Storage errors: every ``OSError`` of a log, a checkpoint or the shutdown goes through
+:class:`~strom.core.log.dir_failure.LogDirFailureChannel` (``dir_failure``), which logs one
+ERROR and takes the dir offline: its logs refuse appends with KAFKA_STORAGE_ERROR and keep
+serving reads, it gets no more checkpoints and no clean-shutdown marker, and new logs go to
+the other dirs. An I/O error while loading a dir refuses the start with a message naming it.
 
 Thread-safety: thread-safe. One lock guards the map of logs (and checkpoint writing); each
 :class:`~strom.core.log.log.Log` has its own lock for its data. Logs are never touched while
