@@ -144,3 +144,33 @@ def test_garbage_in_a_checkpoint_is_ignored_with_a_warning_naming_it(pristine: P
         assert [m.value() for m in got] == RECORDS
     finally:
         assert broker.stop() == 0
+
+
+def _new_directory_id(path: Path) -> None:
+    from strom.core.metadata.bootstrap import random_uuid
+
+    lines = [ln if not ln.startswith("directory.id=") else f"directory.id={random_uuid()}"
+             for ln in path.read_text().splitlines()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("rel", ["metadata/meta.properties", QUORUM_STATE, f"logs/{TOPIC}-0/partition.metadata"])
+def test_the_way_out_the_error_names_works(pristine: Path, tmp_path: Path, rel: str) -> None:
+    data = _copy(pristine, tmp_path)
+    path = data / rel
+    path.write_bytes(BAD_UTF8)
+    code, lines = _run_dev(data)
+    assert code == 1 and str(path) in lines[-1], lines
+
+    if path.name == "meta.properties":
+        # "copy meta.properties from another log dir of this node (... directory.id from random-uuid)"
+        shutil.copyfile(data / "logs" / "meta.properties", path)
+        _new_directory_id(path)
+    else:
+        path.rename(path.with_name(path.name + ".bad"))  # "move it aside"
+    broker = BrokerProcess(data).start()
+    try:
+        got = read_partition(broker.bootstrap, TOPIC, 0, len(RECORDS))
+        assert [m.value() for m in got] == RECORDS
+    finally:
+        assert broker.stop() == 0
