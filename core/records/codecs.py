@@ -183,6 +183,8 @@ def _lz4_decompress(data: Buffer, limit: int) -> bytes:
 # zstd's largest expansion: an RLE block of a 3-byte header and one byte gives 128 KiB.
 _ZSTD_MAX_RATIO = 1 << 15
 _ZSTD_MIN_SLICE = 256  # below it the per-call cost dominates; overshoot is <= 8 MiB then
+# At most this much output per call (for a bomb): each call holds its thread for milliseconds only.
+_ZSTD_MAX_CALL_OUTPUT = 16 << 20
 
 
 def _zstd_decompress(data: Buffer, limit: int) -> bytes:
@@ -201,7 +203,8 @@ def _zstd_decompress(data: Buffer, limit: int) -> bytes:
             if pos >= end:
                 raise CorruptMessageError("zstd decompression failed: truncated frame")
             room = limit - len(out)
-            step = end - pos if limit == _UNBOUNDED else max(_ZSTD_MIN_SLICE, room // _ZSTD_MAX_RATIO)
+            step = end - pos if limit == _UNBOUNDED else max(
+                _ZSTD_MIN_SLICE, min(room, _ZSTD_MAX_CALL_OUTPUT) // _ZSTD_MAX_RATIO)
             nxt = min(end, pos + step)
             out += dobj.decompress(view[pos:nxt])
             pos = nxt

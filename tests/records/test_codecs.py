@@ -138,3 +138,33 @@ def test_unknown_codec(codec: int) -> None:
         codecs.compress(codec, b"x")
     with pytest.raises(UnsupportedCompressionTypeError):
         codecs.decompress(codec, b"x")
+
+
+@pytest.mark.parametrize("codec", ALL)
+def test_decompression_stops_at_the_limit(codec: int) -> None:
+    """8 MiB of zeros (a few KB compressed) against a 1 MiB bound is refused; a bound of
+    exactly its size is not, one byte less is."""
+    data = bytes(8 << 20)
+    packed = codecs.compress(codec, data)
+    with pytest.raises(codecs.DecompressionLimitError, match="more than 1048576 bytes"):
+        codecs.decompress(codec, packed, max_bytes=1 << 20)
+    assert codecs.decompress(codec, packed, max_bytes=len(data)) == data
+    with pytest.raises(codecs.DecompressionLimitError):
+        codecs.decompress(codec, packed, max_bytes=len(data) - 1)
+
+
+def test_snappy_block_declaring_gigabytes_is_refused_before_allocation() -> None:
+    # Raw snappy: the uncompressed length varint (0xffffffff) and a few bytes of nothing.
+    claim = b"\xff\xff\xff\xff\x0f" + b"\x00" * 8
+    with pytest.raises(codecs.DecompressionLimitError):
+        codecs.decompress(codecs.SNAPPY, claim, max_bytes=64 << 20)
+    xerial = codecs.XERIAL_MAGIC + bytes([0, 0, 0, 1, 0, 0, 0, 1]) + len(claim).to_bytes(4, "big") + claim
+    with pytest.raises(codecs.DecompressionLimitError):
+        codecs.decompress(codecs.SNAPPY, xerial, max_bytes=64 << 20)
+
+
+@pytest.mark.parametrize("codec", [codecs.GZIP, codecs.LZ4, codecs.ZSTD])
+def test_truncated_stream_is_corrupt_with_a_limit(codec: int) -> None:
+    packed = codecs.compress(codec, bytes(range(256)) * 400)
+    with pytest.raises(CorruptMessageError):
+        codecs.decompress(codec, packed[:-5], max_bytes=1 << 20)
