@@ -9,14 +9,15 @@ Formats are Kafka's, big endian:
 * ``.txnindex``: 34-byte entries ``(version int16, producer_id int64, first_offset int64,
   last_offset int64, last_stable_offset int64)``: one per aborted transaction.
 
-Both sparse indexes are **memory-mapped for reading**, as in Kafka: the file is preallocated to
-``segment.index.bytes`` (a sparse file, so no disk is used for the empty tail) and a lookup is
-a binary search with ``struct.unpack_from`` over the map, without one syscall per probe.
-Entries are **written with ``os.pwrite``**, never through the map: a store into a page of a
-sparse file on a full disk cannot be refused, the kernel kills the process with SIGBUS, while
-``pwrite`` answers ENOSPC, which the log turns into KAFKA_STORAGE_ERROR. The map only ever reads
-slots that were written (allocated), so reading through it cannot fault. On roll / close /
-recovery the file is trimmed to its entries (Kafka's ``trimToValidSize``) so a reopened index
+Both sparse indexes are **memory-mapped**, as in Kafka: the file is preallocated to
+``segment.index.bytes`` (a sparse file, so no disk is used for the empty tail), appends are
+plain memory stores and a lookup is a binary search with ``struct.unpack_from`` over the map,
+without one syscall per probe. **No store goes to a page that is not allocated**: a store into
+a hole of a sparse file on a full disk cannot be refused, the kernel kills the process with
+SIGBUS. So before an append reaches a new page, that page is reserved with
+``os.posix_fallocate`` (one call per 4 KiB of entries), where a full disk is an ordinary
+ENOSPC that the log turns into KAFKA_STORAGE_ERROR; reads only touch slots already written.
+On roll / close / recovery the file is trimmed to its entries (Kafka's ``trimToValidSize``) so a reopened index
 knows its length from the file size; an index left preallocated by a crash is recognised on
 open: its entries are the slots before the first empty one (found with a binary search of
 ``pread`` probes, which read holes without allocating). The transaction index is append-rare
@@ -37,6 +38,7 @@ from typing import ClassVar, NamedTuple
 from strom.core.exceptions import BrokerError
 
 INT32_MAX = 2**31 - 1
+_PAGE = 4096
 
 
 def _create_if_missing(path: Path) -> None:
@@ -75,9 +77,12 @@ class _MappedIndex:
         self.max_index_size = max_index_size
         self._map: mmap.mmap | None = None
         self._max_entries = 0  # slots in the map; kept with the map (appends check it every time)
-        # Opened at the first append and closed when the index is trimmed (roll, close): only
-        # the active segment's indexes hold a write descriptor.
+        # Opened at the first allocation and closed when the index is trimmed (roll, close):
+        # only the active segment's indexes hold a second descriptor.
         self._fd: int | None = None
+        # Bytes from the start known to be backed by allocated blocks: every written slot is.
+        # Appends below it are plain stores into the map; past it, _allocate reserves a page.
+        self._allocated_to = 0
         _create_if_missing(path)
         size = path.stat().st_size
         self._corrupt_size = size % self.ENTRY_SIZE != 0
@@ -87,6 +92,7 @@ class _MappedIndex:
         else:
             self._entries = self._count_entries(size)
             self._resize_file(size)
+        self._allocated_to = self._entries * self.ENTRY_SIZE
 
     def _count_entries(self, size: int) -> int:
         """Whole slots up to the first empty one: a trimmed file is all entries; a file still at
@@ -130,6 +136,8 @@ class _MappedIndex:
         with open(self.path, "r+b") as f:
             if os.fstat(f.fileno()).st_size != size:
                 f.truncate(size)
+                # A shrink drops the blocks past the new end; regrowing leaves holes there.
+                self._allocated_to = min(self._allocated_to, size)
             if size:
                 self._map = mmap.mmap(f.fileno(), size)
                 self._max_entries = size // self.ENTRY_SIZE
@@ -159,11 +167,17 @@ class _MappedIndex:
         self._close_fd()
         self._resize_file(self._entries * self.ENTRY_SIZE)
 
-    def _write_fd(self) -> int:
+    def _allocate(self, end: int) -> None:
+        """Reserve the blocks up to ``end`` (rounded up to a page, within the map) before a store
+        reaches them; a full disk raises ENOSPC here instead of SIGBUS in the store."""
         fd = self._fd
         if fd is None:
-            fd = self._fd = os.open(self.path, os.O_RDWR)
-        return fd
+            fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        start = self._allocated_to
+        stop = min(-(-end // _PAGE) * _PAGE, self._max_entries * self.ENTRY_SIZE)
+        if stop > start:
+            os.posix_fallocate(fd, start, stop - start)
+            self._allocated_to = stop
 
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, None
@@ -177,13 +191,8 @@ class _MappedIndex:
         self._resize_file(self._round(self.max_index_size))
 
     def flush(self) -> None:
-        # Entries are written with pwrite, so an fsync of the file (not msync) makes them durable.
-        if self._entries:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        if self._map is not None and self._entries:
+            self._map.flush()
 
     def close(self) -> None:
         self.trim_to_valid_size()
@@ -282,8 +291,11 @@ class OffsetIndex(_MappedIndex):
                     f"{self.path}: offset {offset} is not larger than the last indexed offset {self.last_offset}")
         if n >= self._max_entries:  # is_full()
             raise IndexOffsetError(f"{self.path}: index is full ({n} entries)")
-        fd = self._fd if self._fd is not None else self._write_fd()
-        os.pwrite(fd, self._struct.pack(rel, position), n * self.ENTRY_SIZE)
+        pos = n * self.ENTRY_SIZE
+        if pos + self.ENTRY_SIZE > self._allocated_to:
+            self._allocate(pos + self.ENTRY_SIZE)
+        assert self._map is not None
+        self._struct.pack_into(self._map, pos, rel, position)
         self._entries = n + 1
 
     def truncate_to(self, offset: int) -> None:
@@ -353,8 +365,11 @@ class TimeIndex(_MappedIndex):
             raise IndexOffsetError(f"{self.path}: time index is full")
         if n >= self._max_entries:
             raise IndexOffsetError(f"{self.path}: time index has no room")
-        fd = self._fd if self._fd is not None else self._write_fd()
-        os.pwrite(fd, self._struct.pack(timestamp, rel), n * self.ENTRY_SIZE)
+        pos = n * self.ENTRY_SIZE
+        if pos + self.ENTRY_SIZE > self._allocated_to:
+            self._allocate(pos + self.ENTRY_SIZE)
+        assert self._map is not None
+        self._struct.pack_into(self._map, pos, timestamp, rel)
         self._entries = n + 1
 
     def truncate_to(self, offset: int) -> None:

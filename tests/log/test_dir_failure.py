@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,42 @@ def test_a_second_manager_on_a_dir_is_refused_until_the_first_shuts_down(tmp_pat
     mgr.startup()
     mgr.shutdown()
     LogManager(dirs, broker(dirs, **{"metadata.log.dir": str(meta)})).shutdown()
+
+
+_FILL_AND_APPEND = """
+import errno, sys
+from pathlib import Path
+from strom.core.log.index import OffsetIndex, TimeIndex
+disk = Path(sys.argv[1])
+offsets = OffsetIndex(disk / "0.index", 0, 1 << 20)
+times = TimeIndex(disk / "0.timeindex", 0, 1 << 20)
+try:
+    with open(disk / "ballast", "wb") as f:
+        while True:
+            f.write(b"\\1" * 65536)
+            f.flush()
+except OSError:
+    pass
+for n in range(1, 100_000):
+    try:
+        offsets.append(n, n * 100)
+    except OSError as e:
+        print("offset index", errno.errorcode[e.errno], n)
+        break
+for n in range(1, 100_000):
+    try:
+        times.maybe_append(n, n)
+    except OSError as e:
+        print("time index", errno.errorcode[e.errno], n)
+        break
+"""
+
+
+def test_index_appends_on_a_full_disk_raise_enospc_instead_of_sigbus(small_disk: Path) -> None:
+    """A store through the map into an unallocated page of a full disk would kill the process
+    (SIGBUS); the index reserves each page first, so the append raises ENOSPC."""
+    done = subprocess.run([sys.executable, "-c", _FILL_AND_APPEND, str(small_disk)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    lines = done.stdout.splitlines()
+    assert [ln.split()[:3] for ln in lines] == [["offset", "index", "ENOSPC"], ["time", "index", "ENOSPC"]], lines
