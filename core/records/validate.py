@@ -310,30 +310,35 @@ def _compiled_walk(batch: memoryview, base_ts: int, lo: int, hi: int, compacted:
     usize = _usize
     total = 0
     i = 0
+    # Timestamps whose delta is one varint byte (-64..63) and within the bounds: the usual case.
+    near_lo = max(lo, base_ts - 64)
+    near_hi = min(hi, base_ts + 63)
     try:
         for r in _CompiledBatch(batch):
             if r.offset != i:
                 return False
             t = r.timestamp  # None for NO_TIMESTAMP: the comparison raises, the walk decides
-            if not lo <= t <= hi:
+            # attributes and the timestamp delta (the offset deltas are summed after the loop)
+            if near_lo <= t <= near_hi:
+                body = 2
+            elif lo <= t <= hi:
+                body = 1 + usize(t - base_ts)
+            else:
                 return False
-            d = t - base_ts
             k = r.key
-            v = r.value
-            # attributes, the timestamp delta, the offset delta (summed after the loop)
-            body = 2 if -64 <= d < 64 else 1 + usize(d)
             if k is None:
                 if compacted:
                     return False
                 body += 1
             else:
                 n = len(k)
-                body += (size[n] if n < 8192 else usize(n)) + n
+                body += size[n] + n if n < 8192 else usize(n) + n
+            v = r.value
             if v is None:
                 body += 1
             else:
                 n = len(v)
-                body += (size[n] if n < 8192 else usize(n)) + n
+                body += size[n] + n if n < 8192 else usize(n) + n
             h = r.headers
             if h:
                 body += usize(len(h))
@@ -342,7 +347,7 @@ def _compiled_walk(batch: memoryview, base_ts: int, lo: int, hi: int, compacted:
                     body += usize(n) + n + (1 if hv is None else usize(len(hv)) + len(hv))
             else:
                 body += 1
-            total += (size[body] if body < 8192 else usize(body)) + body
+            total += size[body] + body if body < 8192 else usize(body) + body
             i += 1
     except Exception:  # aiokafka's CorruptRecordException, a header key that is not UTF-8, ...
         return False
