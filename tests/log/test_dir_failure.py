@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from typing import Any
 import pytest
 
 from strom.core.config import BrokerConfig, LogConfig
-from strom.core.exceptions import KafkaStorageError, LogDirLockedError
+from strom.core.exceptions import KafkaStorageError, LogDirLockedError, UnknownTopicOrPartitionError
 from strom.core.log.dir_lock import DirLock
 from strom.core.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
-from strom.core.records.builder import SimpleRecord
+from strom.core.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from strom.core.records.builder import SimpleRecord, build_batch
+from strom.core.replica.manager import ReplicaManager
 
 
 def broker(dirs: list[Path], **extra: str) -> BrokerConfig:
@@ -180,3 +183,29 @@ def test_index_appends_on_a_full_disk_raise_enospc_instead_of_sigbus(small_disk:
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     lines = done.stdout.splitlines()
     assert [ln.split()[:3] for ln in lines] == [["offset", "index", "ENOSPC"], ["time", "index", "ENOSPC"]], lines
+
+
+def test_partitions_that_cannot_get_a_log_answer_storage_error(small_disk: Path, appender: Any) -> None:
+    """The replica manager (a metadata publisher) meets a new partition while every dir is
+    offline: the partition answers KAFKA_STORAGE_ERROR and the rest of the image is applied."""
+    dirs = [small_disk / "logs"]
+    config = broker(dirs)
+    mgr = LogManager(dirs, config)
+    mgr.startup()
+    rm = ReplicaManager(config, mgr)
+    reg = PartitionRegistration(replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0)
+    old = TopicImage("old", uuid.uuid4(), {0: reg})
+    rm.on_metadata_update(None, MetadataImage(topics={"old": old}))
+    with pytest.raises(KafkaStorageError):
+        for _ in range(1000):
+            rm.append_records("old", 0, build_batch([SimpleRecord(None, b"v" * 4000)]), -1)
+    new = TopicImage("new", uuid.uuid4(), {0: reg, 1: reg})
+    rm.on_metadata_update(None, MetadataImage(topics={"old": old, "new": new}))
+    for p in (0, 1):
+        with pytest.raises(KafkaStorageError, match="offline"):
+            rm.get_partition("new", p)
+    assert rm.get_partition("old", 0).log.offline
+    rm.on_metadata_update(None, MetadataImage(topics={"old": old}))  # "new" deleted: forgotten
+    with pytest.raises(UnknownTopicOrPartitionError):
+        rm.get_partition("new", 0)
+    mgr.shutdown()
