@@ -71,8 +71,13 @@ class DirLock:
         st = os.stat(d)
         key = (st.st_dev, st.st_ino)
         with _registry_lock:
-            if key in _held:
-                raise LogDirLockedError(d, os.getpid(), same_process=True)
+            held = _held.get(key)
+            if held is not None:
+                if not held.stale:
+                    raise LogDirLockedError(d, os.getpid(), same_process=True)
+                # The held lock file was deleted (its dir removed, the inode number reused by
+                # this new dir): that lock protects nothing any more.
+                held._forget()
             path = d / LOCK_FILE
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -100,6 +105,19 @@ class DirLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    @property
+    def stale(self) -> bool:
+        """The locked file no longer exists (deleted with its directory)."""
+        fd = self._fd
+        return fd is None or os.fstat(fd).st_nlink == 0
+
+    def _forget(self) -> None:
+        """Drop a stale lock (called under the registry lock)."""
+        fd, self._fd = self._fd, None
+        _held.pop(self._key, None)
+        if fd is not None:
+            os.close(fd)  # its inode is gone: no other lock of this process is on it
 
     def release(self) -> None:
         """Unlock and close (idempotent). The file stays, as Kafka leaves its ``.lock``."""

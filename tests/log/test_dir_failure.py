@@ -209,3 +209,21 @@ def test_partitions_that_cannot_get_a_log_answer_storage_error(small_disk: Path,
     with pytest.raises(UnknownTopicOrPartitionError):
         rm.get_partition("new", 0)
     mgr.shutdown()
+
+
+def test_a_lock_on_a_deleted_dir_does_not_block_a_new_dir(tmp_path: Path) -> None:
+    """A manager never shut down keeps its lock; once its dir is deleted, a new dir that gets
+    the same inode number must not be taken for it."""
+    old = tmp_path / "old"
+    lock = DirLock.acquire(old)
+    assert not lock.stale
+    (old / ".lock").unlink()
+    old.rmdir()
+    assert lock.stale  # what lets a new dir with the deleted one's inode number be locked
+    old.mkdir()
+    new = DirLock.acquire(old)
+    assert new.held and not new.stale
+    with pytest.raises(LogDirLockedError, match="this process"):
+        DirLock.acquire(old)
+    new.release()
+    lock.release()
