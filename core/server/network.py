@@ -27,7 +27,7 @@ listener of a broker):
   the clients) until a request in flight is done and gives its bytes back. Memory held by
   requests is thereby bounded by the pool plus one request. -1 (Kafka's default): unbounded.
 * Running out of file descriptors on accept (EMFILE/ENFILE) is logged at most once a minute,
-  with the process's RLIMIT_NOFILE and the fix; the listener retries when a connection closes.
+  with the process's RLIMIT_NOFILE and the fix; the listener retries when a connection closes (or after 0.1 s).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class ConnectionQuotas:
         self.overrides = _resolve_overrides(overrides or {})
         self.total = 0
         self.per_ip: dict[str, int] = {}
-        self._closed = asyncio.Event()
+        self._on_close: list[Callable[[], None]] = []
 
     def limit_for(self, ip: str) -> int:
         return self.overrides.get(_normalize_ip(ip), self.max_per_ip)
@@ -195,18 +195,18 @@ class ConnectionQuotas:
         else:
             self.per_ip.pop(ip, None)
         self.total -= 1
-        self._closed.set()
+        if self._on_close:
+            callbacks, self._on_close = self._on_close, []
+            for callback in callbacks:
+                callback()
 
     @property
     def at_max(self) -> bool:
         return self.total >= self.max_connections
 
-    async def wait_for_close(self, timeout: float | None = None) -> None:
-        """Until some connection closes (or ``timeout`` seconds pass)."""
-        self._closed.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._closed.wait()
+    def call_on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, when the next connection closes."""
+        self._on_close.append(callback)
 
 
 def _normalize_ip(ip: str) -> str:
@@ -346,7 +346,9 @@ class Listener:
         self.security_protocol = security_protocol
         self.limits = limits or SocketLimits()
         self._sock: socket.socket | None = None
-        self._accept_task: asyncio.Task[None] | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._accepting = False
+        self._closed = False
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._connections: dict[asyncio.Task[Any], _Connection] = {}
 
@@ -358,22 +360,23 @@ class Listener:
 
     def unbind(self) -> None:
         """Give the port back without having served (a start that failed)."""
-        if self._sock is not None and self._accept_task is None:
+        if self._sock is not None and self._event_loop is None:
             self._sock.close()
             self._sock = None
 
     async def start(self) -> None:
         self.bind()
-        loop = asyncio.get_running_loop()
-        self._accept_task = loop.create_task(self._accept_loop(), name=f"accept-{self.name}")
-        self._housekeeping_task = loop.create_task(self._housekeeping(), name=f"idle-{self.name}")
+        self._event_loop = asyncio.get_running_loop()
+        self._resume_accepting()
+        self._housekeeping_task = self._event_loop.create_task(self._housekeeping(), name=f"idle-{self.name}")
 
     async def close(self) -> None:
-        for task in (self._accept_task, self._housekeeping_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        self._closed = True
+        self._pause_accepting()
+        if self._housekeeping_task is not None:
+            self._housekeeping_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._housekeeping_task
         if self._sock is not None:
             self._sock.close()
         for task in list(self._connections):
@@ -386,27 +389,49 @@ class Listener:
         return len(self._connections)
 
     # -- accepting ----------------------------------------------------------------------------
+    # Accepting runs in the loop's reader callback, as asyncio's own servers do: a connection is
+    # accepted as soon as the socket is readable, with no task hop in between (each hop costs a
+    # client's connect() a loop iteration).
 
-    async def _accept_loop(self) -> None:
-        assert self._sock is not None
-        loop = asyncio.get_running_loop()
+    def _resume_accepting(self) -> None:
+        if self._event_loop is not None and self._sock is not None and not self._accepting and not self._closed:
+            self._event_loop.add_reader(self._sock.fileno(), self._accept_ready)
+            self._accepting = True
+
+    def _pause_accepting(self) -> None:
+        if self._accepting and self._event_loop is not None and self._sock is not None:
+            self._event_loop.remove_reader(self._sock.fileno())
+            self._accepting = False
+
+    def _accept_ready(self) -> None:
+        assert self._sock is not None and self._event_loop is not None
         quotas = self.limits.quotas
-        while True:
-            while quotas.at_max:
-                # Kafka's acceptor stops accepting at max.connections until one closes.
-                await quotas.wait_for_close()
+        for _ in range(self.limits.listen_backlog):
+            if quotas.at_max:
+                # Kafka's acceptor stops accepting at max.connections until one closes; the
+                # new connections wait in the kernel's backlog meanwhile.
+                self._pause_accepting()
+                quotas.call_on_close(self._resume_accepting)
+                return
             try:
-                sock, peer = await loop.sock_accept(self._sock)
+                sock, peer = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as e:
                 if e.errno in _ACCEPT_EXHAUSTED:
                     self._report_exhausted(e)
-                    # The pending connection stays in the backlog; retry once one closes
-                    # (or shortly: another process may free descriptors too).
-                    await quotas.wait_for_close(timeout=0.1)
-                    continue
-                if e.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EAGAIN):
+                    # The pending connection stays in the backlog; retry once a connection
+                    # closes, or shortly (another process may free descriptors too).
+                    self._pause_accepting()
+                    quotas.call_on_close(self._resume_accepting)
+                    self._event_loop.call_later(0.1, self._resume_accepting)
+                    return
+                if e.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
                     continue  # that client gave up before we accepted it
-                raise
+                self.limits.fd_log.log(logging.ERROR, "listener %s cannot accept connections: %s",
+                                       self.name, e)
+                return
+            sock.setblocking(False)
             ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
             address = f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip
             if not quotas.try_open(_normalize_ip(ip)):
@@ -416,7 +441,7 @@ class Listener:
                     "max.connections.per.ip.overrides)", address, self.name, quotas.limit_for(ip))
                 sock.close()
                 continue
-            task = loop.create_task(self._serve(sock, _normalize_ip(ip), address))
+            task = self._event_loop.create_task(self._serve(sock, _normalize_ip(ip), address))
             self._connections[task] = _Connection(_NO_TRANSPORT, time.monotonic() + self.limits.idle_s)
 
     def _report_exhausted(self, e: OSError) -> None:
