@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 
 from strom.core.exceptions import KafkaError
 from strom.core.records.builder import SimpleRecord, build_batch, decode_batch
-from strom.core.records.validate import _walk_records, record_errors_of, validate_produce_batches
+from strom.core.records.validate import (
+    _compiled_walk,
+    _walk_records,
+    record_errors_of,
+    validate_produce_batches,
+)
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -151,4 +156,13 @@ def test_non_minimal_encoding_kafka_accepts_is_accepted() -> None:
     section = b"\x90\x00" + body  # 8 << 1 = 16 = 0x10, written as 0x90 0x00
     payload = struct.pack(">hiqqqhii", 0, 0, NOW, NOW, -1, -1, -1, 1) + section
     batch = struct.pack(">qiibI", 0, len(payload) + 9, -1, 2, crc32c.crc32c(payload)) + payload
+    assert verdict(batch) is None
+
+
+def test_compiled_walk_takes_fields_and_records_longer_than_its_table() -> None:
+    """Keys, values and records over 32 KiB (past the size table) are still counted exactly,
+    so the compiled walk accepts the batch by itself."""
+    recs = [SimpleRecord(b"k" * 40_000, bytes(70_000), (("h", b"x" * 33_000),), NOW), SimpleRecord(None, b"v", (), NOW)]
+    batch = build_batch(recs)
+    assert _compiled_walk(memoryview(batch), NOW, NOW - HOUR, NOW + HOUR, False)
     assert verdict(batch) is None
