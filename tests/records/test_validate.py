@@ -294,3 +294,18 @@ def test_assign_offsets_log_append_time(codec: int) -> None:
 
 def test_assign_offsets_empty_positions() -> None:
     assert assign_offsets(bytearray(), [], 10, 0, None) == (9, -1, -1)
+
+
+def test_large_batches_are_handed_off_the_loop() -> None:
+    """With inline_bytes, a compressed batch that expands past it, or an uncompressed one over
+    four times it, raises ValidateOffLoop; the same call without inline_bytes validates it."""
+    from strom.core.records.validate import ValidateOffLoop
+
+    recs = [SimpleRecord(b"k", bytes(1000), (), NOW) for _ in range(2000)]  # ~2 MB of records
+    for codec, inline in ((4, 1 << 20), (0, 256 << 10)):
+        raw = build_batch(recs, compression=codec)
+        with pytest.raises(ValidateOffLoop):
+            validate(raw, max_batch_bytes=1 << 24, inline_bytes=inline)
+        [(_, header)] = validate(raw, max_batch_bytes=1 << 24)
+        assert header.records_count == 2000
+    validate(build_batch(recs[:10], compression=4), inline_bytes=1 << 20)  # small: stays inline
