@@ -25,9 +25,12 @@ listener of a broker):
   once a request's size is known, its bytes are taken from the pool before they are read; while
   the pool is empty, connections stop reading (the kernel's socket buffers and TCP push back on
   the clients) until a request in flight is done and gives its bytes back. Memory held by
-  requests is thereby bounded by the pool plus one request. -1 (Kafka's default): unbounded.
+  requests is thereby bounded by the pool plus one request, plus each connection's read-ahead
+  (at most 2 MiB, what StreamReader buffers before it pauses the socket). The bytes go back
+  once the request has been handled. -1 (Kafka's default): unbounded.
 * Running out of file descriptors on accept (EMFILE/ENFILE) is logged at most once a minute,
-  with the process's RLIMIT_NOFILE and the fix; the listener retries when a connection closes (or after 0.1 s).
+  with the process's RLIMIT_NOFILE and the fix; the listener retries when a connection closes
+  (or after 0.1 s). Connections waiting meanwhile stay in the kernel's backlog.
 """
 
 from __future__ import annotations
