@@ -43,13 +43,13 @@ the event loop.
 
 from __future__ import annotations
 
+import logging
 import struct
 import sys
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
-from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CompiledBatch
 
 from strom.core.exceptions import (
     CorruptMessageError,
@@ -76,6 +76,8 @@ from strom.core.records.batch import (
     BatchHeader,
     Buffer,
 )
+
+log = logging.getLogger(__name__)
 
 _MAX_LONG = sys.maxsize  # Kafka's Long.MAX_VALUE: the "no limit" default of the timestamp bounds
 _MAX_CODEC = 4
@@ -308,6 +310,29 @@ def _usize(n: int) -> int:
 _FIELD = [_usize(n) + n for n in range(1 << 15)]
 
 
+# aiokafka's DefaultRecordBatch, imported on first use: importing it loads aiokafka's client
+# package (~60 ms), which the broker's tools and a broker that is never produced to can skip.
+_compiled_batch: Any = None
+
+
+def _load_compiled_batch() -> Any:
+    global _compiled_batch
+    try:
+        from aiokafka.record._crecords.default_records import DefaultRecordBatch
+    except ImportError as exc:  # aiokafka installed without its binary extension
+        log.warning("aiokafka's compiled record reader cannot be imported (%s): every produced record is read "
+                    "by the Python walk, about 5x slower; install aiokafka's binary wheel (pip install "
+                    "--force-reinstall 'aiokafka>=0.11')", exc)
+        _compiled_batch = _no_compiled_reader
+        return _no_compiled_reader
+    _compiled_batch = DefaultRecordBatch
+    return DefaultRecordBatch
+
+
+def _no_compiled_reader(batch: memoryview) -> Any:
+    raise ImportError("aiokafka.record._crecords")  # _compiled_walk answers False: the Python walk decides
+
+
 def _compiled_walk(batch: memoryview, base_ts: int, lo: int, hi: int, compacted: bool) -> bool:
     """True when aiokafka's compiled reader walks the batch to its last byte, every record has
     offset delta = its index, a timestamp in [lo, hi], a key if ``compacted``, and every field
@@ -322,7 +347,7 @@ def _compiled_walk(batch: memoryview, base_ts: int, lo: int, hi: int, compacted:
     near_lo = max(lo, base_ts - 64)
     near_hi = min(hi, base_ts + 63)
     try:
-        for r in _CompiledBatch(batch):
+        for r in (_compiled_batch or _load_compiled_batch())(batch):
             if r.offset != i:
                 return False
             t = r.timestamp  # None for NO_TIMESTAMP: the comparison raises, the walk decides
