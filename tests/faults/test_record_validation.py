@@ -106,6 +106,12 @@ def _trailing_bytes(ts: int) -> bytes:
     return seal(section(records_of(2, ts)) + b"\x00\x00\x00", 2, base_ts=ts)
 
 
+def _large_with_trailing_bytes(ts: int) -> bytes:
+    # Over 64 KiB of records: the Python walk that names the error runs in a worker thread.
+    recs = [Record(i, 0, b"k", bytes(100)) for i in range(1000)]
+    return seal(section(recs) + b"\x00", 1000, base_ts=ts)
+
+
 def _negative_header_count(ts: int) -> bytes:
     # attributes, ts delta 0, offset delta 0, key "k", value "v", header count -1
     rec = b"\x00\x00\x00" + b"\x02k" + b"\x02v" + encode_varint(-1)
@@ -125,6 +131,7 @@ MALFORMED: dict[str, tuple[Callable[[int], bytes], int, str]] = {
     "invalid varint": (_invalid_varint, 1, "varint is too long"),
     "record length past the batch end": (_length_past_batch_end, 1, "Invalid record size"),
     "trailing bytes after the last record": (_trailing_bytes, 1, "records still remaining"),
+    "trailing bytes after a large batch": (_large_with_trailing_bytes, 999, "records still remaining"),
     "negative header count": (_negative_header_count, 0, "invalid number of record headers"),
     "null header key": (_null_header_key, 0, "negative header key size"),
 }
