@@ -88,7 +88,12 @@ def bind_listeners(config: BrokerConfig) -> list[Listener]:
             raise ListenerError(
                 f"listener {uri} uses security protocol {protocol}{via}, which strom cannot provide: "
                 f"strom supports {', '.join(SUPPORTED_SECURITY_PROTOCOLS)} listeners only (TLS and SASL are "
-                "not implemented yet); remove it from 'listeners' or serve it as PLAINTEXT knowingly")
+                "not implemented yet); remove it from 'listeners', or map its name to PLAINTEXT in "
+                "'listener.security.protocol.map' to serve it unencrypted and unauthenticated knowingly")
+        if any(w[0] == name for w in wanted):
+            # Kafka's check (KafkaConfig): a listener name is the key of its endpoint.
+            raise ListenerError(f"each listener must have a different name; {name} appears twice in "
+                                f"'listeners' ({config.listeners})")
         wanted.append((name, host, port, protocol))
     if not wanted:
         raise ListenerError("no broker listener configured in 'listeners' (each one named is a controller "
