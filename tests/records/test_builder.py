@@ -290,8 +290,8 @@ def test_keyed_batch_is_the_generic_encoding(records: list[tuple[bytes | None, b
                                              producer: bool) -> None:
     """The coordinators' batch builder makes what build_batch makes of the same records."""
     kw = {"producer_id": 77, "producer_epoch": 3, "transactional": True} if producer else {}
-    generic = build_batch([SimpleRecord(k, v, (), timestamp) for k, v in records], **kw)  # type: ignore[arg-type]
-    assert build_keyed_batch(records, timestamp=timestamp, **kw) == generic  # type: ignore[arg-type]
+    generic = build_batch([SimpleRecord(k, v, (), timestamp) for k, v in records], **kw)
+    assert build_keyed_batch(records, timestamp=timestamp, **kw) == generic
     with pytest.raises(ValueError):
         build_keyed_batch([])
 
