@@ -27,6 +27,7 @@ once the first batch of an epoch is committed, after each snapshot and at close.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from strom.core.exceptions import CorruptMessageError, NotLeaderOrFollowerError
+from strom.core.exceptions import CorruptMessageError, KafkaStorageError, NotLeaderOrFollowerError
 from strom.core.metadata.records import CONTROL_LEADER_CHANGE, LeaderChangeMessage, Voter, control_key
 from strom.core.raft.log import MetadataLogCorruptedError, RaftLog
 from strom.core.raft.quorum_state import ElectionState, QuorumStateStore
@@ -216,9 +217,13 @@ class RaftClient:
         first, last = self.log.append(batch, self.epoch)
         try:
             await asyncio.to_thread(self.log.flush)
-        except OSError:
-            # Not durable: drop it so the log never holds a batch the quorum did not commit.
-            self.log.truncate_to(first)
+        except (OSError, KafkaStorageError):
+            # Not durable: drop it so the log never holds a batch the quorum did not commit. The
+            # storage engine reports a failed fsync as KAFKA_STORAGE_ERROR (the dir goes offline);
+            # if the cut fails too, the next start's metadata log check finds the batch past the
+            # durable high watermark and truncates it as a torn tail.
+            with contextlib.suppress(OSError, KafkaStorageError):
+                self.log.truncate_to(first)
             raise
         self._deliver(batch, min_offset=first)
         self.high_watermark = last + 1
