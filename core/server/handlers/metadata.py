@@ -39,6 +39,19 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     if requested is not None and version == 0 and len(requested) == 0:
         requested = None  # v0: an empty list means all topics
 
+    if requested is not None and version < 12 and any(
+            t.name is None or (getattr(t, "topic_id", None) or ZERO_UUID) != ZERO_UUID for t in requested):
+        # Kafka's KafkaApis: "Topic name can not be null for version N" / "Topic IDs are not
+        # supported in requests for version N", answered as MetadataRequest.getErrorResponse
+        # does: INVALID_REQUEST for every topic, a null name sent back as "" (v10-11 responses
+        # cannot carry a null name).
+        return m.make("MetadataResponse", throttle_time=response_throttle(broker, ctx), brokers=(),
+                      cluster_id=broker.cluster_id, controller_id=-1, cluster_authorized_operations=-2147483648,
+                      error_code=0, topics=tuple(
+                          m.make("MetadataResponseTopic", error_code=int(ErrorCode.invalid_request),
+                                 name=t.name or "", topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
+                                 is_internal=False, partitions=()) for t in requested))
+
     errors: dict[str, int] = {}
     unknown_ids: list[uuid.UUID] = []
     if requested is None:

@@ -23,6 +23,34 @@ if TYPE_CHECKING:
 
 ZERO_UUID = uuid.UUID(int=0)
 
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a request that would make more metadata
+# records than this fails whole with POLICY_VIOLATION (EventHandlerExceptionInfo's message),
+# validate-only or not. Without it one CreateTopics asking for 2^24 partitions kept the
+# controller busy for a minute with every other request waiting behind it.
+MAX_RECORDS_PER_USER_OP = 10000
+EXCESSIVE = "Unable to perform excessively large batch operation."
+
+
+def _create_topics_records(broker: Broker, topics: Any) -> int:
+    """How many metadata records creating ``topics`` would take (a topic, its configs, its partitions)."""
+    total = 0
+    for t in topics:
+        if t.assignments:
+            partitions = len(t.assignments)
+        else:
+            partitions = broker.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0)
+        total += 1 + len(t.configs) + partitions
+    return total
+
+
+def _create_partitions_records(broker: Broker, topics: Any) -> int:
+    total = 0
+    for t in topics:
+        existing = broker.image.topics.get(t.name)
+        if existing is not None:
+            total += max(t.count - len(existing.partitions), 0)
+    return total
+
 
 class CreateTopics:
     API_KEY = 19
@@ -34,6 +62,12 @@ class CreateTopics:
         names = [t.name for t in request.topics]
         may_create_all = authorize_cluster(broker, ctx, "CREATE")
         denied = set() if may_create_all else authorize_topics(broker, ctx, "CREATE", names)
+        if _create_topics_records(broker, request.topics) > MAX_RECORDS_PER_USER_OP:
+            return m.make("CreateTopicsResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(
+                m.make("CreatableTopicResult", name=t.name, topic_id=ZERO_UUID,
+                       error_code=int(ErrorCode.policy_violation), error_message=EXCESSIVE,
+                       topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=())
+                for t in request.topics))
         duplicates = {n for n in names if names.count(n) > 1}
         wanted = []
         for t in request.topics:
@@ -123,6 +157,11 @@ class CreatePartitions:
         m = response_messages(37, ctx.api_version)
         names = [t.name for t in request.topics]
         denied = authorize_topics(broker, ctx, "ALTER", names)
+        if _create_partitions_records(broker, [t for t in request.topics if t.name not in denied]) \
+                > MAX_RECORDS_PER_USER_OP:
+            return m.make("CreatePartitionsResponse", throttle_time=response_throttle(broker, ctx), results=tuple(
+                m.make("CreatePartitionsTopicResult", name=t.name, error_code=int(ErrorCode.policy_violation),
+                       error_message=EXCESSIVE) for t in request.topics))
         wanted = [CreatePartitionsTopic(
             name=t.name, count=t.count,
             assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
