@@ -19,6 +19,7 @@ import resource
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -181,9 +182,15 @@ def test_queued_max_request_bytes_bounds_memory(make_broker: MakeBroker) -> None
 # -- file descriptors -------------------------------------------------------------------------
 
 def test_out_of_file_descriptors_is_logged_and_survived(make_broker: MakeBroker) -> None:
-    broker = make_broker()
+    # The log dir's periodic checkpoints would fail with EMFILE too (and take the dir offline,
+    # as any I/O error does): let the first one pass, and the next be an hour away.
+    broker = make_broker(**{"log.flush.offset.checkpoint.interval.ms": "3600000"})
+    ready = time.time()  # start-up wrote its checkpoint; the first maintenance pass writes again
     assert broker.proc is not None
     pid = broker.proc.pid
+    checkpoint = broker.data_dir / "logs" / "recovery-point-offset-checkpoint"
+    wait_for(lambda: checkpoint.stat().st_mtime > ready, 30, "the first periodic checkpoint",
+             ignore=(FileNotFoundError,))
     open_fds = len(list(Path(f"/proc/{pid}/fd").iterdir()))
     limit = open_fds + 8
     _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
