@@ -1,9 +1,11 @@
 """The broker process: wires storage, KRaft metadata, replicas, plugins and listeners.
 
-Start-up order: plugins -> LogManager (recovery) -> metadata system (raft log replay; the
-ReplicaManager is a publisher, so replay re-attaches existing logs) -> listeners -> broker
-registration -> ``bootstrap.servers=HOST:PORT`` on stdout. Shutdown runs the other way and
-ends with the clean-shutdown marker. Everything runs on one asyncio loop (uvloop when
+Start-up order: listeners checked and bound (a busy port or a listener strom cannot secure
+ends the start before any data directory is touched) -> plugins -> LogManager (recovery) ->
+metadata system (raft log replay; the ReplicaManager is a publisher, so replay re-attaches
+existing logs) -> broker registration -> coordinators -> listeners accept (clients that
+connected earlier waited in the backlog) -> ``bootstrap.servers=HOST:PORT`` on stdout.
+Shutdown runs the other way and ends with the clean-shutdown marker. Everything runs on one asyncio loop (uvloop when
 installed); recovery, fsync and log maintenance run in worker threads.
 """
 
