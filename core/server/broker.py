@@ -293,6 +293,8 @@ class Broker:
         request = codec.decode_request(header, frame, body_pos)
         try:
             response = await handler.handle(self, ctx, request)
+        except (MalformedRequestError, UnsupportedVersionRequestError):
+            raise  # a handler's way to close the connection (Kafka closes it too)
         except Exception as e:
             # Kafka answers a failed handler with the API's error response (AbstractRequest.
             # getErrorResponse): UNKNOWN_SERVER_ERROR, or the code of a KafkaError. strom can
