@@ -67,6 +67,9 @@ _LARGE_FRAME = 1 << 20
 # How often idle connections are looked for at most (and the suppressed-warning summaries
 # flushed); a small connections.max.idle.ms is checked at a quarter of its value.
 _HOUSEKEEPING_S = 1.0
+# Connections accepted per wake-up of the listening socket: enough to drain a burst quickly,
+# few enough that requests on open connections do not wait long behind it.
+_ACCEPT_BATCH = 128
 # errnos of accept() that mean "out of descriptors or kernel memory": wait for a close, retry.
 _ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
@@ -247,7 +250,7 @@ class SocketLimits:
 
     def __init__(self, *, connections_max_idle_ms: int = 600000, max_connections: int = INT_MAX,
                  max_connections_per_ip: int = INT_MAX, max_connections_per_ip_overrides: Mapping[str, int] | None = None,
-                 queued_max_request_bytes: int = -1, listen_backlog: int = 50) -> None:
+                 queued_max_request_bytes: int = -1, listen_backlog: int = 1024) -> None:
         self.idle_s = connections_max_idle_ms / 1000 if connections_max_idle_ms >= 0 else math.inf
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
         self.pool = MemoryPool(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
@@ -275,7 +278,7 @@ class SocketLimits:
             limiter.flush(now)
 
 
-def bind_socket(name: str, host: str, port: int, backlog: int = 50) -> socket.socket:
+def bind_socket(name: str, host: str, port: int, backlog: int = 1024) -> socket.socket:
     """A listening, non-blocking socket for ``name://host:port``; a failure is one line that
     names the listener and the way out (no traceback)."""
     where = f"listener {name}://{host}:{port}"
@@ -409,7 +412,7 @@ class Listener:
     def _accept_ready(self) -> None:
         assert self._sock is not None and self._event_loop is not None
         quotas = self.limits.quotas
-        for _ in range(self.limits.listen_backlog):
+        for _ in range(_ACCEPT_BATCH):
             if quotas.at_max:
                 # Kafka's acceptor stops accepting at max.connections until one closes; the
                 # new connections wait in the kernel's backlog meanwhile.
