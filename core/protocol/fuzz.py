@@ -7,10 +7,12 @@ own writer, which also notes where every array count, string and bytes length, n
 marker and tagged-field section sits. The writer is checked against kio's on every seed, so a
 seed is exactly what a client would send.
 
-Each frame is one seed with one mutation: bit flips, interesting bytes, truncation, inserted or
-deleted bytes, extreme or negative lengths, null where the schema forbids it, over-long varints,
-unknown tagged fields (valid: Kafka skips them), another version's header on this body, a
-corrupt header, or the seed unchanged. Frame ``i`` of run ``seed`` is always the same bytes, so
+There are two seeds per version: one with an element in every array and a value in every
+field, one with null in every nullable field and no elements in the other arrays. Each frame is
+one seed with one mutation: bit flips, interesting bytes, truncation, inserted or deleted bytes,
+extreme or negative lengths, null where the schema forbids it, over-long varints, unknown
+tagged fields (valid: Kafka skips them), extreme integers (negative counts, huge timeouts),
+another version's header on this body, a corrupt header, or the seed unchanged. Frame ``i`` of run ``seed`` is always the same bytes, so
 a failure names the frame that reproduces it (:meth:`Mutator.frame`).
 
 :func:`run` sends frames to a broker over many concurrent connections (one request in flight on
@@ -48,7 +50,7 @@ from kio.serial._introspect import (
 )
 
 __all__ = ["KILLERS", "FuzzStats", "Mutator", "Seed", "SeedContext", "api_versions", "build_seeds",
-           "killer_frame", "request_frame", "run"]
+           "killer_frame", "request_frame", "run", "send_seeds"]
 
 _SIZE = struct.Struct(">i")
 _API_VERSIONS = 18
@@ -74,7 +76,7 @@ class Mark:
     """Where a length, count, marker or tagged-field section sits in a seed's body."""
 
     pos: int
-    kind: str  # "array", "string", "bytes", "marker" or "tags"
+    kind: str  # "array", "string", "bytes", "marker", "tags" or an integer type ("int32", ...)
     flexible: bool
     nullable: bool
 
@@ -153,6 +155,9 @@ _BY_STRUCT: dict[tuple[str, str], Callable[[SeedContext], Any]] = {
     ("ForgottenTopic", "topic"): lambda c: c.topic,
 }
 
+# Integer fields a mutation may set to an extreme (negative counts, huge timeouts, ...).
+_INT_KINDS = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "timedelta_i32": ">i"}
+
 _FIXED_SIZES = {
     "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2,
     "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
@@ -178,13 +183,24 @@ def _primitive_default(kafka_type: str) -> Any:
     return 0
 
 
-def build_entity(cls: type[Any], ctx: SeedContext) -> Any:
-    """An instance of a kio request (or nested) dataclass filled with plausible values."""
+def build_entity(cls: type[Any], ctx: SeedContext, *, minimal: bool = False) -> Any:
+    """An instance of a kio request (or nested) dataclass filled with plausible values.
+
+    ``minimal``: null in every nullable string, array and struct and no elements in the other
+    arrays (the other shape of a valid request).
+    """
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if get_field_tag(f) is not None:
             continue  # tagged fields keep their defaults: a client omits them
         fc = classify_field(f)
+        if minimal and isinstance(fc, (PrimitiveTupleField, EntityTupleField)):
+            values[f.name] = None if is_optional(f) else ()
+            continue
+        if minimal and is_optional(f) and (isinstance(fc, EntityField)
+                                           or f.metadata.get("kafka_type") in ("string", "bytes", "records")):
+            values[f.name] = None
+            continue
         maker = _BY_STRUCT.get((cls.__name__, f.name))
         if maker is None and isinstance(fc, (PrimitiveField, PrimitiveTupleField)):
             maker = _BY_NAME.get(f.name)  # a name means one thing only for primitives
@@ -196,9 +212,9 @@ def build_entity(cls: type[Any], ctx: SeedContext) -> Any:
             values[f.name] = value
             continue
         if isinstance(fc, EntityTupleField):
-            values[f.name] = (build_entity(fc.type_, ctx),)
+            values[f.name] = (build_entity(fc.type_, ctx, minimal=minimal),)
         elif isinstance(fc, EntityField):
-            values[f.name] = build_entity(fc.type_, ctx)
+            values[f.name] = build_entity(fc.type_, ctx, minimal=minimal)
         elif isinstance(fc, PrimitiveTupleField):
             values[f.name] = (_primitive_default(f.metadata["kafka_type"]),)
         else:
@@ -244,6 +260,8 @@ class _Writer:
             value = -1 if value is None else round(value.timestamp() * 1000)
         elif kafka_type == "error_code":
             value = int(value.value)
+        if kafka_type in _INT_KINDS:
+            self.marks.append(Mark(len(self.out), kafka_type, False, False))
         fmt = {"bool": ">?", "int8": ">b", "uint8": ">B", "int16": ">h", "uint16": ">H", "error_code": ">h",
                "int32": ">i", "uint32": ">I", "timedelta_i32": ">i", "int64": ">q", "uint64": ">Q",
                "float64": ">d", "timedelta_i64": ">q", "datetime_i64": ">q"}[kafka_type]
@@ -307,14 +325,15 @@ def build_seeds(versions: dict[int, tuple[int, int]], ctx: SeedContext) -> list[
                 cls = load_request_schema(api_key, version)
             except Exception:
                 continue  # advertised but unknown to kio: nothing to build from
-            entity = build_entity(cls, ctx)
-            w = _Writer()
-            w.entity(cls, entity)
-            body = bytes(w.out)
-            if body != _kio_body(entity):
-                raise AssertionError(f"fuzz writer disagrees with kio on {cls.__name__} v{version}")
-            seeds.append(Seed(api_key, version, bool(cls.__flexible__), body, tuple(w.marks),
-                              cls.__name__.removesuffix("Request")))
+            for minimal in (False, True):
+                entity = build_entity(cls, ctx, minimal=minimal)
+                w = _Writer()
+                w.entity(cls, entity)
+                body = bytes(w.out)
+                if body != _kio_body(entity):
+                    raise AssertionError(f"fuzz writer disagrees with kio on {cls.__name__} v{version}")
+                seeds.append(Seed(api_key, version, bool(cls.__flexible__), body, tuple(w.marks),
+                                  cls.__name__.removesuffix("Request")))
     return seeds
 
 
@@ -379,7 +398,7 @@ class Mutator:
 
     KINDS: tuple[tuple[str, int], ...] = (
         ("bitflip", 20), ("bytes", 10), ("truncate", 10), ("insert", 5), ("delete", 5),
-        ("length", 15), ("null", 8), ("varint", 6), ("tag", 8), ("version", 6), ("header", 4),
+        ("length", 15), ("null", 8), ("varint", 6), ("tag", 8), ("int", 10), ("version", 6), ("header", 4),
         ("valid", 3),
     )
 
@@ -428,6 +447,15 @@ class Mutator:
             elif s.marks or body:
                 kind = "marker"
                 body[rng.randrange(len(body))] = rng.choice(_INTERESTING) if body else 0
+        elif kind == "int":
+            marks = [m for m in s.marks if m.kind in _INT_KINDS]
+            if marks:
+                mark = rng.choice(marks)
+                fmt = _INT_KINDS[mark.kind]
+                bits = struct.calcsize(fmt) * 8
+                low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+                value = rng.choice((-1, 0, low, high, rng.randrange(-1000, 1000), rng.randint(low, high)))
+                struct.pack_into(fmt, body, mark.pos, min(max(value, low), high))
         elif kind == "version":
             lo, hi = self.versions.get(api_key, (0, 0))
             choice = rng.random()
@@ -522,6 +550,34 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def send_seeds(bootstrap: str, seeds: Sequence[Seed], timeout: float = 2.0) -> int:
+    """Send every seed unmutated once, in order; returns how many were answered.
+
+    A warm-up: the first request of each API and version loads its kio classes and builds its
+    frame-check plan, and the first group or transaction request creates the coordinators'
+    partitions; a memory figure taken after this is what the fuzzed frames add.
+    """
+    host, port = bootstrap.rsplit(":", 1)
+    answered = 0
+    sock: socket.socket | None = None
+    try:
+        for i, s in enumerate(seeds):
+            if sock is None:
+                sock = socket.create_connection((host, int(port)), timeout=timeout)
+            sock.sendall(request_frame(s, i))
+            try:
+                head = _recv_exact(sock, 4)
+                _recv_exact(sock, _SIZE.unpack(head)[0])
+                answered += 1
+            except (OSError, ConnectionError):  # no answer (acks=0, a parked JoinGroup) or closed
+                sock.close()
+                sock = None
+    finally:
+        if sock is not None:
+            sock.close()
+    return answered
+
+
 @dataclass
 class FuzzStats:
     """What happened to the frames of a run."""
@@ -535,6 +591,7 @@ class FuzzStats:
     seconds: float = 0.0
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # mutation -> [answered, closed, unanswered]
     examples: list[str] = field(default_factory=list)  # the first wrong-correlation frames
+    unanswered_apis: dict[str, int] = field(default_factory=dict)  # "Fetch v12" -> frames left unanswered
 
     @property
     def frames_per_second(self) -> float:
@@ -583,6 +640,8 @@ async def _worker(host: str, port: int, mutator: Mutator, next_index: Callable[[
             except TimeoutError:
                 stats.unanswered += 1
                 stats.count(kind, 2)
+                api = kind.split(" ", 1)[1]
+                stats.unanswered_apis[api] = stats.unanswered_apis.get(api, 0) + 1
                 writer.close()
                 writer = None
                 continue
