@@ -52,8 +52,14 @@ def rss_text(pid: int) -> str:
             f"file {rss_kib(pid, 'RssFile') / 1024:.1f})")
 
 
-def client_round_trip(bootstrap: str, topic: str, tag: str) -> None:
-    """A confluent-kafka producer and consumer still work (raises otherwise)."""
+def client_round_trip(bootstrap: str, tag: str) -> None:
+    """A confluent-kafka admin client, producer and consumer still work (raises otherwise).
+
+    On a topic of its own, created now: the fuzzed DeleteTopics and DeleteRecords requests may
+    have removed or emptied the seeds' topic, as a real client sending them would have.
+    """
+    topic = f"fuzz-check-{tag}"
+    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     errors: list[Any] = []
     offsets: list[int] = []
@@ -70,7 +76,6 @@ def client_round_trip(bootstrap: str, topic: str, tag: str) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fuzz-check-{tag}",
                          "enable.auto.commit": False})
     try:
-        # From the record's own offset: fuzzed DeleteRecords may have moved the log start anywhere.
         consumer.assign([TopicPartition(topic, 0, offsets[0])])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -125,7 +130,7 @@ def main() -> int:
         pid = broker.proc.pid
         # Warm-up, so "before" holds what any client traffic loads once: a real client's round
         # trip, then every seed unmutated (kio classes, frame-check plans, coordinator partitions).
-        client_round_trip(broker.bootstrap, TOPIC, "warmup")
+        client_round_trip(broker.bootstrap, "warmup")
         print(f"cold {rss_text(pid)}; warm-up: {fuzz.send_seeds(broker.bootstrap, seeds)} of {len(seeds)} seeds "
               "answered", flush=True)
         rss_before = rss_kib(pid)
@@ -141,9 +146,13 @@ def main() -> int:
                          stop=lambda: not broker.alive)
         alive = broker.alive
         rss_end = rss_after = 0
+        client_error = ""
         if alive:
             rss_end = rss_kib(pid)
-            client_round_trip(broker.bootstrap, TOPIC, "after")
+            try:
+                client_round_trip(broker.bootstrap, "after")
+            except Exception as e:
+                client_error = f"{type(e).__name__}: {e}"
             # Requests the run parked (JoinGroups waiting for a rebalance, delayed fetches) expire
             # within their timeouts: give the RSS a minute to come back before reading it.
             deadline = time.monotonic() + 60
@@ -167,6 +176,7 @@ def main() -> int:
     for kind, (a, c, u) in sorted(stats.by_kind.items()):
         print(f"  {kind:<16} {a:>9,} {c:>9,} {u:>7,}")
     print(f"broker alive       {alive}")
+    print(f"client afterwards  {client_error or 'a new topic created, produced to and consumed from'}")
     print(f"broker RSS         {rss_before / 1024:.1f} MiB before, {rss_end / 1024:.1f} MiB at the end of "
           f"the run, {rss_after / 1024:.1f} MiB after ({growth:+.1%})")
     print(f"broker log         {tap.lines:,} lines, {len(tap.errors)} ERROR/traceback lines")
@@ -179,8 +189,9 @@ def main() -> int:
             "wrong_correlation": stats.wrong_correlation, "by_kind": stats.by_kind, "alive": alive,
             "rss_kib_before": rss_before, "rss_kib_end_of_run": rss_end, "rss_kib_after": rss_after,
             "log_lines": tap.lines, "error_lines": tap.errors[:100], "seed": args.seed,
+            "client_error": client_error,
         }, indent=2))
-    ok = alive and not tap.errors and growth <= 0.2 and stats.wrong_correlation == 0
+    ok = alive and not client_error and not tap.errors and growth <= 0.2 and stats.wrong_correlation == 0
     return 0 if ok else 1
 
 
