@@ -59,7 +59,8 @@ def client_round_trip(bootstrap: str, tag: str) -> None:
     have removed or emptied the seeds' topic, as a real client sending them would have.
     """
     topic = f"fuzz-check-{tag}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     errors: list[Any] = []
     offsets: list[int] = []
