@@ -405,6 +405,11 @@ class BrokerConfig(BaseModel):
                                               description="Smallest session timeout a classic member may ask for.")
     group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=1,
                                               description="Largest session timeout a classic member may ask for.")
+    # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (a constant there, 5 minutes): how long a
+    # member joining a classic group for the first time may wait in JoinGroup before it expires.
+    strom_group_new_member_join_timeout_ms: int = Field(
+        300000, alias="strom.group.new.member.join.timeout.ms", ge=1,
+        description="How long a new classic group member may wait in JoinGroup (Kafka's fixed 5 minutes).")
     group_consumer_session_timeout_ms: int = Field(45000, alias="group.consumer.session.timeout.ms", ge=1)
     group_consumer_heartbeat_interval_ms: int = Field(5000, alias="group.consumer.heartbeat.interval.ms", ge=1)
     group_consumer_max_size: int = Field(2**31 - 1, alias="group.consumer.max.size", ge=1)
@@ -414,6 +419,9 @@ class BrokerConfig(BaseModel):
                                              description="Name of the quota plugin to use ('' = no quotas).")
     offsets_topic_replication_factor: int = Field(1, alias="offsets.topic.replication.factor", ge=1)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
+    # How often Empty groups that have no committed offsets are deleted (Kafka's cleanupGroupMetadata;
+    # strom keeps committed offsets until deleted, so offsets.retention.minutes has no effect yet).
+    offsets_retention_check_interval_ms: int = Field(600000, alias="offsets.retention.check.interval.ms", ge=1)
     transaction_state_log_replication_factor: int = Field(
         1, alias="transaction.state.log.replication.factor", ge=1)
     transaction_state_log_min_isr: int = Field(1, alias="transaction.state.log.min.isr", ge=1)

@@ -85,6 +85,9 @@ class ClassicMember:
     join_future: asyncio.Future[JoinResult] | None = None
     sync_future: asyncio.Future[SyncResult] | None = None
     heartbeat_handle: asyncio.TimerHandle | None = None
+    # Joined for the first time and no JoinGroup answered yet: it cannot heartbeat, so it expires
+    # after the new-member join timeout even while its JoinGroup waits (Kafka's isNew).
+    is_new: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:
@@ -250,7 +253,7 @@ class ClassicGroup:
                                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
                                         protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
         member = ClassicMember(member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                               session_timeout_ms, protocol_type, list(protocols))
+                               session_timeout_ms, protocol_type, list(protocols), is_new=True)
         if not self.members:
             self.protocol_type = protocol_type
         self.members[member_id] = member
@@ -259,7 +262,10 @@ class ClassicGroup:
         fut: asyncio.Future[JoinResult] = self._loop().create_future()
         member.join_future = fut
         self.new_member_added = True
-        self._schedule_heartbeat(member)
+        # As Kafka: a new member cannot heartbeat while its JoinGroup is parked and a client that
+        # disconnected (a request timeout during a long rebalance) retries as another new member,
+        # so new members expire after the new-member join timeout, whatever the rebalance timeout.
+        self._schedule_heartbeat(member, self.coordinator.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(f"member {member_id} joined")
         self._try_complete_join()
         return await asyncio.shield(fut)
@@ -383,6 +389,7 @@ class ClassicGroup:
                  len(self.members), self.protocol_name)
         for member in self.members.values():
             member.assignment = b""
+            member.is_new = False
             fut, member.join_future = member.join_future, None
             _resolve(fut, self._join_result(member))
             self._schedule_heartbeat(member)
@@ -523,13 +530,20 @@ class ClassicGroup:
 
     # -- timers -------------------------------------------------------------------------------
 
-    def _schedule_heartbeat(self, member: ClassicMember) -> None:
+    def _schedule_heartbeat(self, member: ClassicMember, timeout_ms: int | None = None) -> None:
         self._cancel(member.heartbeat_handle)
-        member.heartbeat_handle = self._loop().call_later(member.session_timeout_ms / 1000,
-                                                          self._expire_member, member)
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.heartbeat_handle = self._loop().call_later(timeout / 1000, self._expire_member, member)
 
     def _expire_member(self, member: ClassicMember) -> None:
         if self.members.get(member.member_id) is not member:
+            return
+        if member.is_new:
+            log.info("group %s: new member %s did not complete its join in time", self.group_id, member.member_id)
+            # Kafka answers the parked JoinGroup with UNKNOWN_MEMBER_ID and no member id: a client
+            # still there joins again.
+            _resolve(member.join_future, JoinResult(UNKNOWN_MEMBER_ID, member_id=""))
+            self._remove_and_update(member, f"new member {member.member_id} expired")
             return
         if member.awaiting_join or member.awaiting_sync:
             # A member in a long poll is alive; its request's own timeout bounds the wait.

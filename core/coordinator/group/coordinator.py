@@ -92,10 +92,15 @@ class GroupCoordinator:
         self.offsets = OffsetStore()
         self.loaded = False
         self._closed = False
+        self._cleanup_task: asyncio.Task[None] | None = None
 
     @property
     def initial_rebalance_delay_ms(self) -> int:
         return int(self.broker.config.group_initial_rebalance_delay_ms)
+
+    @property
+    def new_member_join_timeout_ms(self) -> int:
+        return int(self.broker.config.strom_group_new_member_join_timeout_ms)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -120,12 +125,18 @@ class GroupCoordinator:
 
                 cgs.ensure_timer(self, group, lambda: cgs.env_for(self.broker))
         self.loaded = True
+        self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(),
+                                                                    name="group-metadata-cleanup")
         log.info("group coordinator loaded %d record(s), %d group(s) in %.2fs", count, len(self.groups),
                  time.monotonic() - started)
 
     async def close(self) -> None:
         self._closed = True
         self.loaded = False
+        if self._cleanup_task is not None:
+            self._cleanup_task.cancel()
+            await asyncio.gather(self._cleanup_task, return_exceptions=True)
+            self._cleanup_task = None
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 group.close()
@@ -568,6 +579,63 @@ class GroupCoordinator:
                 assert isinstance(key, rec.OffsetCommitKey)
                 self.offsets.put(group_id, (key.topic, key.partition), None)
         return 0, results
+
+    # -- cleanup ------------------------------------------------------------------------------
+
+    async def _cleanup_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.broker.config.offsets_retention_check_interval_ms / 1000)
+            try:
+                await self.cleanup_group_metadata()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("deleting empty groups failed")
+
+    def _is_current(self, group_id: str, group: Any) -> bool:
+        return group_id in self.groups and self.groups[group_id] is group
+
+    async def cleanup_group_metadata(self) -> list[str]:
+        """Delete every Empty group that has no committed or pending offsets, as Kafka's periodic
+        cleanupGroupMetadata does (tombstones first, then the group is gone); returns their ids.
+
+        Group ids are the client's to choose: a JoinGroup that failed, members that left or
+        expired, a ConsumerGroupHeartbeat refused, each can leave an Empty group behind.
+        """
+        deleted = []
+        for group_id, found in list(self.groups.items()):
+            group: Any = found
+            if self._closed:
+                break
+            if not self._is_current(group_id, group) or not group.is_empty() or self.offsets.has_offsets(group_id):
+                continue
+            if isinstance(group, ClassicGroup):
+                if group.state is not GroupState.EMPTY:
+                    continue
+                records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]] = [
+                    (rec.GroupMetadataKey(group_id), None)]
+            else:
+                if getattr(group, "deleted", False):
+                    continue
+                records = list(group.delete_records())
+            try:
+                self.check_serving(group_id)
+                if records:
+                    await self._append(group_id, records)
+            except KafkaError:
+                continue
+            if not self._is_current(group_id, group) or not group.is_empty():
+                continue
+            del self.groups[group_id]
+            if isinstance(group, ClassicGroup):
+                group.close()
+                group.state = GroupState.DEAD
+            else:
+                setattr(group, "deleted", True)  # noqa: B010 - a ConsumerGroup
+            deleted.append(group_id)
+        if deleted:
+            log.info("deleted %d empty group(s) with no offsets", len(deleted))
+        return deleted
 
     # -- admin --------------------------------------------------------------------------------
 

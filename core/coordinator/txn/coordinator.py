@@ -171,6 +171,20 @@ class TransactionCoordinator:
             lock = self._locks[transactional_id] = asyncio.Lock()
         return lock
 
+    def _require_known(self, transactional_id: str) -> None:
+        """INVALID_PRODUCER_ID_MAPPING for an id with no state, before any lock is made for it:
+        ids are the client's to choose, and a lock per unknown id would never be dropped."""
+        if transactional_id not in self.txns:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping)
+
+    def _drop_lock_if_unused(self, transactional_id: str) -> None:
+        """Forget the lock of an id that has no state (an InitProducerId that failed) once free."""
+        lock = self._locks.get(transactional_id)
+        # asyncio.Lock's waiters: one may be woken but not running yet while locked() is False.
+        if (lock is not None and transactional_id not in self.txns and not lock.locked()
+                and not getattr(lock, "_waiters", None)):
+            del self._locks[transactional_id]
+
     def _coordinator_epoch(self, transactional_id: str) -> int:
         part = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))
         return max(part.leader_epoch, 0) if part is not None else 0
@@ -242,6 +256,13 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.invalid_transaction_timeout,
                            f"transaction.timeout.ms must be in 1..{self.max_timeout_ms}")
         self._check_coordinator(transactional_id)
+        try:
+            return await self._init_producer_id(transactional_id, timeout_ms, expected)
+        finally:
+            self._drop_lock_if_unused(transactional_id)
+
+    async def _init_producer_id(self, transactional_id: str, timeout_ms: int,
+                                expected: tuple[int, int] | None) -> tuple[int, int]:
         async with self._lock(transactional_id):
             now = self.clock()
             md = self.txns.get(transactional_id)
@@ -269,6 +290,7 @@ class TransactionCoordinator:
                              partitions: list[TopicPartition], client_version: int = 0) -> None:
         """Enlist partitions; ``client_version`` 2 for the implicit adds of TV2 producers."""
         self._check_coordinator(transactional_id)
+        self._require_known(transactional_id)
         async with self._lock(transactional_id):
             md = self.txns.get(transactional_id)
             if md is None:
@@ -310,6 +332,7 @@ class TransactionCoordinator:
         and the marker writing overlaps the producer's next transaction.
         """
         self._check_coordinator(transactional_id)
+        self._require_known(transactional_id)
         lock = self._lock(transactional_id)
         await lock.acquire()
         handed_off = False

@@ -271,6 +271,9 @@ def test_invalid_requests(tmp_path: Path) -> None:
             with pytest.raises(TxnError) as e:
                 await op
             assert e.value.code == ErrorCode.invalid_producer_id_mapping
+        # Ids are the client's to choose: one it never initialized leaves no lock behind (the
+        # protocol fuzzer's AddPartitionsToTxn/EndTxn for random ids grew this map for good).
+        assert "nope" not in coord._locks
         with pytest.raises(TxnError) as e:
             coord.describe("nope")
         assert e.value.code == ErrorCode.transactional_id_not_found
