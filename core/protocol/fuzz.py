@@ -49,6 +49,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from strom.core.protocol.codec import encode_uvarint
+
 __all__ = ["KILLERS", "FuzzStats", "Mutator", "Seed", "SeedContext", "api_versions", "build_seeds",
            "killer_frame", "request_frame", "run", "send_seeds"]
 
@@ -370,14 +372,6 @@ _I32_EXTREMES = (-1, -2, -(2**31), 2**31 - 1, 1 << 24, 0x7FFF + 1)
 _I16_EXTREMES = (-1, -2, -(2**15), 2**15 - 1, 0x4000)
 
 
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
 
 def _varint_span(body: bytes | bytearray, pos: int) -> int:
     """The length of the varint at ``pos`` (seeds are valid, so it ends)."""
@@ -492,7 +486,7 @@ class Mutator:
                 if rng.random() < 0.3:  # a varint the frame ends in the middle of
                     return body[:mark.pos] + b"\x80\x80"
         elif mark.flexible:
-            new = _uvarint_bytes(rng.choice(_COMPACT_EXTREMES))
+            new = encode_uvarint(rng.choice(_COMPACT_EXTREMES))
         elif width == 2:
             new = struct.pack(">h", rng.choice(_I16_EXTREMES))
         else:
@@ -509,13 +503,13 @@ class Mutator:
         tag = rng.choice((7, 42, 127, 128, 1000, 0x7FFFFFFF))
         if choice < 0.5:  # a valid unknown tagged field: Kafka skips it
             value = rng.randbytes(rng.randint(0, 12))
-            new = b"\x01" + _uvarint_bytes(tag) + _uvarint_bytes(len(value)) + value
+            new = b"\x01" + encode_uvarint(tag) + encode_uvarint(len(value)) + value
         elif choice < 0.7:  # two of them, the second out of order
-            new = b"\x02" + _uvarint_bytes(tag) + b"\x01\x00" + b"\x03\x00"
+            new = b"\x02" + encode_uvarint(tag) + b"\x01\x00" + b"\x03\x00"
         elif choice < 0.85:  # a size past the end of the frame
-            new = b"\x01" + _uvarint_bytes(tag) + _uvarint_bytes(rng.choice((0xFFFFFFFF, 0x7FFFFFFF, 1 << 20)))
+            new = b"\x01" + encode_uvarint(tag) + encode_uvarint(rng.choice((0xFFFFFFFF, 0x7FFFFFFF, 1 << 20)))
         else:  # a count far larger than the frame
-            new = _uvarint_bytes(rng.choice((0xFFFFFFFF, 0x7FFFFFFF, 1 << 20)))
+            new = encode_uvarint(rng.choice((0xFFFFFFFF, 0x7FFFFFFF, 1 << 20)))
         return body[:mark.pos] + new + body[mark.pos + 1:]
 
 
