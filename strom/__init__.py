@@ -1,7 +1,9 @@
 """strom: a Kafka platform in Python.
 
-The import package is assembled from the repository's top-level folders (see setup.py):
-``core/`` is ``strom.core``, ``plugins/`` is ``strom.plugins`` and so on.
+The import package is this folder. ``strom/core``, ``strom/plugins``, ``strom/connect``,
+``strom/streams``, ``strom/tiered`` and ``strom/spark_bridge`` are relative symlinks to the
+repository's top-level folders, so ``core/`` is ``strom.core``, ``plugins/`` is ``strom.plugins``
+and so on, in the source tree (for mypy and IDEs) as in an install (see setup.py).
 """
 
 import sys as _sys
