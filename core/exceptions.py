@@ -8,7 +8,7 @@ class of a code. Raising one inside a request handler makes the handler answer w
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
@@ -67,69 +67,41 @@ class LogDirLockedError(ConfigError):
 
 
 class KafkaError(BrokerError):
-    """An error that is answered to the client as a Kafka error code."""
+    """An error that is answered to the client as a Kafka error code.
+
+    The classes of the codes are generated in :mod:`strom.core.errors` (one per code of kio's
+    ``ErrorCode``, Kafka's class names); this base stands for UNKNOWN_SERVER_ERROR. ``message`` is
+    the text given when raised ("" if none): handlers send ``exc.message or None`` beside the code;
+    ``description`` is Kafka's default text of the code (``Errors.X.message()``).
+    """
 
     code: ClassVar[ErrorCode] = ErrorCode.unknown_server_error
-
-    @property
-    def errno(self) -> int:
-        return int(self.code)
-
-    @property
-    def retriable(self) -> bool:
-        return bool(self.code.retriable)
+    errno: ClassVar[int] = int(ErrorCode.unknown_server_error)
+    retriable: ClassVar[bool] = False
+    description: ClassVar[str] = "The server experienced an unexpected error when processing the request."
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message or self.code.name)
         self.message = message
 
 
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_")) + "Error"
+class CorruptSnapshotError(BrokerError):
+    """A producer-state snapshot file fails its length or CRC check (Kafka's
+    CorruptSnapshotException); the log rebuilds the producer state from the segments instead."""
 
 
-_BY_CODE: dict[int, type[KafkaError]] = {int(ErrorCode.unknown_server_error): KafkaError}
+# Every Kafka error class stays importable from here, as it was when this module built them; the
+# classes live in the generated strom.core.errors, which imports KafkaError from this module, so
+# they are re-exported lazily (PEP 562) and, for type checkers, under TYPE_CHECKING.
+if TYPE_CHECKING:
+    from strom.core.errors import *  # noqa: F403
+    from strom.core.errors import for_code as for_code
 
 
-def _define(code: ErrorCode) -> type[KafkaError]:
-    cls = type(_camel(code.name), (KafkaError,), {"code": code, "__module__": __name__,
-                                                  "__doc__": f"Kafka error {int(code)} ({code.name})."})
-    _BY_CODE[int(code)] = cls
-    return cls
+def __getattr__(name: str) -> object:
+    from strom.core import errors
 
-
-for _code in ErrorCode:
-    if _code not in (ErrorCode.none, ErrorCode.unknown_server_error):
-        globals()[_camel(_code.name)] = _define(_code)
-
-
-def for_code(code: int) -> type[KafkaError]:
-    """The exception class of a Kafka error code."""
-    return _BY_CODE.get(int(code), KafkaError)
-
-
-# Names used across the broker, bound explicitly so that type checkers see them.
-CorruptMessageError: type[KafkaError] = for_code(ErrorCode.corrupt_message)
-InvalidRecordError: type[KafkaError] = for_code(ErrorCode.invalid_record)
-MessageTooLargeError: type[KafkaError] = for_code(ErrorCode.message_too_large)
-RecordListTooLargeError: type[KafkaError] = for_code(ErrorCode.record_list_too_large)
-InvalidTimestampError: type[KafkaError] = for_code(ErrorCode.invalid_timestamp)
-UnsupportedCompressionTypeError: type[KafkaError] = for_code(ErrorCode.unsupported_compression_type)
-UnsupportedForMessageFormatError: type[KafkaError] = for_code(ErrorCode.unsupported_for_message_format)
-OffsetOutOfRangeError: type[KafkaError] = for_code(ErrorCode.offset_out_of_range)
-UnknownTopicOrPartitionError: type[KafkaError] = for_code(ErrorCode.unknown_topic_or_partition)
-UnknownTopicIdError: type[KafkaError] = for_code(ErrorCode.unknown_topic_id)
-TopicAlreadyExistsError: type[KafkaError] = for_code(ErrorCode.topic_already_exists)
-InvalidTopicError: type[KafkaError] = for_code(ErrorCode.invalid_topic_exception)
-InvalidPartitionsError: type[KafkaError] = for_code(ErrorCode.invalid_partitions)
-InvalidReplicationFactorError: type[KafkaError] = for_code(ErrorCode.invalid_replication_factor)
-InvalidConfigError: type[KafkaError] = for_code(ErrorCode.invalid_config)
-InvalidRequestError: type[KafkaError] = for_code(ErrorCode.invalid_request)
-NotLeaderOrFollowerError: type[KafkaError] = for_code(ErrorCode.not_leader_or_follower)
-FencedLeaderEpochError: type[KafkaError] = for_code(ErrorCode.fenced_leader_epoch)
-UnknownLeaderEpochError: type[KafkaError] = for_code(ErrorCode.unknown_leader_epoch)
-NotEnoughReplicasError: type[KafkaError] = for_code(ErrorCode.not_enough_replicas)
-PolicyViolationError: type[KafkaError] = for_code(ErrorCode.policy_violation)
-TopicAuthorizationFailedError: type[KafkaError] = for_code(ErrorCode.topic_authorization_failed)
-ClusterAuthorizationFailedError: type[KafkaError] = for_code(ErrorCode.cluster_authorization_failed)
-KafkaStorageError: type[KafkaError] = for_code(ErrorCode.kafka_storage_error)
+    try:
+        return getattr(errors, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
