@@ -16,18 +16,20 @@ import asyncio
 import functools
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import CreatableTopic
-from strom.core.exceptions import NotLeaderOrFollowerError
+from strom.core.exceptions import KafkaError
+from strom.core.metadata.image import MetadataImage
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import LogRecord, build_keyed_batch, decode_records
-from strom.core.server.handlers._common import error_of
+from strom.core.replica.manager import ReplicaManager
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.coordinator.group.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,29 @@ def java_hash_partition(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+class CoordinatorHost(Protocol):
+    """What the runtime needs of the node it runs in (the broker satisfies it): the metadata
+    image, the controller that creates topics, the replica manager that appends, and the group
+    coordinator to tell about transactions ending on ``__consumer_offsets``."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def group_coordinator(self) -> GroupCoordinator: ...
+
+    async def create_internal_topic(self, topic: CreatableTopic) -> tuple[int, str | None]:
+        """Create a topic through the controller: (error code, error message)."""
+        ...
+
+
 class CoordinatorRuntime:
     """Internal-topic I/O shared by the group and transaction coordinators."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: CoordinatorHost) -> None:
         self.broker = broker
         self._topic_locks: dict[str, asyncio.Lock] = {}
 
@@ -71,10 +92,10 @@ class CoordinatorRuntime:
         async with lock:
             if name in self.broker.image.topics:
                 return
-            [result] = await self.broker.metadata.controller.create_topics(
-                [CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, configs=configs)])
-            if result.error_code not in (0, int(ErrorCode.topic_already_exists)):
-                raise RuntimeError(f"cannot create internal topic {name}: {result.error_message or result.error_code}")
+            code, message = await self.broker.create_internal_topic(
+                CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, configs=configs))
+            if code not in (0, int(ErrorCode.topic_already_exists)):
+                raise RuntimeError(f"cannot create internal topic {name}: {message or code}")
             log.info("created internal topic %s with %d partitions", name, partitions)
 
     # -- appends ------------------------------------------------------------------------------
@@ -87,37 +108,32 @@ class CoordinatorRuntime:
 
     def append_now(self, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]],
                    *, producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> int:
-        """:meth:`append` without a suspension point: the caller knows nothing runs in between."""
+        """:meth:`append` without a suspension point: the caller knows nothing runs in between.
+
+        The same leader append as Produce's (``ReplicaManager``), with coordinator origin."""
         if not records:
             raise ValueError("append needs at least one record")
         rm = self.broker.replica_manager
-        part = rm.get_partition(topic, partition)
-        if not part.is_leader:
-            raise NotLeaderOrFollowerError(f"not the leader of {topic}-{partition}")
         batch = build_keyed_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                                   transactional=transactional)
-        buf = bytearray(batch)
-        info = part.log.append_as_leader(buf, list(iter_headers(buf)), part.leader_epoch, origin="coordinator")
-        part.maybe_increment_high_watermark()
-        rm.fetch_purgatory.check_and_complete(part.key)
-        return int(info.last_offset)
+        return rm.append_coordinator_records(rm.get_partition(topic, partition), batch).last_offset
 
     # -- reads --------------------------------------------------------------------------------
 
     def read(self, topic: str, partition: int) -> Iterator[LogRecord]:
         """Every record of a partition from its log start to its log end, control records included."""
-        plog = self.broker.replica_manager.get_partition(topic, partition).log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            info = plog.read(offset, READ_CHUNK_BYTES, None, True)
-            if not info.records:
+        part = self.broker.replica_manager.get_partition(topic, partition)
+        offset = part.log_start_offset
+        while offset < part.log_end_offset:
+            records = part.read_to_log_end(offset, READ_CHUNK_BYTES)
+            if not records:
                 break
             last = offset
-            for record in decode_records(info.records):
+            for record in decode_records(records):
                 last = record.offset
                 if record.offset >= offset:
                     yield record
-            batches = list(iter_headers(info.records))
+            batches = list(iter_headers(records))
             offset = max(last + 1, batches[-1][1].last_offset + 1 if batches else last + 1)
 
     # -- transaction markers ------------------------------------------------------------------
@@ -135,15 +151,16 @@ class CoordinatorRuntime:
         offsets_touched = False
         for topic, index in partitions:
             try:
-                part = rm.get_partition(topic, index)
-                part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                   transaction_version=transaction_version)
-                rm.fetch_purgatory.check_and_complete(part.key)
+                rm.append_marker(rm.get_partition(topic, index), producer_id, producer_epoch, commit,
+                                 coordinator_epoch, transaction_version=transaction_version)
                 results[(topic, index)] = 0
                 offsets_touched = offsets_touched or topic == OFFSETS_TOPIC
+            except KafkaError as e:
+                results[(topic, index)] = int(e.code)  # the marker's answer per partition (WriteTxnMarkers)
             except Exception as e:
-                results[(topic, index)] = error_of(e)[0]
-        group_coordinator: Any = getattr(self.broker, "group_coordinator", None)
-        if offsets_touched and group_coordinator is not None:
-            group_coordinator.on_transaction_completed(producer_id, commit)
+                # The log turns its OSErrors into KafkaStorageError; anything else is a bug.
+                log.error("writing a transaction marker to %s-%d failed", topic, index, exc_info=e)
+                results[(topic, index)] = int(ErrorCode.unknown_server_error)
+        if offsets_touched:
+            self.broker.group_coordinator.on_transaction_completed(producer_id, commit)
         return results

@@ -11,10 +11,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Any
 
 from strom.core.config import BrokerConfig, LogConfig
 from strom.core.exceptions import KafkaStorageError, UnknownTopicOrPartitionError
+from strom.core.log.manager import LogManager
+from strom.core.metadata.delta import MetadataDelta
+from strom.core.metadata.image import MetadataImage
+from strom.core.records.batch import iter_headers
 from strom.core.replica.partition import AppendResult, Partition, ValidatedRecords
 from strom.core.server.purgatory import Purgatory
 
@@ -26,7 +29,7 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 class ReplicaManager:
     """Owns every :class:`Partition` of this broker."""
 
-    def __init__(self, config: BrokerConfig, log_manager: Any) -> None:
+    def __init__(self, config: BrokerConfig, log_manager: LogManager) -> None:
         self.config = config
         self.log_manager = log_manager
         self.node_id = config.node_id
@@ -41,7 +44,7 @@ class ReplicaManager:
 
     # -- metadata publisher -------------------------------------------------------------------
 
-    def on_metadata_update(self, delta: Any, image: Any) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Reconcile hosted partitions with a newly committed metadata image."""
         live: set[tuple[str, int]] = set()
         dynamic = {**image.configs.get((BROKER_RESOURCE, ""), {}),
@@ -68,7 +71,7 @@ class ReplicaManager:
                         continue
                     self.offline_partitions.pop(key, None)
                 elif config_changed:
-                    part.log.update_config(self._log_config(overrides))
+                    part.update_config(self._log_config(overrides))
                 part.apply_registration(tuple(reg.replicas), tuple(reg.isr), reg.leader,
                                         reg.leader_epoch, reg.partition_epoch)
         for key in [k for k in self.partitions if k not in live]:
@@ -114,15 +117,29 @@ class ReplicaManager:
                             inline_bytes: int | None = None) -> AppendResult:
         """Produce's append to a partition it has looked up: validate, append, wake the fetches.
         With ``inline_bytes``, ValidateOffLoop means: validate in a thread, then append_validated."""
-        result = part.append_records_as_leader(records, required_acks, inline_bytes=inline_bytes)
+        return self._appended(part, part.append_records_as_leader(records, required_acks, inline_bytes=inline_bytes))
+
+    def append_coordinator_records(self, part: Partition, batch: bytes | bytearray, *,
+                                   required_acks: int = 1) -> AppendResult:
+        """Append a batch the broker built (a coordinator's state records: Kafka's
+        AppendOrigin.COORDINATOR, no client validation) as the leader, wake the fetches."""
+        buf = bytearray(batch)
+        return self._appended(part, part.append_as_leader(buf, list(iter_headers(buf)), required_acks,
+                                                          origin="coordinator"))
+
+    def append_marker(self, part: Partition, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, *, transaction_version: int = 0) -> AppendResult:
+        """Write a COMMIT/ABORT marker as the leader (WriteTxnMarkers), wake the fetches."""
+        return self._appended(part, part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                       transaction_version=transaction_version))
+
+    def _appended(self, part: Partition, result: AppendResult) -> AppendResult:
         self.fetch_purgatory.check_and_complete(part.key)
         return result
 
     def append_validated(self, part: Partition, validated: ValidatedRecords, required_acks: int) -> AppendResult:
         """Append records validated off the event loop (Partition.validate_records), wake the fetches."""
-        result = part.append_validated(validated, required_acks)
-        self.fetch_purgatory.check_and_complete(part.key)
-        return result
+        return self._appended(part, part.append_validated(validated, required_acks))
 
     def partitions_of(self, keys: Iterable[tuple[str, int]]) -> list[Partition | None]:
         return [self.partitions.get(k) for k in keys]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Literal, NamedTuple
 
 from strom.core.config import LogConfig
 from strom.core.exceptions import (
@@ -24,6 +24,8 @@ from strom.core.exceptions import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from strom.core.log.log import Log
+from strom.core.log.producer_state import ProducerStateEntry
 from strom.core.records.batch import BatchHeader, iter_headers
 from strom.core.records.validate import validate_produce_batches
 
@@ -64,10 +66,25 @@ class ReadResult:
     aborted_transactions: list[tuple[int, int]] | None = None
 
 
-class Partition:
-    """A replica of one topic-partition hosted by this broker."""
+class ProducerRow(NamedTuple):
+    """One active producer of a partition, as DescribeProducers answers it."""
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Any, local_id: int) -> None:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no transaction open
+
+
+class Partition:
+    """A replica of one topic-partition hosted by this broker.
+
+    The partition owns its log: callers ask the partition (Kafka's ``Partition`` methods), never
+    reach through to the log, so leadership and the high watermark are checked in one place.
+    """
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, local_id: int) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -96,6 +113,10 @@ class Partition:
     @property
     def config(self) -> LogConfig:
         return self.log.config
+
+    def update_config(self, config: LogConfig) -> None:
+        """The topic's config changed (a committed ConfigRecord or a dynamic broker default)."""
+        self.log.update_config(config)
 
     def apply_registration(self, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int,
                            leader_epoch: int, partition_epoch: int) -> None:
@@ -148,8 +169,16 @@ class Partition:
     def append_validated(self, validated: ValidatedRecords, required_acks: int) -> AppendResult:
         """Append records :meth:`validate_records` accepted (leadership is checked again: a
         validation in a worker thread may have outlived it)."""
+        return self.append_as_leader(validated.buf, validated.batches, required_acks, origin="client")
+
+    def append_as_leader(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], required_acks: int, *,
+                         origin: Literal["client", "coordinator"]) -> AppendResult:
+        """The one leader append (Kafka's ``Partition.appendRecordsToLeader``): leadership and
+        min.insync.replicas checked, offsets assigned in ``buf``, the high watermark moved.
+        ``origin="coordinator"``: batches the broker built itself (Kafka's AppendOrigin.COORDINATOR),
+        which skip client validation and may carry a producer id without a sequence."""
         self._check_can_append(required_acks)
-        info = self.log.append_as_leader(validated.buf, validated.batches, self.leader_epoch, origin="client")
+        info = self.log.append_as_leader(buf, batches, self.leader_epoch, origin=origin)
         self.maybe_increment_high_watermark()
         # The log's answer already holds what Produce returns: the append time is -1 unless the
         # topic uses LogAppendTime (and for a duplicate), the log start offset is the one at the
@@ -225,3 +254,62 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_dir(self) -> str:
+        """The log dir holding this partition's directory (DescribeLogDirs groups by it)."""
+        return str(self.log.dir.parent)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    def read_to_log_end(self, offset: int, max_bytes: int) -> bytes | bytearray | memoryview:
+        """Whole batches from ``offset`` up to the log end, control batches included (Kafka's
+        FetchIsolation.LOG_END, as a coordinator loads its partition); empty past the end."""
+        return self.log.read(offset, max_bytes, None, True).records
+
+    def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """``(offset, timestamp, leader epoch)`` of the first record at or after ``timestamp``
+        (ListOffsets; -1 latest, -2 earliest, -3 max timestamp, -4 earliest local)."""
+        return self.log.fetch_offset_by_timestamp(timestamp)
+
+    def last_offset_for_leader_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` of the largest epoch <= ``leader_epoch`` (OffsetForLeaderEpoch)."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (DeleteRecords); returns the low watermark."""
+        self.log.maybe_increment_log_start_offset(offset)
+        return self.log.log_start_offset
+
+    def needs_flush(self) -> bool:
+        """flush.messages / flush.ms ask for an fsync before the ack (cheap when neither is set)."""
+        return self.log.config.flushes and self.log.needs_flush()
+
+    def flush(self) -> None:
+        """fsync the log (blocking: call it off the event loop)."""
+        self.log.flush()
+
+    def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        """The producer's last state on this partition (idempotence, KIP-890's verification)."""
+        return self.log.producer_state.producers.get(producer_id)  # last_entry(), without the call
+
+    def active_producers(self) -> list[ProducerRow]:
+        """Every producer the partition keeps state for (Kafka's ``activeProducerState``).
+
+        Read under the log's lock: appends change the producer state from worker threads too.
+        """
+        log = self.log
+        with log.lock:
+            return [ProducerRow(e.producer_id, e.producer_epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                                -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+                    for e in log.producer_state.producers.values()]

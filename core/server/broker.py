@@ -269,6 +269,11 @@ class Broker:
         return int(self.quota_manager.record(ctx.principal, ctx.client_id, QuotaType[quota_type], value,
                                              int(time.time() * 1000)))
 
+    async def create_internal_topic(self, topic: CreatableTopic) -> tuple[int, str | None]:
+        """Create one topic through the controller (the coordinators' internal topics)."""
+        [result] = await self.metadata.controller.create_topics([topic])
+        return result.error_code, result.error_message
+
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Create topics with the broker's defaults (Metadata auto-creation)."""
         if not names:

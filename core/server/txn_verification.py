@@ -52,14 +52,14 @@ def bad_first_sequence(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> b
     """A TV2 producer the partition does not know must start at sequence 0 (Kafka 4.x): with
     verification the leader knows this batch opens the producer's first transaction here."""
     part = broker.replica_manager.get_partition(*tp)
-    return batch.base_sequence != 0 and part.log.producer_state.last_entry(batch.producer_id) is None
+    return batch.base_sequence != 0 and part.producer_entry(batch.producer_id) is None
 
 
 def needs_coordinator(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> int | None:
     """None when the producer's transaction is open here at this epoch; an error code when the
     epoch is stale; 0 when the coordinator must add or verify the partition."""
     part = broker.replica_manager.get_partition(*tp)
-    entry = part.log.producer_state.producers.get(batch.producer_id)  # last_entry(), without the call
+    entry = part.producer_entry(batch.producer_id)
     if entry is None:
         return 0
     if entry.producer_epoch > batch.producer_epoch:

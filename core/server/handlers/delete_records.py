@@ -36,8 +36,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                     if offset < 0 or offset > part.high_watermark:
                         raise OffsetOutOfRangeError(
                             f"offset {p.offset} is outside [0, high watermark {part.high_watermark}]")
-                    part.log.maybe_increment_log_start_offset(offset)
-                    low = part.log.log_start_offset
+                    low = part.delete_records_on_leader(offset)
                 except Exception as e:
                     code = error_of(e)[0]
             parts.append(m.make("DeleteRecordsPartitionResult", partition_index=p.partition_index,

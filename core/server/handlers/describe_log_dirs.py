@@ -34,9 +34,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     for (topic, index), part in sorted(broker.replica_manager.partitions.items()):
         if wanted is not None and (topic not in wanted or index not in wanted[topic]):
             continue
-        log_dir = str(part.log.dir.parent)
+        log_dir = part.log_dir
         by_dir.setdefault(log_dir, {}).setdefault(topic, []).append(m.make(
-            "DescribeLogDirsPartition", partition_index=index, partition_size=part.log.size_in_bytes,
+            "DescribeLogDirsPartition", partition_index=index, partition_size=part.size_in_bytes,
             offset_lag=0, is_future_key=False))
     results = []
     for log_dir, topics in by_dir.items():

@@ -54,17 +54,6 @@ def _invalid_topic_reason(name: str) -> str | None:
     return None
 
 
-def _producer_rows(log: Any) -> list[tuple[int, int, int, int, int, int]]:
-    """(pid, epoch, last sequence, last timestamp, coordinator epoch, txn start or -1) per producer.
-
-    Read under the log's lock: appends change the producer state from worker threads too.
-    """
-    with log.lock:
-        return [(e.producer_id, e.producer_epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
-                 -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
-                for e in log.producer_state.producers.values()]
-
-
 async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     m = response_messages(API_KEY, ctx.api_version)
     image = broker.image
@@ -106,7 +95,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             producers = tuple(
                 m.make("ProducerState", producer_id=pid, producer_epoch=epoch, last_sequence=seq,
                        last_timestamp=ts, coordinator_epoch=coord, current_txn_start_offset=txn)
-                for pid, epoch, seq, ts, coord, txn in _producer_rows(part.log))
+                for pid, epoch, seq, ts, coord, txn in part.active_producers())
             partitions.append(m.make("PartitionResponse", partition_index=index, error_code=0,
                                      error_message=None, active_producers=producers))
         topics.append(m.make("TopicResponse", name=name, partitions=tuple(partitions)))

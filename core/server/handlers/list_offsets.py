@@ -71,11 +71,11 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                         epoch = part.leader_epoch
                     elif ts in (EARLIEST, EARLIEST_LOCAL):
                         # The log answers the start offset with the epoch of its leader-epoch cache.
-                        offset, _, epoch = part.log.fetch_offset_by_timestamp(ts) or (part.log.log_start_offset, -1, -1)
+                        offset, _, epoch = part.fetch_offset_for_timestamp(ts) or (part.log_start_offset, -1, -1)
                     elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                         pass  # no remote storage: nothing tiered, nothing pending upload
                     else:
-                        found = part.log.fetch_offset_by_timestamp(ts)
+                        found = part.fetch_offset_for_timestamp(ts)
                         if found is not None:
                             offset, timestamp, epoch = found
                             if offset >= part.high_watermark:

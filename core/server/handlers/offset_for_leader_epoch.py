@@ -34,7 +34,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 try:
                     part = broker.replica_manager.get_partition(t.topic, p.partition)
                     part.check_leader_epoch(p.current_leader_epoch)
-                    epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
+                    epoch, end = part.last_offset_for_leader_epoch(p.leader_epoch)
                 except Exception as e:
                     code = error_of(e)[0]
             parts.append(m.make("EpochEndOffset", error_code=code, partition=p.partition, leader_epoch=epoch,

@@ -126,10 +126,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                         # connections are not held up behind it, then appended here.
                         validated = await asyncio.to_thread(part.validate_records, records)
                         result = rm.append_validated(part, validated, acks)
-                    plog = part.log
-                    if plog.config.flushes and plog.needs_flush():  # no call without flush.messages/flush.ms
+                    if part.needs_flush():
                         # flush.messages / flush.ms: durable before the ack, fsync off the loop.
-                        await asyncio.to_thread(plog.flush)
+                        await asyncio.to_thread(part.flush)
                     base_offset, log_append_time = result.first_offset, result.log_append_time_ms
                     log_start = result.log_start_offset
                     if acks == -1:
