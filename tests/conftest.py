@@ -1,13 +1,100 @@
-"""Shared fixtures: a real broker subprocess (``strom dev`` on port 0)."""
+"""Shared fixtures (a real broker subprocess, ``strom dev`` on port 0) and the suite's tiers.
+
+Every test gets exactly the tier markers that describe what it starts, assigned at collection:
+
+- ``broker``: starts strom's broker process (or another broker/worker process: Tansu, the
+  null broker, a strom.connect worker). A test that requests a broker fixture (directly or
+  through another fixture) or whose module constructs a supervised process gets it.
+- ``reference``: needs Apache Kafka's jars and a JVM (the reference broker, Kafka Connect, the
+  Java client); tests/reference, tests/differential and tests/connect/compat, plus any test
+  using the reference fixtures or, for ``any_broker``, its ``kafka`` parameter.
+- ``unit``: neither of the above; no broker process. ``scripts/test.sh --quick`` runs
+  ``-m "unit and not slow"``.
+- ``slow``: longer than ~20 s on the 2-CPU CI machine, marked by hand where measured.
+
+A unit test that starts a supervised process anyway fails at once (``STROM_TEST_TIER=unit``
+makes ``strom.core.testing.ManagedProcess.start`` refuse), so the unit tier stays honest.
+"""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import TIER_ENV, BrokerProcess
+
+TIERS: dict[str, str] = {
+    "unit": "no broker process (the default for a test with no other tier marker)",
+    "broker": "starts strom's broker process (or another broker or worker process)",
+    "reference": "needs Apache Kafka's jars and a JVM (reference broker, Kafka Connect, Java client)",
+    "slow": "longer than ~20 s on the 2-CPU CI machine",
+}
+
+TESTS = Path(__file__).resolve().parent
+
+# Fixtures that start a broker process, wherever they are defined (item.fixturenames is the
+# transitive closure, so a fixture built on one of these counts too).
+BROKER_FIXTURES = frozenset({"broker", "fresh_broker", "group_broker", "connect_broker", "tansu", "null"})
+REFERENCE_FIXTURES = frozenset({"kafka_ref", "java_client", "kconnect_jars"})
+# Folders whose every test runs against the reference (and, for differential, strom beside it).
+REFERENCE_DIRS = (TESTS / "reference", TESTS / "differential", TESTS / "connect" / "compat")
+BROKER_DIRS = (TESTS / "differential", TESTS / "connect" / "compat")
+# A module that names one of these starts the process itself (not through a shared fixture).
+_STARTS_BROKER = re.compile(r"\b(BrokerProcess|StromBroker|TansuBroker|NullBroker|make_broker|"
+                            r"StromConnectProcess|KafkaBroker)\b")
+_STARTS_REFERENCE = re.compile(r"\b(KafkaRef|KConnectRef|KafkaBroker|JavaClient)\b")
+
+_module_text: dict[Path, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+
+
+def _source(path: Path) -> str:
+    if path not in _module_text:
+        try:
+            _module_text[path] = path.read_text()
+        except OSError:
+            _module_text[path] = ""
+    return _module_text[path]
+
+
+def _tiers(item: pytest.Item) -> set[str]:
+    path = Path(str(item.path)).resolve()
+    names = set(getattr(item, "fixturenames", ()))
+    text = _source(path)
+    tiers: set[str] = set()
+    if names & BROKER_FIXTURES or _STARTS_BROKER.search(text) or any(path.is_relative_to(d) for d in BROKER_DIRS):
+        tiers.add("broker")
+    if names & REFERENCE_FIXTURES or _STARTS_REFERENCE.search(text) or \
+            any(path.is_relative_to(d) for d in REFERENCE_DIRS):
+        tiers.add("reference")
+    callspec = getattr(item, "callspec", None)
+    if "any_broker" in names and callspec is not None:
+        tiers.add("reference" if callspec.params.get("any_broker") == "kafka" else "broker")
+    return tiers
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        marked = {m.name for m in item.iter_markers() if m.name in TIERS}
+        for tier in _tiers(item) - marked:
+            item.add_marker(tier)
+        if not {"broker", "reference"} & {m.name for m in item.iter_markers()}:
+            item.add_marker("unit")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a unit test, a supervised process refuses to start: the test needs a tier marker."""
+    if request.node.get_closest_marker("unit") is not None:
+        monkeypatch.setenv(TIER_ENV, "unit")
 
 
 @pytest.fixture(scope="session")
@@ -18,13 +105,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
-def fresh_broker(tmp_path) -> Iterator[BrokerProcess]:  # type: ignore[no-untyped-def]
+def fresh_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker of the test's own, for tests that restart, kill or reconfigure it."""
     proc = BrokerProcess(tmp_path / "data")
     try:
         yield proc
     finally:
-        proc.kill() if proc.alive else None
+        if proc.alive:
+            proc.kill()
 
 
 @pytest.fixture
