@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError, TxnState
+from strom.core.coordinator.txn.state import TxnState
 from strom.core.coordinator.txn.wire import coordinator
+from strom.core.errors import KafkaError
 
 if TYPE_CHECKING:
     from strom.core.server.broker import Broker
@@ -98,7 +99,7 @@ def verify(broker: Broker, transactional_id: str, batch: TxnBatch, partitions: l
     try:
         codes = coordinator(broker).verify_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
                                                       partitions)
-    except TxnError as e:
+    except KafkaError as e:
         codes = dict.fromkeys(partitions, e.code)
     return {tp: _manager_code(code, legacy) for tp, code in codes.items()}
 
@@ -109,7 +110,7 @@ async def _add(broker: Broker, transactional_id: str, batch: TxnBatch,
         await coordinator(broker).add_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
                                                  partitions, client_version=2)
         return dict.fromkeys(partitions, ErrorCode.none)
-    except TxnError as e:
+    except KafkaError as e:
         return dict.fromkeys(partitions, e.code)
 
 

@@ -37,8 +37,19 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, java_hash_partition
 from strom.core.coordinator.txn import records, state
-from strom.core.coordinator.txn.state import TopicPartition, TransactionMetadata, TxnError, TxnState
-from strom.core.exceptions import KafkaError, NotLeaderOrFollowerError
+from strom.core.coordinator.txn.state import TopicPartition, TransactionMetadata, TxnState
+from strom.core.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    InvalidPidMappingError,
+    InvalidRequestError,
+    InvalidTxnTimeoutError,
+    KafkaError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    TransactionalIdNotFoundError,
+)
 
 if TYPE_CHECKING:
     from strom.core.server.broker import Broker
@@ -158,12 +169,12 @@ class TransactionCoordinator:
 
     def _check_coordinator(self, transactional_id: str) -> None:
         if not transactional_id:
-            raise TxnError(ErrorCode.invalid_request, "empty transactional id")
+            raise InvalidRequestError("empty transactional id")
         if not self.loaded:
-            raise TxnError(ErrorCode.coordinator_load_in_progress)
+            raise CoordinatorLoadInProgressError()
         part = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id)))
         if part is None or not part.is_leader:
-            raise TxnError(ErrorCode.not_coordinator)
+            raise NotCoordinatorError()
 
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
@@ -175,7 +186,7 @@ class TransactionCoordinator:
         """INVALID_PRODUCER_ID_MAPPING for an id with no state, before any lock is made for it:
         ids are the client's to choose, and a lock per unknown id would never be dropped."""
         if transactional_id not in self.txns:
-            raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            raise InvalidPidMappingError()
 
     def _drop_lock_if_unused(self, transactional_id: str) -> None:
         """Forget the lock of an id that has no state (an InitProducerId that failed) once free."""
@@ -203,10 +214,10 @@ class TransactionCoordinator:
         try:
             self.runtime.append_now(TRANSACTION_STATE_TOPIC, self.partition_of(tid), batch)
         except NotLeaderOrFollowerError:
-            raise TxnError(ErrorCode.not_coordinator) from None
+            raise NotCoordinatorError() from None
         except Exception as e:
             log.warning("cannot write the transaction log for %r: %s", tid, e)
-            raise TxnError(ErrorCode.coordinator_not_available) from e
+            raise CoordinatorNotAvailableError() from e
         if md is None:
             self.txns.pop(tid, None)
         else:
@@ -249,12 +260,11 @@ class TransactionCoordinator:
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None = None) -> tuple[int, int]:
-        """(producer id, epoch) for a transactional producer; raises :class:`TxnError`."""
+        """(producer id, epoch) for a transactional producer; raises the :class:`KafkaError` to answer."""
         if not transactional_id:
-            raise TxnError(ErrorCode.invalid_request, "empty transactional id")
+            raise InvalidRequestError("empty transactional id")
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
-            raise TxnError(ErrorCode.invalid_transaction_timeout,
-                           f"transaction.timeout.ms must be in 1..{self.max_timeout_ms}")
+            raise InvalidTxnTimeoutError(f"transaction.timeout.ms must be in 1..{self.max_timeout_ms}")
         self._check_coordinator(transactional_id)
         try:
             return await self._init_producer_id(transactional_id, timeout_ms, expected)
@@ -277,7 +287,7 @@ class TransactionCoordinator:
                 await self._persist(plan.metadata)
                 self._pending_markers[transactional_id] = set(plan.metadata.partitions)
                 await self._try_complete(transactional_id)
-                raise TxnError(ErrorCode.concurrent_transactions, "aborting the ongoing transaction; retry")
+                raise ConcurrentTransactionsError("aborting the ongoing transaction; retry")
             new = plan.metadata
             if plan.needs_new_producer_id:
                 new = replace(new, producer_id=await self.broker.producer_ids.generate())
@@ -294,7 +304,7 @@ class TransactionCoordinator:
         async with self._lock(transactional_id):
             md = self.txns.get(transactional_id)
             if md is None:
-                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+                raise InvalidPidMappingError()
             new = state.add_partitions(md, producer_id, producer_epoch, set(partitions), self.clock(),
                                        client_version)
             if new is not None:
@@ -308,7 +318,7 @@ class TransactionCoordinator:
         self._check_coordinator(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None:
-            raise TxnError(ErrorCode.invalid_producer_id_mapping)
+            raise InvalidPidMappingError()
         return state.verify_partitions(md, producer_id, producer_epoch, partitions)
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
@@ -339,7 +349,7 @@ class TransactionCoordinator:
         try:
             md = self.txns.get(transactional_id)
             if md is None:
-                raise TxnError(ErrorCode.invalid_producer_id_mapping)
+                raise InvalidPidMappingError()
             plan = state.end_transaction(md, producer_id, producer_epoch, commit, self.clock(), client_version)
             if plan.metadata is None:
                 return state.producer_after_end(md)
@@ -431,7 +441,7 @@ class TransactionCoordinator:
                 fenced = state.fence_for_abort(md, now, self.transaction_version())
                 try:
                     await self._persist(fenced)
-                except TxnError as e:
+                except KafkaError as e:
                     log.warning("cannot abort timed-out transaction %r: %s", tid, e)
                     continue
                 self._pending_markers[tid] = set(fenced.partitions)
@@ -449,7 +459,7 @@ class TransactionCoordinator:
                     continue
                 try:
                     await self._persist(None, tid)
-                except TxnError:
+                except KafkaError:
                     continue
                 self._locks.pop(tid, None)
                 expired.append(tid)
@@ -477,13 +487,13 @@ class TransactionCoordinator:
         self._check_coordinator(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None:
-            raise TxnError(ErrorCode.transactional_id_not_found)
+            raise TransactionalIdNotFoundError()
         return md
 
     def list_transactions(self, states: set[TxnState] | None, producer_ids: set[int] | None,
                           duration_ms: int = -1, pattern: str | None = None) -> list[TransactionMetadata]:
         if not self.loaded:
-            raise TxnError(ErrorCode.coordinator_load_in_progress)
+            raise CoordinatorLoadInProgressError()
         regex = re.compile(pattern) if pattern else None
         now = self.clock()
         out = []

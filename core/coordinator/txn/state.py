@@ -1,8 +1,8 @@
 """Transaction metadata and its state machine, as pure functions (no I/O).
 
 :class:`TransactionMetadata` is the coordinator's view of one transactional id. Each request
-type has a transition function here that either raises :class:`TxnError` with the Kafka error
-code the request is answered with, or returns the metadata to persist (``None`` when nothing
+type has a transition function here that either raises the :mod:`strom.core.errors` class of the
+Kafka error code the request is answered with, or returns the metadata to persist (``None`` when nothing
 changes, e.g. a retried request). The coordinator persists the returned metadata to
 ``__transaction_state`` and only then installs it in memory, so a failed write leaves the old
 state in place. The rules follow Kafka 4.3's TransactionCoordinator / TransactionMetadata for both
@@ -27,6 +27,13 @@ from dataclasses import dataclass, field, replace
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.txn.records import TransactionLogValue, TxnPartitions, encode_metadata_value
+from strom.core.errors import (
+    ConcurrentTransactionsError,
+    CorruptMessageError,
+    InvalidPidMappingError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -56,14 +63,6 @@ class TxnState(enum.IntEnum):
 STATE_BY_NAME = {s.display: s for s in TxnState}
 PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
 COMPLETE_STATES = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
-
-
-class TxnError(Exception):
-    """A request is answered with ``code`` and does not change the transaction."""
-
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
-        self.code = code
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -115,7 +114,6 @@ class TransactionMetadata:
         try:
             state = TxnState(value.transaction_status)
         except ValueError:
-            from strom.core.exceptions import CorruptMessageError
             raise CorruptMessageError(f"unknown transaction status {value.transaction_status}") from None
         parts = frozenset((p.topic, i) for p in value.transaction_partitions or () for i in p.partition_ids)
         return cls(transactional_id, value.producer_id, value.producer_epoch,
@@ -165,9 +163,9 @@ def plan_init_producer_id(md: TransactionMetadata, timeout_ms: int, expected: tu
     ``transaction_version`` is the cluster's: it decides how an ongoing transaction is fenced.
     """
     if md.state in PREPARE_STATES or md.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
-        raise TxnError(ErrorCode.concurrent_transactions)
+        raise ConcurrentTransactionsError()
     if expected is not None and not _valid_expected(md, expected):
-        raise TxnError(ErrorCode.producer_fenced, "the producer id does not match this transactional id")
+        raise ProducerFencedError("the producer id does not match this transactional id")
     if md.state == TxnState.ONGOING:
         # Abort the ongoing transaction under a bumped epoch (fencing its producer); the client is
         # told to retry, and the retry bumps again (or rotates the producer id when exhausted).
@@ -175,7 +173,7 @@ def plan_init_producer_id(md: TransactionMetadata, timeout_ms: int, expected: tu
     if expected is not None and md.producer_epoch != NO_PRODUCER_EPOCH and expected[1] != md.producer_epoch:
         if expected[1] == md.last_producer_epoch:
             return InitPlan(None)   # a retry of a bump whose answer was lost
-        raise TxnError(ErrorCode.producer_fenced, "the producer epoch is not the current one")
+        raise ProducerFencedError("the producer epoch is not the current one")
     last_epoch = NO_PRODUCER_EPOCH if expected is None else md.producer_epoch
     base = replace(md, timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(),
                    txn_start_ms=-1, last_update_ms=now)
@@ -204,9 +202,9 @@ def fence_for_abort(md: TransactionMetadata, now: int, transaction_version: int 
 
 def _check_producer(md: TransactionMetadata, producer_id: int, producer_epoch: int) -> None:
     if producer_id != md.producer_id:
-        raise TxnError(ErrorCode.invalid_producer_id_mapping)
+        raise InvalidPidMappingError()
     if producer_epoch != md.producer_epoch:
-        raise TxnError(ErrorCode.producer_fenced)
+        raise ProducerFencedError()
 
 
 def add_partitions(md: TransactionMetadata, producer_id: int, producer_epoch: int,
@@ -219,10 +217,10 @@ def add_partitions(md: TransactionMetadata, producer_id: int, producer_epoch: in
     pending CompleteX), which Kafka 4.3 answers before looking at the producer.
     """
     if md.state in PREPARE_STATES or md.state == TxnState.PREPARE_EPOCH_FENCE:
-        raise TxnError(ErrorCode.concurrent_transactions)
+        raise ConcurrentTransactionsError()
     _check_producer(md, producer_id, producer_epoch)
     if md.state == TxnState.DEAD:
-        raise TxnError(ErrorCode.invalid_txn_state)
+        raise InvalidTxnStateError()
     if md.state == TxnState.ONGOING and partitions <= md.partitions:
         return None
     start = md.txn_start_ms if md.state == TxnState.ONGOING else now
@@ -235,7 +233,7 @@ def verify_partitions(md: TransactionMetadata, producer_id: int, producer_epoch:
     """AddPartitionsToTxn verify_only: is each partition already part of the ongoing transaction?"""
     _check_producer(md, producer_id, producer_epoch)
     if md.state in PREPARE_STATES or md.state == TxnState.PREPARE_EPOCH_FENCE:
-        raise TxnError(ErrorCode.concurrent_transactions)
+        raise ConcurrentTransactionsError()
     ongoing = md.state == TxnState.ONGOING
     # TRANSACTION_ABORTABLE: the producer can abort and go on (Kafka 3.8+; the leader maps it to
     # INVALID_TXN_STATE for producers too old to know the code).
@@ -264,14 +262,14 @@ def end_transaction(md: TransactionMetadata, producer_id: int, producer_epoch: i
     if state in COMPLETE_STATES:
         if (state == TxnState.COMPLETE_COMMIT) == commit:
             return EndPlan(None)
-        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+        raise InvalidTxnStateError(f"transaction is {state.display}")
     if state in PREPARE_STATES:
         if (state == TxnState.PREPARE_COMMIT) == commit:
-            raise TxnError(ErrorCode.concurrent_transactions)
-        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+            raise ConcurrentTransactionsError()
+        raise InvalidTxnStateError(f"transaction is {state.display}")
     if state == TxnState.PREPARE_EPOCH_FENCE:
-        raise TxnError(ErrorCode.concurrent_transactions)
-    raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+        raise ConcurrentTransactionsError()
+    raise InvalidTxnStateError(f"transaction is {state.display}")
 
 
 def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
@@ -283,12 +281,12 @@ def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoc
     if state in PREPARE_STATES or state == TxnState.PREPARE_EPOCH_FENCE:
         # Markers still being written (Kafka: a pending CompleteX), checked first since 4.0
         # (KAFKA-18464): the producer retries and then sees the completed transaction.
-        raise TxnError(ErrorCode.concurrent_transactions)
+        raise ConcurrentTransactionsError()
     retry_on_overflow = (producer_id == md.last_producer_id and producer_epoch == SHORT_MAX - 1
                          and md.producer_epoch == 0)
     retry_on_bump = md.producer_epoch == producer_epoch + 1
     if producer_id != md.producer_id and not retry_on_overflow:
-        raise TxnError(ErrorCode.invalid_producer_id_mapping)
+        raise InvalidPidMappingError()
     if state in (TxnState.ONGOING, TxnState.EMPTY):
         valid = producer_epoch == md.producer_epoch
     elif state in COMPLETE_STATES:
@@ -296,14 +294,14 @@ def _end_transaction_v2(md: TransactionMetadata, producer_id: int, producer_epoc
     else:
         valid = False
     if not valid:
-        raise TxnError(ErrorCode.producer_fenced)
+        raise ProducerFencedError()
     retry = retry_on_bump or retry_on_overflow
     if state in COMPLETE_STATES and retry:
         if (state == TxnState.COMPLETE_COMMIT) == commit:
             return EndPlan(None)
-        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+        raise InvalidTxnStateError(f"transaction is {state.display}")
     if state != TxnState.ONGOING and commit:
-        raise TxnError(ErrorCode.invalid_txn_state, f"transaction is {state.display}")
+        raise InvalidTxnStateError(f"transaction is {state.display}")
     # Ongoing, or an abort with nothing open (Empty / CompleteX at the current epoch).
     exhausted = is_epoch_exhausted(md.producer_epoch)
     prepared = replace(

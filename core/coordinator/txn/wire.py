@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError
+from strom.core.errors import CoordinatorNotAvailableError
 from strom.core.server.context import RequestContext
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ def coordinator(broker: Broker) -> TransactionCoordinator:
     """The broker's transaction coordinator; COORDINATOR_NOT_AVAILABLE until it is wired and started."""
     coord: Any = getattr(broker, "txn_coordinator", None)
     if coord is None or coord.runtime is None:
-        raise TxnError(ErrorCode.coordinator_not_available)
+        raise CoordinatorNotAvailableError()
     return coord
 
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError
 from strom.core.coordinator.txn.wire import client_code, coordinator, may_write_txn_id
+from strom.core.errors import KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
@@ -37,6 +37,6 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     try:
         await coordinator(broker).add_offsets(request.transactional_id, request.producer_id,
                                               request.producer_epoch, request.group_id)
-    except TxnError as e:
+    except KafkaError as e:
         return answer(client_code(e.code, ctx.api_version, FENCED_SINCE))
     return answer(0)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError
 from strom.core.coordinator.txn.wire import client_code, coordinator, may_write_txn_id
+from strom.core.errors import KafkaError
 from strom.core.protocol.codec import encode_uvarint
 from strom.core.protocol.messages import Messages, response_messages
 from strom.core.server.context import RequestContext
@@ -104,7 +104,7 @@ async def _process(broker: Broker, ctx: RequestContext, tid: str, pid: int, epoc
             return {tp: int(c) for tp, c in coord.verify_partitions(tid, pid, epoch, wanted).items()}
         # Kafka: an add in a broker-to-broker request is on behalf of a TV2 producer.
         await coord.add_partitions(tid, pid, epoch, wanted, 2 if ctx.api_version >= BATCHED_SINCE else 0)
-    except TxnError as e:
+    except KafkaError as e:
         return dict.fromkeys(wanted, client_code(e.code, ctx.api_version, FENCED_SINCE))
     return dict.fromkeys(wanted, 0)
 

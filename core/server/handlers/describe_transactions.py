@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError
 from strom.core.coordinator.txn.wire import coordinator
+from strom.core.errors import InvalidRequestError, KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
@@ -43,9 +43,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             txn = coordinator(broker)
             if tid == "":
                 # Kafka refuses an empty id (once the coordinator is up) instead of looking it up.
-                raise TxnError(ErrorCode.invalid_request)
+                raise InvalidRequestError()
             md = txn.describe(tid)
-        except TxnError as e:
+        except KafkaError as e:
             states.append(failed(e.code))
             continue
         topics = tuple(m.make("TopicData", topic=t, partitions=tuple(p)) for t, p in md.topics().items())

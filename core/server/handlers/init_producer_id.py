@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError
 from strom.core.coordinator.txn.wire import client_code, coordinator, may_write_txn_id
+from strom.core.errors import KafkaError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
@@ -46,7 +46,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         try:
             txn_pid, txn_epoch = await coordinator(broker).init_producer_id(
                 tid, ms(request.transaction_timeout), (pid, epoch) if pid >= 0 else None)
-        except TxnError as e:
+        except KafkaError as e:
             return answer(client_code(e.code, ctx.api_version, FENCED_SINCE))
         return answer(0, txn_pid, txn_epoch)
     if not authorize_cluster(broker, ctx, "IDEMPOTENT_WRITE"):

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import STATE_BY_NAME, TxnError
+from strom.core.coordinator.txn.state import STATE_BY_NAME
 from strom.core.coordinator.txn.wire import coordinator
+from strom.core.errors import KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
@@ -46,7 +47,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     try:
         found = coordinator(broker).list_transactions(states or None, set(request.producer_id_filters) or None,
                                                       getattr(request, "duration_filter", -1), pattern)
-    except TxnError as e:
+    except KafkaError as e:
         return answer(int(e.code), unknown, [])
     ids = [md.transactional_id for md in found]
     allowed = broker.authorize(ctx, "DESCRIBE", "TRANSACTIONAL_ID", ids) if ids else []

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.txn.state import TxnError
 from strom.core.coordinator.txn.wire import may_write_txn_id
+from strom.core.errors import KafkaError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
@@ -85,7 +85,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                     getattr(request, "generation_id", -1), getattr(request, "member_id", ""),
                     getattr(request, "group_instance_id", None), offsets)
                 codes.update({tp: int(results.get(tp, 0)) for tp in asked})
-            except TxnError as e:
+            except KafkaError as e:
                 codes.update(dict.fromkeys(asked, int(e.code)))
             except Exception as e:
                 codes.update(dict.fromkeys(asked, error_of(e)[0]))

@@ -20,7 +20,8 @@ from kio.schema.errors import ErrorCode
 from strom.core.controller.quorum_controller import CreatableTopic
 from strom.core.coordinator.runtime import TRANSACTION_STATE_TOPIC
 from strom.core.coordinator.txn import records, state
-from strom.core.coordinator.txn.state import TxnError, TxnState
+from strom.core.coordinator.txn.state import TxnState
+from strom.core.errors import KafkaError
 from strom.core.records.builder import SimpleRecord, build_batch
 from strom.core.server.broker import Broker
 from strom.core.tools.run import dev_config
@@ -210,7 +211,7 @@ def test_init_producer_id_aborts_an_ongoing_transaction_and_fences(tmp_path: Pat
         pid, epoch = await coord.init_producer_id("tx", 60000)
         await coord.add_partitions("tx", pid, epoch, [(TOPIC, 0)])
         produce_txn(broker, pid, epoch, 0, [b"zombie"])
-        with pytest.raises(TxnError) as e:   # a new producer instance with the same id
+        with pytest.raises(KafkaError) as e:   # a new producer instance with the same id
             await coord.init_producer_id("tx", 60000)
         assert e.value.code == ErrorCode.concurrent_transactions
         assert markers(broker) == [(pid, False)] and stable(broker)
@@ -220,7 +221,7 @@ def test_init_producer_id_aborts_an_ongoing_transaction_and_fences(tmp_path: Pat
         # The zombie is fenced everywhere.
         for op in (coord.end_transaction("tx", pid, epoch, True),
                    coord.add_partitions("tx", pid, epoch, [(TOPIC, 1)])):
-            with pytest.raises(TxnError) as e:
+            with pytest.raises(KafkaError) as e:
                 await op
             assert e.value.code == ErrorCode.producer_fenced
         part = broker.replica_manager.get_partition(TOPIC, 0)
@@ -245,12 +246,12 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path, tv:
         md = coord.describe("tx")
         assert (md.state, md.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
         assert markers(broker) == [(pid, False)] and stable(broker)
-        with pytest.raises(TxnError) as e:   # transaction version 1: the producer is fenced
+        with pytest.raises(KafkaError) as e:   # transaction version 1: the producer is fenced
             await coord.end_transaction("tx", pid, epoch, False)
         assert e.value.code == ErrorCode.producer_fenced
         # Version 2 (EndTxn v5): the old epoch reads as a retry. Its commit is refused; its
         # abort succeeds and hands out the bumped epoch, so the producer goes on.
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             await coord.end_transaction("tx", pid, epoch, True, 2)
         assert e.value.code == ErrorCode.invalid_txn_state
         assert await coord.end_transaction("tx", pid, epoch, False, 2) == (pid, epoch + 1)
@@ -261,24 +262,24 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path, tv:
 def test_invalid_requests(tmp_path: Path) -> None:
     async def body(broker: Broker) -> None:
         coord = broker.txn_coordinator
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             await coord.init_producer_id("tx", 900001)
         assert e.value.code == ErrorCode.invalid_transaction_timeout
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             await coord.init_producer_id("", 1000)
         assert e.value.code == ErrorCode.invalid_request
         for op in (coord.end_transaction("nope", 1, 0, True), coord.add_partitions("nope", 1, 0, [(TOPIC, 0)])):
-            with pytest.raises(TxnError) as e:
+            with pytest.raises(KafkaError) as e:
                 await op
             assert e.value.code == ErrorCode.invalid_producer_id_mapping
         # Ids are the client's to choose: one it never initialized leaves no lock behind (the
         # protocol fuzzer's AddPartitionsToTxn/EndTxn for random ids grew this map for good).
         assert "nope" not in coord._locks
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             coord.describe("nope")
         assert e.value.code == ErrorCode.transactional_id_not_found
         pid, epoch = await coord.init_producer_id("tx", 1000)
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             await coord.end_transaction("tx", pid, epoch, True)
         assert e.value.code == ErrorCode.invalid_txn_state
 

@@ -12,7 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.txn import records, state
 from strom.core.coordinator.txn.records import TransactionLogValue, TxnPartitions
-from strom.core.coordinator.txn.state import TransactionMetadata, TxnError, TxnState
+from strom.core.coordinator.txn.state import TransactionMetadata, TxnState
+from strom.core.errors import KafkaError
 from strom.core.exceptions import CorruptMessageError
 
 NOW = 1_700_000_000_000
@@ -119,10 +120,10 @@ def test_second_init_bumps_the_epoch_and_fences_the_first_producer() -> None:
     assert plan.metadata is not None
     new = plan.metadata
     assert new.producer_epoch == 1
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.add_partitions(new, 100, 0, {("a", 0)}, NOW + 2)
     assert e.value.code == ErrorCode.producer_fenced
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.end_transaction(new, 100, 0, True, NOW + 2)
     assert e.value.code == ErrorCode.producer_fenced
 
@@ -136,7 +137,7 @@ def test_init_with_an_ongoing_transaction_aborts_it_under_a_bumped_epoch() -> No
     assert plan.metadata.producer_epoch == 1
     assert plan.metadata.partitions == {("a", 0)}
     # While the abort completes, every request is told to retry.
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.plan_init_producer_id(plan.metadata, 60000, None, NOW + 2)
     assert e.value.code == ErrorCode.concurrent_transactions
     done = state.complete(plan.metadata, NOW + 3)
@@ -161,11 +162,11 @@ def test_kip360_recovery_bumps_with_the_current_epoch_and_retries_are_idempotent
     # The same request again (answer lost): same id/epoch, nothing written.
     assert state.plan_init_producer_id(bumped, 60000, (100, 0), NOW).metadata is None
     # A stale epoch that is neither current nor last is fenced.
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.plan_init_producer_id(bumped, 60000, (100, 5), NOW)
     assert e.value.code == ErrorCode.producer_fenced
     # Someone else's producer id is fenced.
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.plan_init_producer_id(bumped, 60000, (7, 1), NOW)
     assert e.value.code == ErrorCode.producer_fenced
 
@@ -175,7 +176,7 @@ def test_kip360_recovery_bumps_with_the_current_epoch_and_retries_are_idempotent
 
 def test_add_partitions_starts_the_transaction_once() -> None:
     md = _fresh()
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.add_partitions(md, 99, 0, {("a", 0)}, NOW)
     assert e.value.code == ErrorCode.invalid_producer_id_mapping
     on = state.add_partitions(md, 100, 0, {("a", 0)}, NOW + 1)
@@ -195,20 +196,20 @@ def test_end_transaction_two_phase(commit: bool) -> None:
     assert prep is not None
     assert prep.producer_epoch == 0   # transaction version 1: no bump
     assert prep.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-    with pytest.raises(TxnError) as e:   # a retry while the markers are written
+    with pytest.raises(KafkaError) as e:   # a retry while the markers are written
         state.end_transaction(prep, 100, 0, commit, NOW + 2)
     assert e.value.code == ErrorCode.concurrent_transactions
-    with pytest.raises(TxnError) as e:   # the opposite decision
+    with pytest.raises(KafkaError) as e:   # the opposite decision
         state.end_transaction(prep, 100, 0, not commit, NOW + 2)
     assert e.value.code == ErrorCode.invalid_txn_state
-    with pytest.raises(TxnError) as e:   # no new partitions while preparing
+    with pytest.raises(KafkaError) as e:   # no new partitions while preparing
         state.add_partitions(prep, 100, 0, {("b", 0)}, NOW + 2)
     assert e.value.code == ErrorCode.concurrent_transactions
     done = state.complete(prep, NOW + 3)
     assert done.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
     assert done.partitions == frozenset()
     assert state.end_transaction(done, 100, 0, commit, NOW + 4).metadata is None   # retried end: OK
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.end_transaction(done, 100, 0, not commit, NOW + 4)
     assert e.value.code == ErrorCode.invalid_txn_state
     again = state.add_partitions(done, 100, 0, {("a", 0)}, NOW + 5)   # the next transaction
@@ -216,7 +217,7 @@ def test_end_transaction_two_phase(commit: bool) -> None:
 
 
 def test_end_without_a_transaction_is_invalid() -> None:
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.end_transaction(_fresh(), 100, 0, True, NOW)
     assert e.value.code == ErrorCode.invalid_txn_state
 
@@ -239,11 +240,11 @@ def test_timeout_abort_fences_the_producer() -> None:
     done = state.complete(fenced, NOW + 60002)
     for op in (lambda: state.end_transaction(done, 100, 0, False, NOW),
                lambda: state.add_partitions(done, 100, 0, {("a", 0)}, NOW)):
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             op()
         assert e.value.code == ErrorCode.producer_fenced
     # The zombie's KIP-360 recovery attempt with its old epoch is fenced too.
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.plan_init_producer_id(done, 60000, (100, 0), NOW)
     assert e.value.code == ErrorCode.producer_fenced
 
@@ -282,13 +283,13 @@ def test_v2_end_bumps_the_epoch_and_answers_the_bumped_one(commit: bool) -> None
     assert prep.partitions == {("a", 0)} and prep.txn_start_ms == NOW
     assert state.producer_after_end(prep) == (100, 6)
     # A retry with the old epoch while the markers are written: the client waits.
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.end_transaction(prep, 100, 5, commit, NOW + 2, client_version=2)
     assert e.value.code == ErrorCode.concurrent_transactions
     # Anything else while the markers are written waits too: Kafka 4.3 answers a pending
     # completion before it looks at the producer (KAFKA-18464).
     for epoch, decision in ((5, not commit), (6, commit), (4, commit)):
-        with pytest.raises(TxnError) as e:
+        with pytest.raises(KafkaError) as e:
             state.end_transaction(prep, 100, epoch, decision, NOW + 2, client_version=2)
         assert e.value.code == ErrorCode.concurrent_transactions
     done = state.complete(prep, NOW + 3)
@@ -297,7 +298,7 @@ def test_v2_end_bumps_the_epoch_and_answers_the_bumped_one(commit: bool) -> None
     retry = state.end_transaction(done, 100, 5, commit, NOW + 4, client_version=2)
     assert retry.metadata is None and state.producer_after_end(done) == (100, 6)
     # The next transaction runs at the bumped epoch; the old one is fenced.
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.add_partitions(done, 100, 5, {("a", 0)}, NOW + 5, client_version=2)
     assert e.value.code == ErrorCode.producer_fenced
     assert state.add_partitions(done, 100, 6, {("a", 0)}, NOW + 5, client_version=2) is not None
@@ -310,20 +311,20 @@ def test_v2_abort_with_nothing_open_still_bumps(start: TxnState) -> None:
     prep = state.end_transaction(md, 100, 3, False, NOW, client_version=2).metadata
     assert prep is not None and prep.state == TxnState.PREPARE_ABORT
     assert prep.producer_epoch == 4 and prep.partitions == frozenset() and prep.txn_start_ms == NOW
-    with pytest.raises(TxnError) as e:   # but there is nothing to commit
+    with pytest.raises(KafkaError) as e:   # but there is nothing to commit
         state.end_transaction(md, 100, 3, True, NOW, client_version=2)
     assert e.value.code == ErrorCode.invalid_txn_state
 
 
 def test_v2_retry_rules_after_completion() -> None:
     done = replace(_fresh(), producer_epoch=6, last_producer_epoch=5, state=TxnState.COMPLETE_COMMIT)
-    with pytest.raises(TxnError) as e:   # an abort retry of a committed transaction
+    with pytest.raises(KafkaError) as e:   # an abort retry of a committed transaction
         state.end_transaction(done, 100, 5, False, NOW, client_version=2)
     assert e.value.code == ErrorCode.invalid_txn_state
-    with pytest.raises(TxnError) as e:   # two epochs behind: a zombie
+    with pytest.raises(KafkaError) as e:   # two epochs behind: a zombie
         state.end_transaction(done, 100, 4, True, NOW, client_version=2)
     assert e.value.code == ErrorCode.producer_fenced
-    with pytest.raises(TxnError) as e:
+    with pytest.raises(KafkaError) as e:
         state.end_transaction(done, 999, 6, False, NOW, client_version=2)
     assert e.value.code == ErrorCode.invalid_producer_id_mapping
 
