@@ -1,8 +1,9 @@
 """The DSL: StreamsBuilder, KStream, KTable, groupings and their parameter objects."""
 
 from strom.streams.dsl.builder import StreamsBuilder
+from strom.streams.dsl.globalktable import GlobalKTable
 from strom.streams.dsl.kstream import BranchedKStream, KGroupedStream, KStream
-from strom.streams.dsl.ktable import GlobalKTable, KGroupedTable, KTable
+from strom.streams.dsl.ktable import KGroupedTable, KTable
 from strom.streams.dsl.options import (
     Branched,
     Consumed,

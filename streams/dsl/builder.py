@@ -1,16 +1,24 @@
-"""StreamsBuilder: the entry point of the DSL; it grows a :class:`Topology` as methods are called."""
+"""StreamsBuilder: the entry point of the DSL; it grows a :class:`Topology` as methods are called.
+
+It is also the one module that constructs streams and tables for the others
+(:meth:`StreamsBuilder.new_stream`, :meth:`StreamsBuilder.new_table`): KStream turns into
+KTable (aggregations) and KTable into KStream (``to_stream``), so if each constructed the other
+directly the two modules would import each other. They call their builder instead and name
+each other's class only in annotations.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strom.streams.dsl import processors as P
+from strom.streams.dsl.globalktable import GlobalKTable
+from strom.streams.dsl.graph import GetterFactory, WindowedTableInfo, store_getter
+from strom.streams.dsl.graph import store_spec as _store_spec
+from strom.streams.dsl.kstream import KStream
+from strom.streams.dsl.ktable import KTable
 from strom.streams.dsl.options import Consumed, Materialized
 from strom.streams.topology.topology import StoreSpec, Topology
-
-if TYPE_CHECKING:
-    from strom.streams.dsl.kstream import KStream
-    from strom.streams.dsl.ktable import GlobalKTable, KTable
 
 
 class StreamsBuilder:
@@ -27,13 +35,25 @@ class StreamsBuilder:
         return name
 
     def store_spec(self, m: Materialized, name: str, key_serde: Any, value_serde: Any) -> StoreSpec:
-        return StoreSpec(name, m.store_supplier, m.key_serde if m.key_serde is not None else key_serde,
-                         m.value_serde if m.value_serde is not None else value_serde,
-                         store_type=m.store_type, logging_enabled=m.logging_enabled)
+        return _store_spec(m, name, key_serde, value_serde)
+
+    # -- construction of streams and tables (for the DSL classes; see the module docstring) -
+
+    def new_stream(self, node: str, key_serde: Any, value_serde: Any, source_topics: frozenset[str],
+                   repartition_required: bool) -> KStream:
+        """The KStream whose records leave node ``node``."""
+        return KStream(self, node, key_serde, value_serde, source_topics, repartition_required)
+
+    def new_table(self, node: str, key_serde: Any, value_serde: Any, source_topics: frozenset[str],
+                  store_name: str | None, getter: GetterFactory, getter_stores: list[str],
+                  windowed: WindowedTableInfo | None = None) -> KTable:
+        """The KTable whose changes leave node ``node`` (``windowed``: a windowed aggregation's)."""
+        return KTable(self, node, key_serde, value_serde, source_topics, store_name, getter, getter_stores,
+                      windowed)
+
+    # -- the DSL's entry points -------------------------------------------------------------
 
     def stream(self, topics: str | list[str], consumed: Consumed | None = None) -> KStream:
-        from strom.streams.dsl.kstream import KStream
-
         consumed = consumed or Consumed()
         names = [topics] if isinstance(topics, str) else list(topics)
         name = consumed.name or self.new_name("KSTREAM-SOURCE")
@@ -42,8 +62,6 @@ class StreamsBuilder:
 
     def table(self, topic: str, consumed: Consumed | None = None,
               materialized: Materialized | str | None = None) -> KTable:
-        from strom.streams.dsl.ktable import KTable
-
         consumed = consumed or Consumed()
         m = Materialized.of(materialized)
         source = consumed.name or self.new_name("KSTREAM-SOURCE")
@@ -54,12 +72,10 @@ class StreamsBuilder:
         spec = self.store_spec(m, store, consumed.key_serde, consumed.value_serde)
         self.topology.add_state_store(spec, node)
         return KTable(self, node, spec.key_serde, spec.value_serde, frozenset([topic]), store,
-                      _store_getter(store), [store])
+                      store_getter(store), [store])
 
     def global_table(self, topic: str, consumed: Consumed | None = None,
                      materialized: Materialized | str | None = None) -> GlobalKTable:
-        from strom.streams.dsl.ktable import GlobalKTable
-
         consumed = consumed or Consumed()
         m = Materialized.of(materialized)
         source = consumed.name or self.new_name("KSTREAM-SOURCE")
@@ -73,9 +89,3 @@ class StreamsBuilder:
     def build(self) -> Topology:
         self.topology.validate()
         return self.topology
-
-
-def _store_getter(store: str) -> Any:
-    def factory(ctx: Any) -> Any:
-        return ctx.get_state_store(store).get
-    return factory

@@ -3,44 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from strom.streams.dsl import processors as P
+from strom.streams.dsl.globalktable import GlobalKTable
+from strom.streams.dsl.graph import count_one, node_name, repartition_through, store_getter, zero
 from strom.streams.dsl.options import Branched, Grouped, Joined, Materialized, Named, Produced, Repartitioned
+from strom.streams.dsl.stream_joins import stream_stream_join
+from strom.streams.dsl.windowed import SessionWindowedKStream, SlidingWindowedKStream, TimeWindowedKStream
+from strom.streams.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor
+from strom.streams.serdes import Serdes
 
 if TYPE_CHECKING:
+    # annotations only: tables are made by the builder (see strom.streams.dsl.builder)
     from strom.streams.dsl.builder import StreamsBuilder
-    from strom.streams.dsl.ktable import GlobalKTable, KTable
+    from strom.streams.dsl.ktable import KTable
 
 Fn = Callable[..., Any]
-
-
-def _name(builder: StreamsBuilder, named: Named | str | None, prefix: str) -> str:
-    if isinstance(named, str):
-        return named
-    if named is not None and named.name:
-        return named.name
-    return builder.new_name(prefix)
-
-
-def repartition_through(builder: StreamsBuilder, parent: str, prefix: str, key_serde: Any, value_serde: Any,
-                        named: bool, num_partitions: int | None = None) -> tuple[str, str]:
-    """Adds filter -> sink -> (topic ``<prefix>-repartition``) -> source; returns (source, topic)."""
-    topo = builder.topology
-    topic = f"{prefix}-repartition"
-    if named:
-        sink, filt, source = f"{prefix}-repartition-sink", f"{prefix}-repartition-filter", f"{prefix}-repartition-source"
-    else:
-        sink = builder.new_name("KSTREAM-SINK")
-        filt = builder.new_name("KSTREAM-FILTER")
-        source = builder.new_name("KSTREAM-SOURCE")
-    topo.add_processor(filt, P.DropNullKey, parent)
-    topo.add_sink(sink, topic, filt, key_serde=key_serde, value_serde=value_serde, internal=True)
-    topo.add_source(source, topic, key_serde=key_serde, value_serde=value_serde, internal=True)
-    topo.repartition_partitions[topic] = num_partitions
-    return source, topic
 
 
 class KStream:
@@ -62,7 +43,7 @@ class KStream:
 
     def _add(self, prefix: str, supplier: Callable[[], Processor[Any, Any]], named: Named | str | None,
              key_serde: Any, value_serde: Any, repartition: bool) -> KStream:
-        name = _name(self.builder, named, prefix)
+        name = node_name(self.builder, named, prefix)
         self.builder.topology.add_processor(name, supplier, self.node)
         return KStream(self.builder, name, key_serde, value_serde, self.source_topics, repartition)
 
@@ -110,7 +91,7 @@ class KStream:
     def merge(self, other: KStream, named: Named | str | None = None) -> KStream:
         if other.builder is not self.builder:
             raise TopologyError("cannot merge streams of different StreamsBuilders")
-        name = _name(self.builder, named, "KSTREAM-MERGE")
+        name = node_name(self.builder, named, "KSTREAM-MERGE")
         self.builder.topology.add_processor(name, P.PassThrough, self.node, other.node)
         same_k = self.key_serde if self.key_serde is other.key_serde else None
         same_v = self.value_serde if self.value_serde is other.value_serde else None
@@ -174,7 +155,7 @@ class KStream:
 
     def _join_table(self, table: KTable, joiner: Fn, joined: Joined | None, left: bool) -> KStream:
         stream = self._copartitioned(joined)
-        name = _name(self.builder, joined.name if joined else None,
+        name = node_name(self.builder, joined.name if joined else None,
                      "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN")
         getter = table.getter
         self.builder.topology.add_processor(name, lambda: P.StreamTableJoin(getter, joiner, left, None), stream.node)
@@ -186,7 +167,6 @@ class KStream:
              joined: Any = None) -> KStream:
         """Inner join with a table (same key), a global table (``key_mapper(key, value)``) or a
         stream: ``join(other_stream, joiner, JoinWindows, StreamJoined)``."""
-        from strom.streams.dsl.ktable import GlobalKTable
         if isinstance(other, KStream):
             return self._join_stream(other, joiner, key_mapper, joined, "inner")
         if isinstance(other, GlobalKTable):
@@ -197,7 +177,6 @@ class KStream:
                   joined: Any = None) -> KStream:
         """Like :meth:`join`, but a record without a match joins with None (with a stream: once
         its join window has closed)."""
-        from strom.streams.dsl.ktable import GlobalKTable
         if isinstance(other, KStream):
             return self._join_stream(other, joiner, key_mapper, joined, "left")
         if isinstance(other, GlobalKTable):
@@ -209,7 +188,6 @@ class KStream:
         return self._join_stream(other, joiner, windows, stream_joined, "outer")
 
     def _join_stream(self, other: KStream, joiner: Fn, windows: Any, stream_joined: Any, mode: str) -> KStream:
-        from strom.streams.dsl.stream_joins import stream_stream_join
         return stream_stream_join(self, other, joiner, windows, stream_joined, mode)
 
     def _join_global(self, table: GlobalKTable, joiner: Fn, key_mapper: Fn | None, left: bool) -> KStream:
@@ -217,8 +195,7 @@ class KStream:
             raise TopologyError("a join with a GlobalKTable needs key_mapper(key, value) -> table key")
         store = table.store_name
 
-        def getter(ctx: Any) -> Any:
-            return ctx.get_state_store(store).get
+        getter = store_getter(store)
         name = self.builder.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN")
         self.builder.topology.add_processor(name, lambda: P.StreamTableJoin(getter, joiner, left, key_mapper),
                                             self.node)
@@ -236,7 +213,7 @@ class BranchedKStream:
     def __init__(self, stream: KStream, named: Named | str | None) -> None:
         self.stream = stream
         builder = stream.builder
-        self.split_name = _name(builder, named, "KSTREAM-BRANCH")
+        self.split_name = node_name(builder, named, "KSTREAM-BRANCH")
         self.prefix = self.split_name if named is not None else f"{self.split_name}-"
         self._branches: list[tuple[Fn, str, Branched]] = []
         self._done = False
@@ -292,9 +269,6 @@ class KGroupedStream:
 
     def _aggregate(self, prefix: str, m: Materialized, value_serde: Any,
                    supplier_of: Callable[[str], Callable[[], Processor[Any, Any]]]) -> KTable:
-        from strom.streams.dsl.builder import _store_getter
-        from strom.streams.dsl.ktable import KTable
-
         b = self.stream.builder
         name = b.new_name(prefix)  # Kafka reserves the aggregate's name before the repartition nodes
         store = m.store_name or b.new_name(f"{prefix}-STATE-STORE")
@@ -308,17 +282,21 @@ class KGroupedStream:
         b.topology.add_processor(name, supplier_of(store), parent)
         spec = b.store_spec(m, store, self.key_serde, value_serde)
         b.topology.add_state_store(spec, name)
-        return KTable(b, name, spec.key_serde, spec.value_serde, topics, store, _store_getter(store), [store])
+        return b.new_table(name, spec.key_serde, spec.value_serde, topics, store, store_getter(store), [store])
 
-    def windowed_by(self, windows: Any) -> Any:
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    def windowed_by(self, windows: TimeWindows | SlidingWindows | SessionWindows
+                    ) -> TimeWindowedKStream | SlidingWindowedKStream | SessionWindowedKStream:
         """Window the aggregation: TimeWindows/SlidingWindows -> a time-windowed stream,
         SessionWindows -> SessionWindowedKStream."""
-        from strom.streams.dsl.windowed import (
-            SessionWindowedKStream,
-            SlidingWindowedKStream,
-            TimeWindowedKStream,
-        )
-        from strom.streams.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
         if isinstance(windows, TimeWindows):
             return TimeWindowedKStream(self, windows)
         if isinstance(windows, SlidingWindows):
@@ -329,9 +307,8 @@ class KGroupedStream:
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
         m = Materialized.of(materialized)
-        from strom.streams.serdes import Serdes
         return self._aggregate("KSTREAM-AGGREGATE", m, Serdes.long(),
-                               lambda s: lambda: P.StreamAggregate(s, _zero, _count, None))
+                               lambda s: lambda: P.StreamAggregate(s, zero, count_one, None))
 
     def reduce(self, reducer: Fn, named: Named | str | None = None,
                materialized: Materialized | str | None = None) -> KTable:
@@ -344,12 +321,3 @@ class KGroupedStream:
         """``aggregator(key, value, aggregate) -> aggregate`` starting from ``initializer()``."""
         return self._aggregate("KSTREAM-AGGREGATE", Materialized.of(materialized), None,
                                lambda s: lambda: P.StreamAggregate(s, initializer, aggregator, None))
-
-
-def _zero() -> int:
-    return 0
-
-
-def _count(key: Any, value: Any, agg: int) -> int:
-    return agg + 1
-

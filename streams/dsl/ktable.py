@@ -1,4 +1,4 @@
-"""KTable (changelog streams), KGroupedTable and GlobalKTable.
+"""KTable (changelog streams) and KGroupedTable (re-keyed tables, aggregated).
 
 A KTable node forwards :class:`~strom.streams.dsl.processors.Change` values. Its ``getter`` is a
 factory that, given a processor context, returns ``key -> current value``: a store lookup when
@@ -12,17 +12,30 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from strom.streams.dsl import processors as P
+from strom.streams.dsl.graph import (
+    GetterFactory,
+    WindowedTableInfo,
+    count_one,
+    node_name,
+    repartition_through,
+    store_getter,
+    uncount_one,
+    zero,
+)
 from strom.streams.dsl.options import Grouped, Materialized, Named
+from strom.streams.dsl.suppress import Suppressed, SuppressUntilWindowCloses
 from strom.streams.exceptions import TopologyError
-from strom.streams.processor.api import Processor
+from strom.streams.processor.api import Processor, ProcessorContext
 from strom.streams.processor.stores import AUTO_SERDE
+from strom.streams.serdes import Serdes
+from strom.streams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
+    # annotations only: streams are made by the builder (see strom.streams.dsl.builder)
     from strom.streams.dsl.builder import StreamsBuilder
     from strom.streams.dsl.kstream import KStream
 
 Fn = Callable[..., Any]
-GetterFactory = Callable[[Any], Callable[[Any], Any]]
 
 
 class KTable:
@@ -30,7 +43,7 @@ class KTable:
 
     def __init__(self, builder: StreamsBuilder, node: str, key_serde: Any, value_serde: Any,
                  source_topics: frozenset[str], store_name: str | None, getter: GetterFactory,
-                 getter_stores: list[str]) -> None:
+                 getter_stores: list[str], windowed: WindowedTableInfo | None = None) -> None:
         self.builder = builder
         self.node = node
         self.key_serde = key_serde
@@ -39,6 +52,8 @@ class KTable:
         self.store_name = store_name
         self.getter = getter
         self.getter_stores = getter_stores
+        #: set on the table of a windowed aggregation: what ``suppress`` needs to know of it
+        self.windowed = windowed
 
     @property
     def queryable_store_name(self) -> str | None:
@@ -47,11 +62,8 @@ class KTable:
     def _derive(self, prefix: str, named: Named | str | None, materialized: Materialized | str | None,
                 value_serde: Any, make: Callable[[str | None], Processor[Any, Any]],
                 compute: Callable[[Any, Any], Any]) -> KTable:
-        from strom.streams.dsl.builder import _store_getter
-        from strom.streams.dsl.kstream import _name
-
         b = self.builder
-        name = _name(b, named, prefix)
+        name = node_name(b, named, prefix)
         store: str | None = None
         spec = None
         if materialized is not None:
@@ -62,10 +74,10 @@ class KTable:
         if spec is not None and store is not None:
             b.topology.add_state_store(spec, name)
             return KTable(b, name, spec.key_serde, spec.value_serde, self.source_topics, store,
-                          _store_getter(store), [store])
+                          store_getter(store), [store])
         parent = self.getter
 
-        def getter(ctx: Any) -> Callable[[Any], Any]:
+        def getter(ctx: ProcessorContext) -> Callable[[Any], Any]:
             get = parent(ctx)
             return lambda key: compute(key, get(key))
         return KTable(b, name, self.key_serde, value_serde, self.source_topics, None, getter,
@@ -96,32 +108,23 @@ class KTable:
 
     def to_stream(self, mapper: Fn | None = None, named: Named | str | None = None) -> KStream:
         """The table's updates as a stream (a deletion is a record with value None)."""
-        from strom.streams.dsl.kstream import KStream, _name
-
-        name = _name(self.builder, named, "KTABLE-TOSTREAM")
+        name = node_name(self.builder, named, "KTABLE-TOSTREAM")
         self.builder.topology.add_processor(name, lambda: P.TableToStream(mapper), self.node)
-        return KStream(self.builder, name, None if mapper else self.key_serde, self.value_serde,
-                       self.source_topics, mapper is not None)
+        return self.builder.new_stream(name, None if mapper else self.key_serde, self.value_serde,
+                                       self.source_topics, mapper is not None)
 
-    def suppress(self, suppressed: Any) -> KTable:
+    def suppress(self, suppressed: Suppressed) -> KTable:
         """Emit only final results of a windowed table (see :mod:`strom.streams.dsl.suppress`)."""
-        from strom.streams.dsl.kstream import _name
-        from strom.streams.dsl.suppress import SuppressUntilWindowCloses
-
-        delay = getattr(self, "window_close_delay", None)
-        if delay is None:
+        windowed = self.windowed
+        if windowed is None:
             raise TopologyError("suppress(until_window_closes) needs a windowed KTable "
                                 "(the result of a windowed_by(...) aggregation)")
-        from strom.streams.serdes import Serdes
-        from strom.streams.topology.topology import StoreSpec
-
         b = self.builder
-        name = _name(b, suppressed.name, "KTABLE-SUPPRESS")
+        name = node_name(b, suppressed.name, "KTABLE-SUPPRESS")
         # the buffer is a change-logged store, so final results survive a crash (Kafka's naming)
         store = f"{suppressed.name}-store" if suppressed.name else b.new_name("KTABLE-SUPPRESS-STATE-STORE")
         wall, interval = suppressed.wall_clock, suppressed.wall_clock_interval_ms
-        kser = getattr(self, "window_inner_key_serde", None)
-        vser = getattr(self, "window_value_serde", None)
+        delay, kser, vser = windowed.close_delay, windowed.inner_key_serde, windowed.value_serde
         b.topology.add_processor(name, lambda: SuppressUntilWindowCloses(store, delay, wall, interval, kser, vser),
                                  self.node)
         b.topology.add_state_store(StoreSpec(store, None, Serdes.bytes(), Serdes.bytes()), name)
@@ -130,9 +133,7 @@ class KTable:
 
     def group_by(self, selector: Fn, grouped: Grouped | None = None) -> KGroupedTable:
         """``selector(key, value) -> (new_key, new_value)``; re-aggregate with adder/subtractor."""
-        from strom.streams.dsl.kstream import _name
-
-        name = _name(self.builder, None, "KTABLE-SELECT")
+        name = node_name(self.builder, None, "KTABLE-SELECT")
         self.builder.topology.add_processor(name, lambda: P.TableRepartitionMap(selector), self.node)
         return KGroupedTable(self, name, grouped or Grouped())
 
@@ -140,16 +141,13 @@ class KTable:
 
     def _join(self, other: KTable, joiner: Fn, mode: str, named: Named | str | None,
               materialized: Materialized | str | None) -> KTable:
-        from strom.streams.dsl.builder import _store_getter
-        from strom.streams.dsl.kstream import _name
-
         if other.builder is not self.builder:
             raise TopologyError("cannot join tables of different StreamsBuilders")
         b = self.builder
         prefix = {"inner": "KTABLE-JOIN", "left": "KTABLE-LEFTJOIN", "outer": "KTABLE-OUTERJOIN"}[mode]
         this_name = b.new_name(f"{prefix}THIS")
         other_name = b.new_name(f"{prefix}OTHER")
-        merge = _name(b, named, "KTABLE-MERGE")
+        merge = node_name(b, named, "KTABLE-MERGE")
         store: str | None = None
         spec = None
         if materialized is not None:
@@ -173,7 +171,7 @@ class KTable:
         topo.copartition_groups.append(set(topics))
         if store is not None:
             return KTable(b, merge, self.key_serde, spec.value_serde if spec else None, topics, store,
-                          _store_getter(store), [store])
+                          store_getter(store), [store])
 
         def joiner_of(lv: Any, rv: Any) -> Any:
             if lv is None and rv is None:
@@ -184,7 +182,7 @@ class KTable:
                 return None
             return joiner(lv, rv)
 
-        def getter(ctx: Any) -> Callable[[Any], Any]:
+        def getter(ctx: ProcessorContext) -> Callable[[Any], Any]:
             lg, rg = left_get(ctx), right_get(ctx)
             return lambda key: joiner_of(lg(key), rg(key))
         return KTable(b, merge, self.key_serde, None, topics, None, getter,
@@ -214,9 +212,6 @@ class KGroupedTable:
 
     def _aggregate(self, prefix: str, m: Materialized, value_serde: Any,
                    supplier_of: Callable[[str], Callable[[], Processor[Any, Any]]]) -> KTable:
-        from strom.streams.dsl.builder import _store_getter
-        from strom.streams.dsl.kstream import repartition_through
-
         b = self.table.builder
         g = self.grouped
         name = b.new_name(prefix)
@@ -228,12 +223,11 @@ class KGroupedTable:
         spec = b.store_spec(m, store, g.key_serde, value_serde)
         b.topology.add_state_store(spec, name)
         return KTable(b, name, spec.key_serde, spec.value_serde, frozenset([topic]), store,
-                      _store_getter(store), [store])
+                      store_getter(store), [store])
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
-        from strom.streams.serdes import Serdes
         return self._aggregate("KTABLE-AGGREGATE", Materialized.of(materialized), Serdes.long(),
-                               lambda s: lambda: P.TableAggregate(s, _zero, _inc, _dec, False))
+                               lambda s: lambda: P.TableAggregate(s, zero, count_one, uncount_one, False))
 
     def reduce(self, adder: Fn, subtractor: Fn, named: Named | str | None = None,
                materialized: Materialized | str | None = None) -> KTable:
@@ -246,26 +240,3 @@ class KGroupedTable:
         """``adder(key, value, agg)`` and ``subtractor(key, value, agg)`` from ``initializer()``."""
         return self._aggregate("KTABLE-AGGREGATE", Materialized.of(materialized), None,
                                lambda s: lambda: P.TableAggregate(s, initializer, adder, subtractor, False))
-
-
-class GlobalKTable:
-    """A table replicated in full on every instance; joined by a key mapped from the stream."""
-
-    def __init__(self, store_name: str) -> None:
-        self.store_name = store_name
-
-    @property
-    def queryable_store_name(self) -> str:
-        return self.store_name
-
-
-def _zero() -> int:
-    return 0
-
-
-def _inc(key: Any, value: Any, agg: int) -> int:
-    return agg + 1
-
-
-def _dec(key: Any, value: Any, agg: int) -> int:
-    return agg - 1

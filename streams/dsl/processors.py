@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from strom.streams.exceptions import SerializationError
 from strom.streams.processor.api import Processor, Record
-from strom.streams.processor.stores import deserializer_of, serializer_of
+from strom.streams.processor.stores import CachedKeyValueStoreFacade, deserializer_of, serializer_of
 
 Fn = Callable[..., Any]
+#: ``(key, new, old, timestamp, headers)`` of one key's net update when a record cache flushes
+FlushListener = Callable[[Any, Any, Any, int, Any], None]
+
+
+@runtime_checkable
+class CachingContext(Protocol):
+    """A processor context that can put the record cache in front of a store (a task's, the
+    test driver's: both are :class:`~strom.streams.topology.runtime.NodeContext`)."""
+
+    def get_caching_store(self, name: str, listener: FlushListener) -> Any: ...
 
 
 class Change:
@@ -196,10 +206,10 @@ class StreamAggregate(Processor[Any, Any]):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        caching = getattr(context, "get_caching_store", None)
-        self.store = (context.get_state_store(self.store_name) if caching is None
-                      else caching(self.store_name, self._flushed))
-        self._put_cached = getattr(self.store, "put_cached", None)
+        self.store = (context.get_caching_store(self.store_name, self._flushed)
+                      if isinstance(context, CachingContext) else context.get_state_store(self.store_name))
+        # caching off (statestore.cache.max.bytes = 0) gives the plain store
+        self._cache = self.store if isinstance(self.store, CachedKeyValueStoreFacade) else None
 
     def _flushed(self, key: Any, new: Any, old: Any, timestamp: int, headers: Any) -> None:
         self.context.forward(Record(key, Change(new, old), timestamp, headers))
@@ -215,8 +225,8 @@ class StreamAggregate(Processor[Any, Any]):
         else:
             assert self.initializer is not None and self.aggregator is not None
             new = self.aggregator(key, value, self.initializer() if old is None else old)
-        if self._put_cached is not None:  # written and forwarded when the cache flushes
-            self._put_cached(key, new, old, record.timestamp, record.headers)
+        if self._cache is not None:  # written and forwarded when the cache flushes
+            self._cache.put_cached(key, new, old, record.timestamp, record.headers)
             return
         store.put(key, new)
         self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))

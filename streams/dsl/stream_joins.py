@@ -26,14 +26,17 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from strom.streams.dsl.graph import repartition_through
 from strom.streams.dsl.windows import JoinWindows
 from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor, Record
 from strom.streams.processor.stores import WindowStoreFacade
+from strom.streams.serdes import Serdes
 from strom.streams.state.factory import DslStoreSupplier
 from strom.streams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
+    # annotations only: the joined stream is made by the builder (see strom.streams.dsl.builder)
     from strom.streams.dsl.kstream import KStream
 
 Fn = Callable[..., Any]
@@ -156,9 +159,6 @@ def _outer_prefix(ts: int, side: bytes, kb: bytes) -> bytes:
 def stream_stream_join(left: KStream, right: KStream, joiner: Fn, windows: JoinWindows,
                        stream_joined: StreamJoined | None, mode: str) -> KStream:
     """Wire the join (``mode`` is "inner", "left" or "outer"); returns the joined stream."""
-    from strom.streams.dsl.kstream import KStream, repartition_through
-    from strom.streams.serdes import Serdes
-
     if not isinstance(windows, JoinWindows):
         raise TopologyError(f"a stream-stream join needs JoinWindows, got {windows!r}")
     if left.builder is not right.builder:
@@ -203,7 +203,7 @@ def stream_stream_join(left: KStream, right: KStream, joiner: Fn, windows: JoinW
     if outer_store is not None:
         topo.add_state_store(StoreSpec(outer_store, None, Serdes.bytes(), Serdes.bytes()), this_name, other_name)
     topo.copartition_groups.append(set(ltopics | rtopics))
-    return KStream(b, merge_name, ks, None, ltopics | rtopics, False)
+    return b.new_stream(merge_name, ks, None, ltopics | rtopics, False)
 
 
 class _PassThrough(Processor[Any, Any]):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from strom.streams.dsl.graph import WindowedTableInfo, count_one, repartition_through, sum_counts, zero
 from strom.streams.dsl.options import Materialized, Named
 from strom.streams.dsl.processors import Change
 from strom.streams.dsl.windows import (
@@ -26,10 +27,13 @@ from strom.streams.dsl.windows import (
 from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor, Record
 from strom.streams.processor.stores import SessionStoreFacade, WindowStoreFacade
+from strom.streams.serdes import Serdes
 from strom.streams.state.factory import DslStoreSupplier
 from strom.streams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
+    # annotations only: the windowed streams are made by KGroupedStream.windowed_by, and their
+    # tables by the builder (see strom.streams.dsl.builder)
     from strom.streams.dsl.kstream import KGroupedStream
     from strom.streams.dsl.ktable import KTable
 
@@ -224,9 +228,6 @@ class _WindowedBase:
     def _build(self, prefix: str, m: Materialized, value_serde: Any, kind: str, retention: int,
                window_size: int | None, processor: Callable[[str], Processor[Any, Any]],
                key_serde: Any, close_delay: int) -> KTable:
-        from strom.streams.dsl.kstream import repartition_through
-        from strom.streams.dsl.ktable import KTable
-
         g = self.grouped
         b = g.stream.builder
         name = b.new_name(prefix)
@@ -254,12 +255,8 @@ class _WindowedBase:
                          store_type=m.store_type, logging_enabled=m.logging_enabled, retention_ms=retention,
                          window_size=window_size)
         b.topology.add_state_store(spec, name)
-        table = KTable(b, name, key_serde, spec.value_serde, topics, store, _no_getter, [store])
-        table.window_close_delay = close_delay  # read by suppress()
-        # suppress() keeps its buffer in a store: it serializes the window's key and the value
-        table.window_inner_key_serde = spec.key_serde
-        table.window_value_serde = spec.value_serde
-        return table
+        return b.new_table(name, key_serde, spec.value_serde, topics, store, _no_getter, [store],
+                           WindowedTableInfo(close_delay, spec.key_serde, spec.value_serde))
 
 
 class TimeWindowedKStream(_WindowedBase):
@@ -279,8 +276,7 @@ class TimeWindowedKStream(_WindowedBase):
                            w.grace)
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
-        from strom.streams.serdes import Serdes
-        return self._agg(Materialized.of(materialized), Serdes.long(), _zero, _count, None)
+        return self._agg(Materialized.of(materialized), Serdes.long(), zero, count_one, None)
 
     def reduce(self, reducer: Fn, named: Named | str | None = None,
                materialized: Materialized | str | None = None) -> KTable:
@@ -322,8 +318,7 @@ class SlidingWindowedKStream(_WindowedBase):
         return table
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
-        from strom.streams.serdes import Serdes
-        return self._agg(Materialized.of(materialized), Serdes.long(), _zero, _count, None)
+        return self._agg(Materialized.of(materialized), Serdes.long(), zero, count_one, None)
 
     def reduce(self, reducer: Fn, named: Named | str | None = None,
                materialized: Materialized | str | None = None) -> KTable:
@@ -352,8 +347,7 @@ class SessionWindowedKStream(_WindowedBase):
                            w.gap + w.grace)
 
     def count(self, named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
-        from strom.streams.serdes import Serdes
-        return self._agg(Materialized.of(materialized), Serdes.long(), _zero, _count, _sum, None)
+        return self._agg(Materialized.of(materialized), Serdes.long(), zero, count_one, sum_counts, None)
 
     def reduce(self, reducer: Fn, named: Named | str | None = None,
                materialized: Materialized | str | None = None) -> KTable:
@@ -363,15 +357,3 @@ class SessionWindowedKStream(_WindowedBase):
                   named: Named | str | None = None, materialized: Materialized | str | None = None) -> KTable:
         """``aggregator(key, value, agg)``; ``merger(key, agg1, agg2)`` combines merged sessions."""
         return self._agg(Materialized.of(materialized), None, initializer, aggregator, merger, None)
-
-
-def _zero() -> int:
-    return 0
-
-
-def _count(key: Any, value: Any, agg: int) -> int:
-    return agg + 1
-
-
-def _sum(key: Any, a: int, b: int) -> int:
-    return a + b

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from rocksdict import Options, Rdict, WriteBatch
+
 from strom.streams.exceptions import InvalidStateStoreError, StateStoreError
 from strom.streams.state.api import ChangelogOffsets
 
@@ -117,8 +119,6 @@ class RocksBytes:
     persistent = True
 
     def __init__(self, path: Path | str) -> None:
-        from rocksdict import Options, Rdict
-
         self.path = Path(path)
         os.makedirs(self.path, exist_ok=True)
         opts = Options(raw_mode=True)
@@ -182,8 +182,6 @@ class RocksBytes:
         return int(est) + sum(1 for v in self._pending.values() if v is not None)
 
     def commit(self, offsets: ChangelogOffsets, meta: dict[bytes, bytes]) -> None:
-        from rocksdict import WriteBatch
-
         batch = WriteBatch(raw_mode=True)
         for k, v in self._pending.items():
             if v is None:
