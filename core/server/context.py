@@ -1,21 +1,11 @@
-"""Per-request context handed to handlers, the authorizer and the quota manager."""
+"""Per-request context handed to handlers, the authorizer and the quota manager.
+
+It lives in :mod:`strom.core.request_context` (below the coordinators, which use it too); this
+module keeps the server's name for it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from strom.core.request_context import Authorizing, RequestContext
 
-
-@dataclass(slots=True)
-class RequestContext:
-    """Who sent a request and how (mirrors Kafka's AuthorizableRequestContext)."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str
-    client_address: str
-    listener_name: str = "PLAINTEXT"
-    security_protocol: str = "PLAINTEXT"
-    principal: str = "User:ANONYMOUS"
-    # Set by a handler when a quota asks the channel to be muted after the response is sent.
-    throttle_ms: int = field(default=0)
+__all__ = ["Authorizing", "RequestContext"]

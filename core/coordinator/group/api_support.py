@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from strom.core.server.context import RequestContext
+from strom.core.request_context import Authorizing, RequestContext
 
 if TYPE_CHECKING:
     from strom.core.coordinator.group.coordinator import GroupCoordinator
-    from strom.core.server.broker import Broker
 
 INT32_MIN = -(1 << 31)  # "authorized operations not requested"
 # Kafka's AclOperation codes of the operations a GROUP resource supports (AclEntry.supportedOperations:
@@ -16,18 +15,18 @@ INT32_MIN = -(1 << 31)  # "authorized operations not requested"
 GROUP_ACL_OPERATIONS = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
 
 
-def coordinator_of(broker: Broker) -> GroupCoordinator | None:
+def coordinator_of(broker: object) -> GroupCoordinator | None:
     return getattr(broker, "group_coordinator", None)
 
 
-def denied_groups(broker: Broker, ctx: RequestContext, operation: str, group_ids: list[str]) -> set[str]:
+def denied_groups(broker: Authorizing, ctx: RequestContext, operation: str, group_ids: list[str]) -> set[str]:
     if not group_ids:
         return set()
     allowed = broker.authorize(ctx, operation, "GROUP", group_ids)
     return {g for g, ok in zip(group_ids, allowed, strict=True) if not ok}
 
 
-def authorized_group_operations(broker: Broker, ctx: RequestContext, group_id: str) -> int:
+def authorized_group_operations(broker: Authorizing, ctx: RequestContext, group_id: str) -> int:
     """Bit set of the ACL operations the caller may perform on ``group_id`` (as Kafka's
     AuthHelper.authorizedOperations: every supported operation when no ACL denies it)."""
     return sum(1 << code for op, code in GROUP_ACL_OPERATIONS.items()

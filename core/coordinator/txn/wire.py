@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.errors import CoordinatorNotAvailableError
-from strom.core.server.context import RequestContext
+from strom.core.request_context import Authorizing, RequestContext
 
 if TYPE_CHECKING:
     from strom.core.coordinator.txn.coordinator import TransactionCoordinator
-    from strom.core.server.broker import Broker
 
 
-def coordinator(broker: Broker) -> TransactionCoordinator:
+def coordinator(broker: object) -> TransactionCoordinator:
     """The broker's transaction coordinator; COORDINATOR_NOT_AVAILABLE until it is wired and started."""
     coord: Any = getattr(broker, "txn_coordinator", None)
     if coord is None or coord.runtime is None:
@@ -30,5 +29,5 @@ def client_code(code: ErrorCode | int, api_version: int, fenced_since: int) -> i
     return code
 
 
-def may_write_txn_id(broker: Broker, ctx: RequestContext, transactional_id: str) -> bool:
+def may_write_txn_id(broker: Authorizing, ctx: RequestContext, transactional_id: str) -> bool:
     return broker.authorize(ctx, "WRITE", "TRANSACTIONAL_ID", [transactional_id])[0]

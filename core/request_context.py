@@ -1,0 +1,39 @@
+"""The request context every layer that serves a request sees, and the authorizer view of it.
+
+Below the server and the coordinators (both import it), so the coordinators' request helpers
+need nothing from :mod:`strom.core.server`. :class:`RequestContext` mirrors Kafka's
+``AuthorizableRequestContext``; :class:`Authorizing` is the one thing a request helper asks of
+the node serving it: may this principal do this operation to these resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Who sent a request and how (mirrors Kafka's AuthorizableRequestContext)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    client_address: str
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: str = "User:ANONYMOUS"
+    # Set by a handler when a quota asks the channel to be muted after the response is sent.
+    throttle_ms: int = field(default=0)
+
+
+class Authorizing(Protocol):
+    """Asks the configured authorizer (the broker satisfies it)."""
+
+    def authorize(self, ctx: RequestContext, operation: str, resource_type: str,
+                  names: Iterable[str]) -> list[bool]:
+        """``operation`` (Kafka's AclOperation name) on each named resource of ``resource_type``
+        (Kafka's ResourceType name): allowed or not, in order."""
+        ...
