@@ -20,13 +20,14 @@ One pass over a log:
    tombstones stamps it with a delete horizon = now + ``delete.retention.ms`` (attribute bit 6,
    base timestamp = horizon); a later pass after the horizon drops them.
 5. The cleaned segment replaces the old one via ``.cleaned`` -> ``.swap`` -> rename
-   (:meth:`Log.replace_segment`); loading a log completes a swap whose ``.log.swap`` exists and
+   (:meth:`UnifiedLog.replace_segment`); loading a log completes a swap whose ``.log.swap`` exists and
    discards ``.cleaned`` files.
 
 Thread-safety: a ``LogCleaner`` may be called from one maintenance thread at a time (its
 bookkeeping has a lock; concurrent ``clean`` calls on the same log are not supported). The log
 itself is only locked briefly: segment reads happen on immutable non-active segments and the
-swap checks under the log's lock that the segment is still in place and unchanged.
+swap checks under the log's lock that the segment is still in place and unchanged, one segment
+per lock acquisition.
 """
 
 from __future__ import annotations
@@ -245,12 +246,9 @@ class LogCleaner:
         new_size = cleaned.size
         cleaned.on_become_inactive()
         cleaned.flush()  # fsync before taking the log's lock: appends never wait for it
-        with log.lock:
-            still_valid = (not log.closed and not seg.closed and seg in log.log_segments()
-                           and seg is not log.active_segment and seg.size == size_before)
-            if still_valid:
-                log.replace_segment(seg, cleaned)
-        if not still_valid:
+        # The log checks, under its lock, that the segment is still live and unchanged; it
+        # holds the lock for this one segment's renames only.
+        if not log.replace_segment(seg, cleaned, expected_size=size_before):
             cleaned.delete()
             return None
         return removed, new_size, pending_horizon

@@ -8,15 +8,31 @@ Kafka's text format::
     3 1500
 
 The cache answers OffsetForLeaderEpoch (:meth:`end_offset_for_epoch`) and is the truncation
-authority for followers. Every change is written through to the checkpoint file atomically.
+authority for followers.
 
-Thread-safety: not thread-safe; its :class:`~strom.core.log.log.Log` calls it under its lock.
+Durability (Kafka 3.7+, KAFKA-15046 / KAFKA-16541): a change only updates memory and marks the
+cache dirty; nothing is written under the log's lock, so the first append of a new epoch does
+no file I/O on the event loop. The checkpoint is written whole and fsynced (tmp file, fsync,
+rename, directory fsync: never a torn file, the corruption KAFKA-16541 fixed) by
+:meth:`LeaderEpochFileCache.write_checkpoint`, which the log's flush runs off the event loop
+*before* it moves the recovery point, and on close and load. So every entry starting below the
+recovery point is durable, and the entries at or above it are re-assigned from the batches'
+partition leader epochs by recovery after a crash (LogSegment.recover), which re-validates
+exactly that range; a stale file is corrected by the truncations loading applies, as Kafka's
+comment on ``truncateFromEndAsyncFlush`` argues.
+
+Thread-safety: the entries are not thread-safe; the owning
+:class:`~strom.core.log.log.UnifiedLog` reads and changes them under its lock.
+:meth:`LeaderEpochFileCache.write_checkpoint` is thread-safe and is called without that lock:
+its own lock only orders file writes, so a snapshot older than the one on disk is never
+written over it.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import threading
 from pathlib import Path
 
 from strom.core.log.checkpoint import CheckpointError, read_epoch_checkpoint, write_epoch_checkpoint
@@ -29,7 +45,7 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochFileCache:
-    """Epoch entries sorted by epoch (and start offset), written through to the checkpoint file."""
+    """Epoch entries sorted by epoch (and start offset); the checkpoint file is written on demand."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -41,6 +57,10 @@ class LeaderEpochFileCache:
             entries = []
         self._epochs: list[int] = [e for e, _ in entries]
         self._offsets: list[int] = [o for _, o in entries]
+        # Every change bumps the version; the file holds ``_written_version``.
+        self._version = 0
+        self._written_version = 0
+        self._file_lock = threading.Lock()
 
     @classmethod
     def in_dir(cls, dir_path: Path) -> LeaderEpochFileCache:
@@ -118,7 +138,29 @@ class LeaderEpochFileCache:
     def _set(self, entries: list[tuple[int, int]]) -> None:
         self._epochs = [e for e, _ in entries]
         self._offsets = [o for _, o in entries]
-        self.flush()
+        self._version += 1
+
+    # -- the checkpoint file ------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """The entries changed since the checkpoint was last written."""
+        return self._version != self._written_version
+
+    def snapshot(self) -> tuple[int, list[tuple[int, int]]]:
+        """``(version, entries)`` to hand to :meth:`write_checkpoint` (under the owner's lock)."""
+        return self._version, self.entries()
+
+    def write_checkpoint(self, version: int, entries: list[tuple[int, int]]) -> None:
+        """Write ``entries`` (taken by :meth:`snapshot`) atomically and fsynced, unless a newer
+        snapshot is on disk already. Thread-safe; call it off the event loop. May raise OSError."""
+        with self._file_lock:
+            if version <= self._written_version:
+                return
+            write_epoch_checkpoint(self.path, entries)
+            self._written_version = version
 
     def flush(self) -> None:
-        write_epoch_checkpoint(self.path, self.entries())
+        """Write the checkpoint now if it is behind (loading, close, tests); blocking."""
+        if self.dirty:
+            self.write_checkpoint(*self.snapshot())

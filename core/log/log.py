@@ -1,4 +1,16 @@
-"""Log: the segments of one partition, its offsets (log start, LEO, HW, recovery point) and loading.
+"""UnifiedLog: one partition's log as the broker sees it (Kafka's ``UnifiedLog``; ``Log`` is an alias).
+
+The storage engine in Kafka's three layers:
+
+- :class:`~strom.core.log.loader.LogLoader` opens the directory once: removes leftovers,
+  completes an interrupted compaction swap, checks or rebuilds indexes, recovers after an
+  unclean shutdown (a torn tail is cut) and rebuilds the producer state.
+- :class:`~strom.core.log.local_log.LocalLog` is the segment list: append, roll, read,
+  remove, truncate, flush bookkeeping, the compaction swap. Not thread-safe.
+- :class:`UnifiedLog` (here) owns **the lock** and what is replicated or validated on top of
+  the segments: the log start offset, the high watermark, the leader-epoch cache, the producer
+  state (idempotence, transactions), and the entry points: append as leader / follower,
+  read, ListOffsets, retention, truncation, flush, the cleaner's swap.
 
 Append path (leader): already-validated batches get their offsets patched in place by
 ``records.validate.assign_offsets`` and are appended with one ``pwrite`` to the active segment,
@@ -6,42 +18,35 @@ which rolls on ``segment.bytes`` / ``segment.ms`` (minus jitter) / a full index.
 bisect over the sorted segment base offsets, offset-index lookup, a forward scan of batch
 headers, one ``pread`` of whole batches. Neither path does per-record Python work.
 
-Loading: leftover ``.cleaned``/``.deleted``/``.tmp`` files are removed, a half-done compaction
-swap (``.swap``) is completed, every segment's indexes are sanity-checked (missing or corrupt
-indexes are rebuilt even after a clean shutdown) and, after an unclean shutdown, every segment
-from the recovery point on is re-validated batch by batch (CRC-32C); the first torn or corrupt
-batch truncates the log there (a WARNING names file, position and reason) and later segments
-are deleted.
+Producer state (see :mod:`strom.core.log.producer_state`): every batch with a producer id is
+checked before offsets are assigned (a duplicate of one of the producer's last 5 batches is not
+written again; the append answers with the original offsets), the state is updated after the
+write, an ABORT marker adds an entry to the ``.txnindex`` of the segment holding it, and the
+ongoing transactions bound the last stable offset. Snapshots are written at every roll (fsynced
+by the next flush, before the recovery point passes them) and on close.
 
-Producer state (idempotence, transactions; see :mod:`strom.core.log.producer_state`): every
-batch with a producer id is checked before offsets are assigned (a duplicate of one of the
-producer's last 5 batches is not written again; the append answers with the original offsets),
-the state is updated after the write, an ABORT marker adds an entry to the ``.txnindex`` of
-the segment holding it, and the ongoing transactions bound the last stable offset. Snapshots
-of the state are written at every roll and on close; loading takes the newest snapshot at or
-below the recovery point (the log end after a clean shutdown) and replays batch headers after
-it (control batches also have their one record read), rebuilding the ``.txnindex`` entries of
-the replayed range on the way.
+No fsync under the lock: the leader-epoch checkpoint, producer snapshots and segments are
+fsynced by :meth:`UnifiedLog.flush` outside it (a worker thread), before it moves the recovery
+point; a crash recovers everything above the recovery point from the batches themselves.
+
+Maintenance never holds the lock for more than one segment operation: retention removes one
+segment per lock acquisition (the files are unlinked after the lock is released), the cleaner
+swaps one segment per acquisition, flush only takes it to snapshot and to record the result.
 
 Storage errors: an ``OSError`` while appending, rolling, flushing or reading is reported to the
-LogManager's failure channel (``io_error_handler``), which takes the whole log dir offline; the
-request answers KAFKA_STORAGE_ERROR. An offline log refuses appends and keeps serving reads; it
-is closed without writing anything more into its dir.
+LogManager's LogDirFailureChannel (``io_error_handler``), which takes the whole log dir
+offline; the request answers KAFKA_STORAGE_ERROR. An offline log refuses appends and keeps
+serving reads; it is closed without writing anything more into its dir.
 
-Thread-safety: **this is the one locking layer of the storage engine.** A ``Log`` is safe to
-use from several threads: one ``threading.RLock`` guards its segment list and offsets. Its
-``LogSegment`` and index objects are not thread-safe and are only touched under that lock,
-except ``fsync`` in :meth:`Log.flush`, which runs outside it so a slow disk never stalls the
-event loop's appends (Kafka does the same).
+Thread-safety: **this is the one locking layer of the storage engine.** A ``UnifiedLog`` is
+safe to use from several threads: one ``threading.RLock`` guards its offsets, its ``LocalLog``
+(segments, LEO, recovery point), epoch cache and producer state, none of which lock anything.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
-import random
-import shutil
 import threading
 import time
 import uuid
@@ -50,21 +55,20 @@ from pathlib import Path
 from typing import NamedTuple
 
 import crc32c
-from kio.schema.errors import ErrorCode
 
 from strom.core.config import LogConfig
-from strom.core.exceptions import (
-    BrokerError,
+from strom.core.errors import (
     CorruptMessageError,
-    KafkaError,
+    InconsistentTopicIdError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
-    for_code,
 )
+from strom.core.exceptions import BrokerError, KafkaError
 from strom.core.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
 from strom.core.log.epoch_cache import LeaderEpochFileCache
-from strom.core.log.index import AbortedTxn, CorruptIndexError
+from strom.core.log.loader import LogLoader, apply_control_batch, complete_txn, rebuild_producer_state
+from strom.core.log.local_log import FetchDataInfo, LocalLog, LogOffsetMetadata
 from strom.core.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ORIGIN_CLIENT,
@@ -76,7 +80,6 @@ from strom.core.log.producer_state import (
 )
 from strom.core.log.segment import (
     CLEANED_SUFFIX,
-    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -93,13 +96,24 @@ from strom.core.records.batch import (
     iter_headers,
     read_header,
 )
-from strom.core.records.builder import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    build_control_batch,
-    read_control_record,
-)
+from strom.core.records.builder import build_control_batch
 from strom.core.records.validate import assign_offsets
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "FetchDataInfo",
+    "IoErrorHandler",
+    "Log",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "LogOffsetSnapshot",
+    "UnexpectedAppendOffsetError",
+    "UnifiedLog",
+    "parse_topic_partition",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -107,11 +121,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-
-_SEGMENT_EXTS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-
-
-InconsistentTopicIdError = for_code(ErrorCode.inconsistent_topic_id)
 
 
 # (log dir, what was being done, the error): the LogManager's LogDirFailureChannel.
@@ -138,11 +147,14 @@ class LogAppendInfo(NamedTuple):
 _make_append_info = LogAppendInfo._make
 
 
-class FetchDataInfo(NamedTuple):
-    """Whole batches read from the log; ``first_batch_offset`` is -1 when nothing was found."""
+class LogOffsetSnapshot(NamedTuple):
+    """Kafka's ``LogOffsetSnapshot``: the log's offsets at one moment, read under the lock
+    without touching a segment (what a delayed fetch compares its fetch offsets with)."""
 
-    records: bytes
-    first_batch_offset: int
+    log_start_offset: int
+    log_end_offset: LogOffsetMetadata
+    high_watermark: LogOffsetMetadata
+    last_stable_offset: LogOffsetMetadata
 
 
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
@@ -168,7 +180,10 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-class Log:
+SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+
+
+class UnifiedLog:
     """One partition's log. Thread-safe: every public method takes the log's lock."""
 
     def __init__(self, dir_path: str | os.PathLike[str], config: LogConfig, *,
@@ -179,22 +194,8 @@ class Log:
                  io_error_handler: IoErrorHandler | None = None) -> None:
         self.dir = Path(dir_path)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
-        self.config = config
         self._clock = clock
         self._lock = threading.RLock()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._leo = 0
-        self._log_start = log_start_offset
-        self._hw = high_watermark
-        self._recovery_point = recovery_point
-        self._unflushed_messages = 0
-        self._last_flush_ms = clock()
-        # Base offset of the newest segment rolled to: Kafka flushes every segment below it
-        # after a roll (asynchronously), which moves the recovery point, so a crash recovers
-        # at most the active segment's worth of data, not everything since the last start.
-        self._rolled_to = 0
-        self._dir_dirty = False
         self.closed = False
         # Why appends are refused once the log dir went offline (an I/O error), else None.
         self.offline_reason: str | None = None
@@ -205,10 +206,13 @@ class Log:
         self.topic_id = self._init_topic_id(topic_id)
         self.epoch_cache = LeaderEpochFileCache.in_dir(self.dir)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms=producer_id_expiration_ms)
-        self._load(had_clean_shutdown)
-
-    # ------------------------------------------------------------------------------------------
-    # loading
+        loaded = LogLoader(self.dir, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+                           had_clean_shutdown=had_clean_shutdown, epoch_cache=self.epoch_cache,
+                           producer_state=self.producer_state, clock=clock).load()
+        self._local = LocalLog(self.dir, config, loaded.segments, recovery_point=loaded.recovery_point,
+                               next_offset=loaded.next_offset, clock=clock, dir_dirty=loaded.dir_dirty)
+        self._log_start = loaded.log_start_offset
+        self._hw = min(max(high_watermark, self._log_start), loaded.next_offset)
 
     def _init_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
         stored = read_partition_metadata(self.dir)
@@ -219,172 +223,8 @@ class Log:
             write_partition_metadata(self.dir, topic_id)
         return stored or topic_id
 
-    def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        cfg = self.config
-        jitter = random.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms)) if cfg.segment_jitter_ms else 0
-        return LogSegment(self.dir, base_offset, index_interval_bytes=cfg.index_interval_bytes,
-                          max_index_size=cfg.segment_index_bytes, rolling_jitter_ms=jitter, suffix=suffix,
-                          now_ms=self._clock())
-
-    def _load(self, clean: bool) -> None:
-        checkpointed_recovery_point = self._recovery_point
-        swaps: list[int] = []
-        for path in list(self.dir.iterdir()):
-            name = path.name
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
-                path.unlink(missing_ok=True)
-            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                swaps.append(int(name.split(".", 1)[0]))
-            elif name.endswith(SWAP_SUFFIX):
-                pass  # index swap files: handled with their log swap file (or removed below)
-        for base in sorted(swaps):
-            self._complete_swap(base)
-        for path in list(self.dir.iterdir()):
-            if path.name.endswith(SWAP_SUFFIX):
-                path.unlink(missing_ok=True)  # an index .swap without its .log.swap: incomplete
-        bases = []
-        for path in self.dir.iterdir():
-            stem, _, ext = path.name.partition(".")
-            if not stem.isdigit() or len(stem) != 20:
-                continue
-            if ext == LOG_SUFFIX[1:]:
-                bases.append(int(stem))
-            elif "." + ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and not (
-                    segment_path(self.dir, int(stem), LOG_SUFFIX).exists()):
-                logger.info("Deleting orphaned index file %s (no log file)", path)
-                path.unlink(missing_ok=True)
-        bases.sort()
-        # After a crash, recovery rebuilds the offset and time indexes of the segments from the
-        # recovery point on; the active one's preallocated index is full of zeros, which is
-        # expected there, so only their transaction index is checked here (Kafka's rule too).
-        recovered_from = len(bases) if clean else max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)
-        for i, base in enumerate(bases):
-            seg = self._new_segment(base)
-            try:
-                if i < recovered_from or seg.indexes_missing:
-                    seg.sanity_check()
-                else:
-                    seg.txn_index.sanity_check()
-            except CorruptIndexError as e:
-                logger.warning("Found a corrupt or missing index of %s (%s); rebuilding it", seg.log_path, e)
-                seg.recover(None)
-            if i < len(bases) - 1:
-                # Left preallocated by a crash of an older version (or a roll cut short): trim
-                # it now, so it is not probed again at every start.
-                seg.trim_indexes_with_slack()
-            self._segments.append(seg)
-            self._bases.append(base)
-        if not clean and self._segments:
-            self._recover_unflushed()
-        if not self._segments:
-            seg = self._new_segment(max(self._log_start, 0))
-            self._segments.append(seg)
-            self._bases.append(seg.base_offset)
-        active = self._segments[-1]
-        active.resize_indexes(self.config.segment_index_bytes)
-        self._leo = active.read_next_offset()
-        self._log_start = min(max(self._log_start, self._segments[0].base_offset), self._leo)
-        # After a clean shutdown everything was flushed; after recovery everything was checked.
-        self._recovery_point = self._leo
-        self._hw = min(max(self._hw, self._log_start), self._leo)
-        self.epoch_cache.truncate_from_end(self._leo)
-        self.epoch_cache.truncate_from_start(self._log_start)
-        # Snapshots above the recovery point may describe data lost in the crash (Kafka's rule).
-        self._rebuild_producer_state(self._leo if clean else min(checkpointed_recovery_point, self._leo))
-
-    def _complete_swap(self, base: int) -> None:
-        """Finish a compaction swap interrupted by a crash: the .swap segment replaces the old one."""
-        swap = self._new_segment(base, SWAP_SUFFIX)
-        swap.recover(None)
-        next_offset = swap.read_next_offset()
-        swap.close()
-        for path in self.dir.iterdir():
-            stem, _, ext = path.name.partition(".")
-            if stem.isdigit() and "." + ext in _SEGMENT_EXTS and base <= int(stem) < max(next_offset, base + 1):
-                path.unlink()
-        for ext in _SEGMENT_EXTS:
-            src = segment_path(self.dir, base, ext, SWAP_SUFFIX)
-            if src.exists():
-                os.replace(src, segment_path(self.dir, base, ext))
-        logger.info("Completed an interrupted segment swap of %s", segment_path(self.dir, base, LOG_SUFFIX))
-
-    def _recover_unflushed(self) -> None:
-        """Re-validate the segments from the one holding the recovery point; cut at the first bad batch."""
-        start = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-        i = start
-        while i < len(self._segments):
-            seg = self._segments[i]
-            truncated = seg.recover(self.epoch_cache)
-            if truncated > 0 and i + 1 < len(self._segments):
-                later = self._segments[i + 1:]
-                logger.warning("Deleting %d segment(s) of %s after the corrupt batch in %s: %s",
-                               len(later), self.dir.name, seg.log_path.name, [s.log_path.name for s in later])
-                for s in later:
-                    s.delete()
-                del self._segments[i + 1:]
-                del self._bases[i + 1:]
-            i += 1
-        # Drop empty trailing segments below their predecessor's data (cannot happen) and keep
-        # the recovered data visible to flush accounting.
-        self._dir_dirty = True
-
     # ------------------------------------------------------------------------------------------
-    # producer state: rebuild from a snapshot + the log
-
-    def _rebuild_producer_state(self, max_snapshot_offset: int) -> None:
-        """Load the newest usable snapshot (<= ``max_snapshot_offset``) and replay the log after it."""
-        ps = self.producer_state
-        ps.truncate_and_reload(self._log_start, self._leo, max_snapshot_offset, self._clock())
-        start = ps.map_end_offset
-        if start < self._leo:
-            logger.info("Rebuilding the producer state of %s from offset %d to %d", self.dir.name, start, self._leo)
-            self._replay_producer_state(start)
-        ps.update_map_end_offset(self._leo)
-
-    def _replay_producer_state(self, start: int) -> None:
-        """Apply every producer batch from ``start`` to the LEO, without validation (Kafka's
-        origin REPLICATION); the ``.txnindex`` entries of markers at or after ``start`` are
-        rewritten from what the replay finds, so an index torn by a crash is repaired."""
-        ps = self.producer_state
-        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        for seg in self._segments[i:]:
-            txns = seg.txn_index.all_aborted()
-            if txns and txns[-1].last_offset >= start:
-                seg.txn_index.truncate_to(start)
-            for pos, h in seg.iter_headers():
-                if h.last_offset < start or h.producer_id < 0:
-                    continue
-                info = ps.prepare_update(h.producer_id, ORIGIN_REPLICATION)
-                completed = None
-                if h.is_control:
-                    batch = os.pread(seg.fd, h.batch_length + 12, pos)
-                    completed = self._apply_control_batch(info, batch, 0, h, h.base_offset)
-                else:
-                    info.append_data_batch(h.producer_epoch, h.base_sequence, h.last_sequence, h.max_timestamp,
-                                           h.base_offset, h.last_offset, h.is_transactional)
-                ps.update(info)
-                if completed is not None:
-                    self._complete_txn(seg, completed)
-
-    @staticmethod
-    def _apply_control_batch(info: ProducerAppendInfo, buf: bytes | bytearray | memoryview, pos: int,
-                             h: BatchHeader, offset: int, transaction_version: int = 0) -> CompletedTxn | None:
-        """Read a control batch's one record: a COMMIT/ABORT marker ends the producer's transaction."""
-        marker = read_control_record(buf, pos, h)
-        if marker is None:
-            return None  # a marker emptied by the cleaner: its transaction is gone already
-        if marker.type not in (CONTROL_ABORT, CONTROL_COMMIT):
-            return None
-        return info.append_end_txn_marker(marker.commit, h.producer_epoch, marker.coordinator_epoch, offset,
-                                          h.max_timestamp, transaction_version)
-
-    def _complete_txn(self, seg: LogSegment, txn: CompletedTxn) -> None:
-        """Kafka: an aborted transaction goes into the .txnindex of the segment holding its marker."""
-        ps = self.producer_state
-        if txn.is_aborted:
-            seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
-                                            ps.last_stable_offset_after(txn)))
-        ps.complete_txn(txn)
+    # producer state
 
     def _analyze_producer_state(self, buf: bytes | bytearray | memoryview,
                                 batches: Sequence[tuple[int, BatchHeader]], first_offset: int, origin: str,
@@ -419,7 +259,7 @@ class Log:
             if info is None:
                 info = updates[pid] = self.producer_state.prepare_update(pid, origin)
             if attributes & CONTROL_MASK:
-                txn = self._apply_control_batch(info, buf, pos, h, base, transaction_version)
+                txn = apply_control_batch(info, buf, pos, h, base, transaction_version)
                 if txn is not None:
                     completed.append(txn)
             else:
@@ -431,13 +271,26 @@ class Log:
         ps = self.producer_state
         for info in updates:
             ps.update(info)
-        seg = self._segments[-1]  # the segment the batches (and so the markers) went to
+        seg = self._local.active_segment  # the segment the batches (and so the markers) went to
         for txn in completed:
-            self._complete_txn(seg, txn)
-        ps.update_map_end_offset(self._leo)
+            complete_txn(ps, seg, txn)
+        ps.update_map_end_offset(self._local.log_end_offset)
+
+    def _rebuild_producer_state(self, max_snapshot_offset: int) -> None:
+        local = self._local
+        rebuild_producer_state(self.producer_state, local.segments, local.bases, self._log_start,
+                               local.log_end_offset, max_snapshot_offset, self._clock())
 
     # ------------------------------------------------------------------------------------------
     # properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._local.config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._local.config = config
 
     @property
     def log_start_offset(self) -> int:
@@ -445,7 +298,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -453,7 +306,7 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -466,23 +319,35 @@ class Log:
     def last_stable_offset(self) -> int:
         """min(first unstable offset, high watermark): read_committed fetches stop here."""
         with self._lock:
-            first = self.producer_state.first_unstable_offset
-            if first is not None and first < self._hw:
-                return max(first, self._log_start)
-            return self._hw
+            return self._last_stable_offset()
+
+    def _last_stable_offset(self) -> int:
+        first = self.producer_state.first_unstable_offset
+        if first is not None and first < self._hw:
+            return max(first, self._log_start)
+        return self._hw
+
+    def fetch_offset_snapshot(self) -> LogOffsetSnapshot:
+        """Log start, LEO, HW and LSO with their place on disk where known; reads no segment."""
+        with self._lock:
+            end = self._local.end_offset_metadata()
+            hw = end if self._hw == end.message_offset else LogOffsetMetadata(self._hw)
+            lso_offset = self._last_stable_offset()
+            lso = end if lso_offset == end.message_offset else LogOffsetMetadata(lso_offset)
+            return LogOffsetSnapshot(self._log_start, end, hw, lso)
 
     @property
     def size_in_bytes(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._local.size_in_bytes
 
     @property
     def num_segments(self) -> int:
-        return len(self._segments)
+        return self._local.num_segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active_segment
 
     @property
     def lock(self) -> threading.RLock:
@@ -491,18 +356,17 @@ class Log:
     def log_segments(self) -> list[LogSegment]:
         """A snapshot of the segment list (oldest first)."""
         with self._lock:
-            return list(self._segments)
+            return list(self._local.segments)
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
-            self.config = config
-            active = self._segments[-1]
-            active.index_interval_bytes = config.index_interval_bytes
+            self._local.config = config
+            self._local.active_segment.index_interval_bytes = config.index_interval_bytes
 
     def update_high_watermark(self, hw: int) -> int:
         """Set the high watermark, clamped to [log start, LEO]; returns the value set."""
         with self._lock:
-            self._hw = min(max(hw, self._log_start), self._leo)
+            self._hw = min(max(hw, self._log_start), self._local.log_end_offset)
             return self._hw
 
     # ------------------------------------------------------------------------------------------
@@ -523,11 +387,12 @@ class Log:
         with self._lock:
             if not self._appendable:
                 self._check_open()  # raises
-            config = self.config
+            local = self._local
+            config = local.config
             if len(buf) > config.segment_bytes:
                 raise RecordListTooLargeError(
                     f"{len(buf)} bytes of batches exceed segment.bytes {config.segment_bytes}")
-            first = self._leo
+            first = local.log_end_offset
             updates: list[ProducerAppendInfo] = []
             completed: list[CompletedTxn] = []
             for _, h in batches:  # any producer batch (a loop: no generator per append)
@@ -542,14 +407,16 @@ class Log:
             result = assign_offsets(buf, batches, first, leader_epoch, log_append_time_ms)
             try:
                 self._append(buf, batches, first, result.last_offset, result.max_timestamp, now)
-                if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
-                    self.epoch_cache.assign(leader_epoch, first)
             except OSError as e:
                 raise self._storage_error("appending records to", e) from None
+            if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
+                # Memory only: the checkpoint is written (and fsynced) by the next flush, off
+                # the event loop, before the recovery point passes this offset.
+                self.epoch_cache.assign(leader_epoch, first)
             if updates or completed:
                 self._commit_producer_state(updates, completed)
             else:
-                self.producer_state.update_map_end_offset(self._leo)
+                self.producer_state.update_map_end_offset(local.log_end_offset)
             # _make: the namedtuple's Python __new__ skipped (every field given, duplicate False).
             return _make_append_info((first, result.last_offset, result.max_timestamp,
                                       -1 if log_append_time_ms is None else log_append_time_ms,
@@ -604,9 +471,10 @@ class Log:
         first = batches[0][1].base_offset
         with self._lock:
             self._check_open()
-            if first < self._leo:
+            if first < self._local.log_end_offset:
                 raise UnexpectedAppendOffsetError(
-                    f"{self.dir.name}: follower append starts at {first}, below the log end offset {self._leo}")
+                    f"{self.dir.name}: follower append starts at {first}, below the log end offset "
+                    f"{self._local.log_end_offset}")
             updates: list[ProducerAppendInfo] = []
             completed: list[CompletedTxn] = []
             if any(h.producer_id >= 0 for _, h in batches):
@@ -625,13 +493,10 @@ class Log:
 
     def _append(self, buf: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]],
                 first: int, last: int, max_timestamp: int, now: int) -> None:
-        seg = self._segments[-1]
-        cfg = self.config
-        if seg.should_roll(len(buf), max_timestamp, last, now, cfg.segment_bytes, cfg.segment_ms):
-            seg = self._roll(first)
-        seg.append(buf, batches)
-        self._leo = last + 1
-        self._unflushed_messages += last - first + 1
+        local = self._local
+        if local.should_roll(len(buf), max_timestamp, last, now):
+            self._roll(first)
+        local.append(buf, batches, first, last)
 
     def _check_open(self) -> None:
         if self.offline_reason is not None:
@@ -673,26 +538,11 @@ class Log:
             return self._roll(expected_next_offset)
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
-        new_base = max(expected_next_offset or 0, self._leo)
-        active = self._segments[-1]
-        if active.size == 0:
-            if active.base_offset == new_base:
-                return active
-            # An empty active segment is replaced rather than left behind (as Kafka does).
-            active.delete()
-            self._segments.pop()
-            self._bases.pop()
-        else:
-            active.on_become_inactive()
-            self._rolled_to = new_base
-        seg = self._new_segment(new_base)
-        self._segments.append(seg)
-        self._bases.append(new_base)
-        self._dir_dirty = True
-        # Kafka snapshots the producer state at every roll, named after the new segment's base.
-        self.producer_state.update_map_end_offset(new_base)
+        seg = self._local.roll(expected_next_offset)
+        # Kafka snapshots the producer state at every roll, named after the new segment's base;
+        # the snapshot is fsynced by the next flush (KAFKA-15046), not here under the lock.
+        self.producer_state.update_map_end_offset(seg.base_offset)
         self.producer_state.take_snapshot()
-        logger.debug("Rolled %s to a new segment at offset %d", self.dir.name, new_base)
         return seg
 
     # ------------------------------------------------------------------------------------------
@@ -705,22 +555,14 @@ class Log:
         Raises :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]``.
         """
         with self._lock:
-            if offset < self._log_start or offset > self._leo:
+            leo = self._local.log_end_offset
+            if offset < self._log_start or offset > leo:
                 raise OffsetOutOfRangeError(
-                    f"{self.dir.name}: offset {offset} is outside [{self._log_start}, {self._leo}]")
-            if offset == self._leo or (max_offset is not None and offset >= max_offset):
-                return FetchDataInfo(b"", -1)
-            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-            segments = self._segments
+                    f"{self.dir.name}: offset {offset} is outside [{self._log_start}, {leo}]")
             try:
-                while i < len(segments):
-                    got = segments[i].read(offset, max_bytes, max_offset, min_one_message)
-                    if got is not None:
-                        return FetchDataInfo(got.records, got.first_batch_offset)
-                    i += 1
+                return self._local.read(offset, max_bytes, max_offset, min_one_message)
             except OSError as e:
                 raise self._storage_error("reading from", e) from None
-            return FetchDataInfo(b"", -1)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp or -1/-2/-3/-4."""
@@ -729,11 +571,12 @@ class Log:
                 epoch = self.epoch_cache.epoch_for_offset(self._log_start)
                 return self._log_start, -1, -1 if epoch is None else epoch
             if timestamp == LATEST_TIMESTAMP:
-                epoch = self.epoch_cache.latest_epoch
-                return self._leo, -1, -1 if epoch is None else epoch
+                latest = self.epoch_cache.latest_epoch
+                return self._local.log_end_offset, -1, -1 if latest is None else latest
+            segments = self._local.segments
             if timestamp == MAX_TIMESTAMP:
                 best: LogSegment | None = None
-                for seg in self._segments:
+                for seg in segments:
                     if seg.max_timestamp_so_far >= 0 and (
                             best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
                         best = seg
@@ -742,7 +585,7 @@ class Log:
                 return best.find_offset_by_timestamp(best.max_timestamp_so_far, self._log_start)
             if timestamp < 0:
                 return None
-            for seg in self._segments:
+            for seg in segments:
                 if seg.largest_timestamp >= timestamp:
                     found = seg.find_offset_by_timestamp(timestamp, self._log_start)
                     if found is not None:
@@ -751,24 +594,13 @@ class Log:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:
-            return self.epoch_cache.end_offset_for_epoch(epoch, self._leo)
+            return self.epoch_cache.end_offset_for_epoch(epoch, self._local.log_end_offset)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of the aborted transactions overlapping
-        ``[start_offset, upper_bound_offset)``, for read_committed fetches.
-
-        Kafka's scan: the ``.txnindex`` of the segment holding ``start_offset``, then of later
-        segments until an entry whose last stable offset reaches the upper bound.
-        """
+        ``[start_offset, upper_bound_offset)``, for read_committed fetches."""
         with self._lock:
-            out: list[tuple[int, int]] = []
-            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-            for seg in self._segments[i:]:
-                txns, complete = seg.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
-                out.extend((t.producer_id, t.first_offset) for t in txns)
-                if complete:
-                    break
-            return out
+            return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than ``producer.id.expiration.ms`` (no open transaction)."""
@@ -789,68 +621,71 @@ class Log:
                 return False
             self._log_start = new_start
             self.epoch_cache.truncate_from_start(new_start)
-            self._delete_segments(self._deletable(lambda seg, nxt: nxt is not None and nxt.base_offset <= new_start))
-            return True
+        self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= new_start)
+        return True
 
-    def _deletable(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
-        """Kafka's ``deletableSegments``: a prefix of segments matching ``predicate``, below the HW."""
-        out = []
-        segments = self._segments
-        for i, seg in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if nxt is None and seg.size == 0:
-                break
-            if self._hw >= upper and predicate(seg, nxt):
-                out.append(seg)
-            else:
-                break
-        return out
+    def _first_deletable(self, predicate: SegmentPredicate) -> LogSegment | None:
+        """Kafka's ``deletableSegments``, one at a time: the oldest segment if it is wholly below
+        the HW and matches ``predicate`` (an empty active segment never is). Under the lock."""
+        segments = self._local.segments
+        seg = segments[0]
+        nxt = segments[1] if len(segments) > 1 else None
+        upper = nxt.base_offset if nxt is not None else self._local.log_end_offset
+        if nxt is None and seg.size == 0:
+            return None
+        if self._hw >= upper and predicate(seg, nxt):
+            return seg
+        return None
 
-    def _delete_segments(self, segs: list[LogSegment]) -> int:
-        if not segs:
-            return 0
-        if segs[-1] is self._segments[-1]:
-            self._roll(None)  # Kafka rolls before deleting an expired active segment
-        for seg in segs:
-            i = self._segments.index(seg)
-            del self._segments[i]
-            del self._bases[i]
-            seg.close_handlers()
-            seg.change_suffix(DELETED_SUFFIX)
-            seg.delete()
-        self._log_start = max(self._log_start, self._segments[0].base_offset)
-        self.epoch_cache.truncate_from_start(self._log_start)
-        self.producer_state.delete_snapshots_before(self._log_start)
-        self._dir_dirty = True
-        return len(segs)
+    def _delete_segments_while(self, predicate: SegmentPredicate) -> int:
+        """Delete the oldest segment while it is deletable; returns how many were deleted.
+
+        The lock is taken once per segment: appends and reads go on between two deletions, and
+        the files are unlinked after the lock is released (Kafka renames to ``.deleted`` under
+        the lock and deletes later). ``predicate`` is asked about each segment once, oldest
+        first, as Kafka's ``deletableSegments`` does.
+        """
+        deleted = 0
+        while True:
+            with self._lock:
+                if self.closed or self.offline_reason is not None:
+                    return deleted
+                seg = self._first_deletable(predicate)
+                if seg is None:
+                    return deleted
+                if seg is self._local.active_segment:
+                    self._roll(None)  # Kafka rolls before deleting an expired active segment
+                self._local.remove_segment(seg)
+                self._log_start = max(self._log_start, self._local.segments[0].base_offset)
+                self.epoch_cache.truncate_from_start(self._log_start)
+                self.producer_state.delete_snapshots_before(self._log_start)
+            self._local.delete_segment_files(seg)
+            deleted += 1
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: by age (largest timestamp), by size, and below the log start; returns count."""
-        with self._lock:
-            if self.closed:
-                return 0
-            now = self._clock() if now_ms is None else now_ms
-            cfg = self.config
-            deleted = self._delete_segments(
-                self._deletable(lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start))
-            if not cfg.delete:
-                return deleted
-            if cfg.retention_ms >= 0:
-                deleted += self._delete_segments(
-                    self._deletable(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms))
-            if cfg.retention_bytes >= 0:
-                diff = sum(s.size for s in self._segments) - cfg.retention_bytes
-
-                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                    nonlocal diff
-                    if diff - seg.size >= 0:
-                        diff -= seg.size
-                        return True
-                    return False
-
-                deleted += self._delete_segments(self._deletable(over_size))
+        if self.closed:
+            return 0
+        now = self._clock() if now_ms is None else now_ms
+        cfg = self.config
+        deleted = self._delete_segments_while(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start)
+        if not cfg.delete:
             return deleted
+        if cfg.retention_ms >= 0:
+            deleted += self._delete_segments_while(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms)
+        if cfg.retention_bytes >= 0:
+            diff = self.size_in_bytes - cfg.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal diff
+                if diff - seg.size >= 0:
+                    diff -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_segments_while(over_size)
+        return deleted
 
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: remove everything at and above ``offset``. Returns True if it did."""
@@ -858,46 +693,38 @@ class Log:
             self._check_open()
             if offset < 0:
                 raise ValueError(f"cannot truncate to a negative offset {offset}")
-            if offset >= self._leo:
+            local = self._local
+            if offset >= local.log_end_offset:
                 return False
-            if offset < self._segments[0].base_offset:
+            if offset < local.segments[0].base_offset:
                 self._truncate_fully_and_start_at(offset)
                 return True
-            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                self._segments.pop().delete()
-                self._bases.pop()
-            active = self._segments[-1]
-            found = active.translate_offset(offset)
-            target = offset
-            if found is not None and found.header.base_offset < offset:
-                target = found.header.base_offset  # never keep half a batch
-            active.truncate_to(target)
-            active.resize_indexes(self.config.segment_index_bytes)
-            self._leo = max(target, active.base_offset)
-            self._hw = min(self._hw, self._leo)
-            self._recovery_point = min(self._recovery_point, self._leo)
-            self._rolled_to = min(self._rolled_to, self._leo)
-            self._log_start = min(self._log_start, self._leo)
-            self.epoch_cache.truncate_from_end(self._leo)
-            self._rebuild_producer_state(self._leo)
+            leo = local.truncate_to(offset)
+            self._hw = min(self._hw, leo)
+            self._log_start = min(self._log_start, leo)
+            # Memory only (Kafka's truncateFromEndAsyncFlush): loading truncates a stale
+            # checkpoint the same way, and the next flush writes it.
+            self.epoch_cache.truncate_from_end(leo)
+            self._rebuild_producer_state(leo)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self._lock:
             self._check_open()
             self._truncate_fully_and_start_at(offset)
+            snapshot = self.epoch_cache.snapshot()
+        # Kafka's clearAndFlush: an emptied cache is written at once (a stale file could give an
+        # old epoch to the new start offset), but outside the lock.
+        try:
+            self.epoch_cache.write_checkpoint(*snapshot)
+        except OSError as e:
+            raise self._storage_error("writing the leader epoch checkpoint of", e) from None
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
-        for seg in self._segments:
-            seg.delete()
-        seg = self._new_segment(offset)
-        self._segments = [seg]
-        self._bases = [offset]
-        self._leo = self._log_start = self._hw = self._recovery_point = self._rolled_to = offset
-        self._unflushed_messages = 0
+        self._local.truncate_fully_and_start_at(offset)
+        self._log_start = self._hw = offset
         self.epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
-        self._dir_dirty = True
 
     # ------------------------------------------------------------------------------------------
     # flush
@@ -905,14 +732,14 @@ class Log:
     @property
     def roll_flush_pending(self) -> bool:
         """Segments rolled away from are not flushed yet (the recovery point is below them)."""
-        return self._rolled_to > self._recovery_point
+        return self._local.rolled_to > self._local.recovery_point
 
     def flush_rolled_segments(self) -> None:
         """fsync the segments below the last roll and move the recovery point there (Kafka's
         ``flushUptoOffsetExclusive(newSegment.baseOffset)`` after a roll). From a worker thread."""
         with self._lock:
-            target = self._rolled_to
-            if target <= self._recovery_point or self.closed or self.offline_reason is not None:
+            target = self._local.rolled_to
+            if target <= self._local.recovery_point or self.closed or self.offline_reason is not None:
                 return
         self.flush(up_to=target)
 
@@ -921,30 +748,36 @@ class Log:
         if not self.config.flushes:
             return False  # Kafka's defaults: the OS writes back, replication is the durability
         with self._lock:
-            if self._leo <= self._recovery_point and not self._dir_dirty:
+            local = self._local
+            if local.log_end_offset <= local.recovery_point and not local.dir_dirty:
                 return False
             now = self._clock() if now_ms is None else now_ms
-            return (self._unflushed_messages >= self.config.flush_messages
-                    or now - self._last_flush_ms >= self.config.flush_ms)
+            return (local.unflushed_messages >= local.config.flush_messages
+                    or now - local.last_flush_ms >= local.config.flush_ms)
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding ``[recovery_point, up_to)`` (default LEO); advance the recovery point.
 
-        The fsyncs run without the lock (appends keep going); call it from a worker thread.
+        The producer snapshots and the leader-epoch checkpoint are made durable first, then the
+        segments, then the directory, and only then does the recovery point move: everything
+        below it survives a crash, everything above it is recovered from the batches. The
+        fsyncs run without the lock (appends keep going); call it from a worker thread.
         """
         with self._lock:
-            target = self._leo if up_to is None else min(up_to, self._leo)
-            if target <= self._recovery_point and not self._dir_dirty:
+            local = self._local
+            target = local.log_end_offset if up_to is None else min(up_to, local.log_end_offset)
+            if target <= local.recovery_point and not local.dir_dirty:
                 return
-            first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-            last = max(bisect.bisect_right(self._bases, max(target - 1, 0)) - 1, 0)
-            to_flush = self._segments[first:last + 1]
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-            flushed_messages = self._unflushed_messages
+            to_flush = local.segments_to_flush(target)
+            dir_dirty, local.dir_dirty = local.dir_dirty, False
+            flushed_messages = local.unflushed_messages
             snapshots = self.producer_state.take_unsynced_snapshots()
+            epochs = self.epoch_cache.snapshot() if self.epoch_cache.dirty else None
         try:
             for path in snapshots:
                 _fsync_file(path)
+            if epochs is not None:
+                self.epoch_cache.write_checkpoint(*epochs)
             for seg in to_flush:
                 try:
                     seg.flush()
@@ -958,50 +791,44 @@ class Log:
                 return  # deleted meanwhile
             raise self._storage_error("flushing", e) from None
         with self._lock:
-            if target > self._recovery_point:
-                self._recovery_point = target
-            self._unflushed_messages = max(self._unflushed_messages - flushed_messages, 0)
-            self._last_flush_ms = self._clock()
+            self._local.mark_flushed(target, flushed_messages)
 
     # ------------------------------------------------------------------------------------------
     # compaction support (see cleaner.py)
 
-    def replace_segment(self, old: LogSegment, cleaned: LogSegment) -> None:
-        """Swap a cleaned segment (suffix ``.cleaned``) in for ``old``, crash-safely.
+    def replace_segment(self, old: LogSegment, cleaned: LogSegment, *, expected_size: int | None = None) -> bool:
+        """Swap a cleaned segment (suffix ``.cleaned``) in for ``old``, crash-safely; False if
+        ``old`` is no longer a live, non-active segment of ``expected_size`` bytes (nothing done).
 
         ``.cleaned`` -> ``.swap`` (the commit point: recovery completes the swap from here) ->
         the old files are replaced by rename. The caller has already trimmed and fsynced
-        ``cleaned`` (outside the lock) and holds the lock, having checked ``old`` is still live.
+        ``cleaned`` outside the lock. The check and the renames of this one segment run under
+        the lock (a swap must not commit for a segment that changed meanwhile, even across a
+        crash); the final directory fsync runs after it is released (a crash before it leaves
+        the ``.swap`` files, which loading completes).
         """
-        # Index files first, the log file last: a .log.swap means the whole swap is complete.
-        for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-            src = segment_path(cleaned.dir, cleaned.base_offset, ext, CLEANED_SUFFIX)
-            if src.exists():
-                os.replace(src, segment_path(cleaned.dir, cleaned.base_offset, ext, SWAP_SUFFIX))
-        fsync_dir(self.dir)
-        cleaned.close_handlers()
         with self._lock:
-            i = self._segments.index(old)
-            old.close_handlers()
-            for ext in _SEGMENT_EXTS:
-                src = segment_path(self.dir, old.base_offset, ext, SWAP_SUFFIX)
+            local = self._local
+            if (self.closed or old.closed or old not in local.segments or old is local.active_segment
+                    or (expected_size is not None and old.size != expected_size)):
+                return False
+            # Index files first, the log file last: a .log.swap means the whole swap is complete.
+            for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
+                src = segment_path(cleaned.dir, cleaned.base_offset, ext, CLEANED_SUFFIX)
                 if src.exists():
-                    os.replace(src, segment_path(self.dir, old.base_offset, ext))
+                    os.replace(src, segment_path(cleaned.dir, cleaned.base_offset, ext, SWAP_SUFFIX))
             fsync_dir(self.dir)
-            new = self._new_segment(old.base_offset)
-            try:
-                new.sanity_check()
-            except CorruptIndexError:
-                new.recover(None)
-            new.offset_index.trim_to_valid_size()
-            new.time_index.trim_to_valid_size()
-            self._segments[i] = new
+            cleaned.close_handlers()
+            local.swap_in_cleaned(old)
+        fsync_dir(self.dir)
+        return True
 
     # ------------------------------------------------------------------------------------------
     # lifecycle
 
     def close(self) -> None:
-        """Close every segment (trimming indexes). Data stays on disk; no fsync (see :meth:`flush`)."""
+        """Close every segment (trimming indexes), writing the producer snapshot and the epoch
+        checkpoint. Data stays on disk; no fsync of segments (see :meth:`flush`)."""
         with self._lock:
             if self.closed:
                 return
@@ -1009,25 +836,31 @@ class Log:
             self._appendable = False
             if self.offline_reason is not None:
                 # Nothing more is written into a failed dir: the restart recovers this log.
-                for seg in self._segments:
-                    seg.close_handlers()
+                self._local.close_handlers()
                 return
             try:
                 self.producer_state.take_snapshot(sync=True)
             except OSError:
                 logger.exception("Could not write the producer snapshot of %s; it will be rebuilt", self.dir.name)
-            for seg in self._segments:
-                seg.close()
+            try:
+                self.epoch_cache.flush()
+            except OSError as e:
+                # Through the failure channel: the dir gets no clean-shutdown marker, so the
+                # next start recovers this log and rebuilds the cache from its batches.
+                self._storage_error("writing the leader epoch checkpoint of", e)
+            self._local.close()
 
     def delete(self) -> None:
         """Close and remove the partition directory."""
         with self._lock:
-            for seg in self._segments:
-                seg.close_handlers()
             self.closed = True
             self._appendable = False
-            shutil.rmtree(self.dir, ignore_errors=True)
+            self._local.delete()
 
     def __repr__(self) -> str:
-        return (f"Log({self.dir.name}, start={self._log_start}, leo={self._leo}, hw={self._hw}, "
-                f"segments={len(self._segments)})")
+        return (f"UnifiedLog({self.dir.name}, start={self._log_start}, leo={self._local.log_end_offset}, "
+                f"hw={self._hw}, segments={self._local.num_segments})")
+
+
+# The name the rest of strom has used; Kafka's class is UnifiedLog.
+Log = UnifiedLog

@@ -43,7 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from strom.core.config import BrokerConfig, LogConfig
-from strom.core.exceptions import BrokerError, ConfigError, KafkaStorageError
+from strom.core.errors import KafkaStorageError
+from strom.core.exceptions import BrokerError, ConfigError
 from strom.core.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,

@@ -32,16 +32,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 import crc32c
-from kio.schema.errors import ErrorCode
 
-from strom.core.exceptions import for_code
+from strom.core.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
+)
 
 logger = logging.getLogger(__name__)
-
-OutOfOrderSequenceNumberError = for_code(ErrorCode.out_of_order_sequence_number)
-InvalidProducerEpochError = for_code(ErrorCode.invalid_producer_epoch)
-InvalidTxnStateError = for_code(ErrorCode.invalid_txn_state)
-TransactionCoordinatorFencedError = for_code(ErrorCode.transaction_coordinator_fenced)
 
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"

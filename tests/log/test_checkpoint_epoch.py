@@ -64,6 +64,10 @@ def test_epoch_cache_file_format_and_reload(tmp_path: Path) -> None:
     cache.assign(0, 0)
     cache.assign(0, 5)  # same epoch: no new entry
     cache.assign(3, 1500)
+    # A change is memory only (no I/O under the log's lock); flush writes the file.
+    assert cache.dirty and not (tmp_path / "leader-epoch-checkpoint").exists()
+    cache.flush()
+    assert not cache.dirty
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 1500\n"
     again = LeaderEpochFileCache.in_dir(tmp_path)
     assert again.entries() == [(0, 0), (3, 1500)]
@@ -99,4 +103,16 @@ def test_epoch_cache_truncation(tmp_path: Path) -> None:
     cache.assign(5, 30)
     cache.assign(4, 25)
     assert cache.entries() == [(2, 15), (4, 25)]
+    cache.flush()
     assert LeaderEpochFileCache.in_dir(tmp_path).entries() == [(2, 15), (4, 25)]
+
+
+def test_epoch_checkpoint_older_snapshot_never_overwrites_newer(tmp_path: Path) -> None:
+    """Two flushers racing: the one holding the older snapshot writes nothing (KAFKA-16660)."""
+    cache = LeaderEpochFileCache.in_dir(tmp_path)
+    cache.assign(1, 0)
+    old = cache.snapshot()
+    cache.assign(2, 10)
+    cache.write_checkpoint(*cache.snapshot())
+    cache.write_checkpoint(*old)
+    assert LeaderEpochFileCache.in_dir(tmp_path).entries() == [(1, 0), (2, 10)]

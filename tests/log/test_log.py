@@ -45,7 +45,12 @@ def test_batch_header_on_disk_has_offset_and_leader_epoch(log_dir: Path, cfg: An
     headers = [h for _, h in iter_headers(data)]
     assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in headers] == [(0, 1, 7), (2, 5, 7)]
     assert log.end_offset_for_epoch(7) == (7, 6)
+    # The first append of an epoch writes nothing (no fsync on the event loop); the flush,
+    # off the loop, makes the checkpoint durable before it moves the recovery point.
+    assert not (log_dir / "leader-epoch-checkpoint").exists()
+    log.flush()
     assert (log_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n7 0\n"
+    assert log.recovery_point == 6
 
 
 def test_read_bounds_max_bytes_min_one_message_and_max_offset(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:
