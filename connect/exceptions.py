@@ -5,11 +5,19 @@ The names follow Kafka Connect (``ConnectException``, ``DataException``, ``Confi
 ``status_code`` the REST layer answers with (Kafka Connect's ``ConnectExceptionMapper``): 404 for
 unknown connectors, 409 for conflicts and rebalances, 400 for bad requests and bad configs, 500
 for everything else.
+
+The runtime's own signals live here too: :class:`RestError` (an HTTP answer of the REST layer),
+:class:`Tolerated` (a failed record that ``errors.tolerance=all`` skips),
+:class:`ConnectProtocolError` (bad ``connect`` group-protocol bytes) and :class:`MembershipError`
+(a group call of a distributed worker failed with a Kafka error code). They are Connect's errors,
+not the broker's: a client-side group failure carries the code but is no ``strom.core`` error.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from kio.schema.errors import ErrorCode
 
 from strom.exceptions import StromError
 
@@ -101,6 +109,51 @@ class BadRequestError(ConnectError):
     status_code: ClassVar[int] = 400
 
 
+class RestError(ConnectError):
+    """An HTTP error the REST layer answers with Kafka's error JSON (``status``, ``message``)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Tolerated(ConnectError):
+    """Internal: the record failed and ``errors.tolerance=all`` skips it."""
+
+
+class ConnectProtocolError(ConnectError, ValueError):
+    """Member metadata or an assignment that is not valid ``connect-protocol`` bytes."""
+
+
+# Errors after which the member must (re)join; anything else retriable means "retry the call".
+REJOIN_ERRORS = frozenset({ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation,
+                           ErrorCode.unknown_member_id, ErrorCode.member_id_required})
+COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                                ErrorCode.coordinator_load_in_progress})
+
+
+class MembershipError(ConnectError):
+    """A group call of a distributed worker failed with a Kafka error code (``error_code``) or
+    the connection broke (``NETWORK_EXCEPTION``)."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        self.error_code = code
+        super().__init__(message or f"{code.name} ({int(code)})")
+
+    @property
+    def errno(self) -> int:
+        return int(self.error_code)
+
+    @property
+    def needs_rejoin(self) -> bool:
+        return self.error_code in REJOIN_ERRORS
+
+    @property
+    def coordinator_moved(self) -> bool:
+        return self.error_code in COORDINATOR_ERRORS or self.error_code == ErrorCode.network_exception
+
+
 __all__ = [
     "AlreadyExistsError",
     "AmbiguousPluginError",
@@ -108,10 +161,14 @@ __all__ = [
     "ConfigException",
     "ConnectError",
     "ConnectException",
+    "ConnectProtocolError",
     "DataException",
+    "MembershipError",
     "NotFoundError",
     "NotLeaderError",
     "PluginNotFoundError",
     "RebalanceNeededError",
+    "RestError",
     "RetriableException",
+    "Tolerated",
 ]

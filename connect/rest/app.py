@@ -26,6 +26,7 @@ from aiohttp import web
 
 from strom import __version__
 from strom.connect import exceptions as cx
+from strom.connect.exceptions import RestError
 from strom.connect.rest import entities
 from strom.connect.rest.loggers import ROOT, LoggerLevels, parse_level
 from strom.connect.rest.openapi import openapi_document
@@ -44,15 +45,6 @@ FORWARD_TIMEOUT = aiohttp.ClientTimeout(total=90)
 STALE_CONFIG = ("Cannot complete request momentarily due to stale configuration "
                 "(typically caused by a concurrent config change)")
 REBALANCE = "Cannot complete request because of a conflicting operation (e.g. worker rebalance)"
-
-
-class RestError(Exception):
-    """An HTTP error answered as Kafka's error JSON."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def _commit_id() -> str:

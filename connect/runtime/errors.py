@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from strom.connect.exceptions import ConnectException, RetriableException
+from strom.connect.exceptions import ConnectException, RetriableException, Tolerated
 
 log = logging.getLogger("strom.connect.errors")
 
@@ -271,10 +271,6 @@ class DeadLetterQueueReporter:
             close = getattr(self.producer, "close", None)
             if close is not None:
                 close()
-
-
-class Tolerated(Exception):
-    """Internal: the record failed and errors.tolerance=all skips it."""
 
 
 @dataclass

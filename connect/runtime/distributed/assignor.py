@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from strom.connect.exceptions import ConnectProtocolError
+
 CONNECTOR_TASK = -1
 EAGER, COMPATIBLE, SESSIONED = "default", "compatible", "sessioned"
 PROTOCOL_VERSIONS = {EAGER: 0, COMPATIBLE: 1, SESSIONED: 2}
@@ -31,10 +33,6 @@ TaskId = tuple[str, int]
 """(connector, task number); ``ConnectorTaskId`` compares equal to it."""
 
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-
-
-class ConnectProtocolError(ValueError):
-    """Member metadata or an assignment that is not valid ``connect-protocol`` bytes."""
 
 
 @dataclass(frozen=True)

@@ -30,39 +30,12 @@ from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32, i32Timedelta
 
-from strom.core.exceptions import KafkaError
+from strom.connect.exceptions import MembershipError
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
-# Errors after which the member must (re)join; anything else retriable means "retry the call".
-REJOIN_ERRORS = {ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation, ErrorCode.unknown_member_id,
-                 ErrorCode.member_id_required}
-COORDINATOR_ERRORS = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
-                      ErrorCode.coordinator_load_in_progress}
-
-
-class MembershipError(KafkaError):
-    """A group call failed with a Kafka error code (``code``) or the connection broke."""
-
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        self.error_code = code
-        super().__init__(message or f"{code.name} ({int(code)})")
-
-    @property
-    def errno(self) -> int:
-        return int(self.error_code)
-
-    @property
-    def needs_rejoin(self) -> bool:
-        return self.error_code in REJOIN_ERRORS
-
-    @property
-    def coordinator_moved(self) -> bool:
-        return self.error_code in COORDINATOR_ERRORS or self.error_code == ErrorCode.network_exception
-
-
 @dataclass(frozen=True)
 class JoinResult:
     generation: int
