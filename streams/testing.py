@@ -5,11 +5,26 @@ node, exactly as a consumer would deliver them; sink output is kept per topic as
 deserialized when read. Output to a topic the topology itself reads (repartition topics, or a
 user topic that is also a source) is queued and processed after the current record, as Kafka's
 driver does, so the whole topology runs end to end in one thread. Everything is partition 0.
+
+The stores are a task's: built by :func:`strom.streams.runtime.task.make_store` in
+``<state.dir>/<application.id>/0_0`` and, unless ``Materialized.with_logging_disabled()``,
+wrapped in the change-logging layer (:func:`strom.streams.runtime.task.wrap_logging`);
+aggregations run behind the record cache sized by ``statestore.cache.max.bytes`` (Kafka's
+default, 10 MiB; 0 turns it off). As Kafka's driver does, it commits after every record it
+processes (input or re-enqueued internal), after :meth:`TopologyTestDriver.advance_wall_clock_time`
+and at :meth:`TopologyTestDriver.close`. A commit is a stream thread's: the record caches flush
+(their net updates flow downstream), the changelog writes are "produced" to
+``<application.id>-<store>-changelog`` (readable as output topics, and listed by
+:meth:`TopologyTestDriver.producer_topic_names`), and every store commits with its changelog
+offset. So an aggregation coalesces the updates one input record makes to a key (a
+``flat_map_values`` into a ``count``, for instance) into one downstream update, exactly as a
+task with caching on does within one commit interval.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import tempfile
 import time
@@ -21,10 +36,24 @@ from typing import Any
 from strom.streams.exceptions import StreamsError, TopologyError
 from strom.streams.processor.api import Record
 from strom.streams.processor.readonly import ReadOnlySessionStore, ReadOnlyWindowStore
-from strom.streams.processor.stores import KeyValueStoreFacade, deserializer_of, serializer_of
-from strom.streams.state.factory import build_store
+from strom.streams.processor.stores import (
+    CachedKeyValueStoreFacade,
+    KeyValueStoreFacade,
+    deserializer_of,
+    serializer_of,
+)
+from strom.streams.runtime.config import StreamsConfig
+from strom.streams.runtime.task import make_store, wrap_logging
+from strom.streams.state.changelogging import changelog_topic
+from strom.streams.state.checkpoint import task_dir
 from strom.streams.topology.runtime import Headers, TopologyRuntime
 from strom.streams.topology.topology import StoreSpec, Topology
+
+log = logging.getLogger(__name__)
+
+#: Kafka's ``statestore.cache.max.bytes`` default (and its older name)
+_CACHE_KEYS = ("statestore.cache.max.bytes", "cache.max.bytes.buffering")
+_TASK_ID = "0_0"
 
 
 class TestRecord:
@@ -137,9 +166,11 @@ class TopologyTestDriver:
     """Drives a topology in-process; see the module docstring.
 
     ``config`` takes ``application.id`` (default ``"test"``), ``default.key.serde`` /
-    ``default.value.serde`` (Serde objects) and ``state.dir`` (else a temporary directory
-    removed at close). ``topic_partitions`` gives partition counts of source topics for the
-    co-partitioning check that a real cluster would make (default: 1 each).
+    ``default.value.serde`` (Serde objects), ``state.dir`` (else a temporary directory
+    removed at close) and ``statestore.cache.max.bytes`` (the record cache; default 10 MiB as
+    in Kafka, 0 forwards every update of an aggregation at once). ``topic_partitions`` gives
+    partition counts of source topics for the co-partitioning check that a real cluster would
+    make (default: 1 each).
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, Any] | None = None,
@@ -158,17 +189,28 @@ class TopologyTestDriver:
         self._pending: deque[tuple[str, bytes | None, bytes | None, int, Headers]] = deque()
         self._processing = False
         self._closed = False
-        rocksdb_dir = Path(state_dir) / self.application_id / "0_0" / "rocksdb"
+        directory: Path = task_dir(str(state_dir), self.application_id, _TASK_ID)
+        directory.mkdir(parents=True, exist_ok=True)
+        #: store name -> its change-logging layer (stores with logging enabled)
+        self.logged: dict[str, Any] = {}
+        #: changelog topic -> offset of its next record
+        self._changelog_end: dict[str, int] = {}
 
-        def make_store(spec: StoreSpec) -> Any:
-            # the stores a KafkaStreams task would have: RocksDB unless Materialized says in_memory
-            return build_store(spec, rocksdb_dir)
+        def task_store(spec: StoreSpec) -> Any:
+            # the stores a KafkaStreams task has: RocksDB unless Materialized says in_memory,
+            # change-logged unless logging is disabled; a global store's topic is its changelog
+            store = make_store(spec, directory)
+            if spec.logging_enabled and spec.name not in topology.global_stores:
+                store = wrap_logging(store)
+                self.logged[spec.name] = store
+            return store
 
         self.runtime = TopologyRuntime(topology, self.application_id, self._emit,
                                        default_key_serde=config.get("default.key.serde"),
                                        default_value_serde=config.get("default.value.serde"),
                                        wall_clock_ms=self.wall_clock_ms, state_dir=str(state_dir),
-                                       store_factory=make_store)
+                                       store_factory=task_store,
+                                       cache_max_entries=_cache_max_entries(self.application_id, config))
         self.topology = topology
 
     # -- topics -----------------------------------------------------------------------------
@@ -207,9 +249,35 @@ class TopologyTestDriver:
                 offset = self._offsets.get(t, 0)
                 self._offsets[t] = offset + 1
                 self.runtime.process_input(t, 0, offset, k, v, ts, h)
+                # Kafka's driver commits after every record it processes
+                self._commit()
         finally:
             self._processing = False
             self._pending.clear()
+
+    def _commit(self) -> None:
+        """A stream thread's commit of the task (see the module docstring); what the cache
+        flush sends to topics the topology reads is queued like any output."""
+        self.runtime.flush_caches()
+        offsets: dict[tuple[str, int], int] = {}
+        for name, store in self.logged.items():
+            pending = store.drain_changelog()
+            if not pending:
+                continue
+            topic = changelog_topic(self.application_id, name)
+            # a compacted topic keeps the last value per key: a task sends only that one
+            latest = dict(pending)
+            out = self._outputs.setdefault(topic, deque())
+            for key, value in latest.items():
+                out.append((key, value, self.wall_clock_ms, None))
+            end = self._changelog_end.get(topic, 0) + len(latest)
+            self._changelog_end[topic] = end
+            offsets[(topic, 0)] = end
+        for name, raw in self.runtime.raw_stores.items():
+            if name in self.topology.global_stores:
+                continue
+            tp = (changelog_topic(self.application_id, name), 0)
+            raw.commit({tp: offsets[tp]} if tp in offsets else {})
 
     # -- clock and stores -------------------------------------------------------------------
 
@@ -219,12 +287,13 @@ class TopologyTestDriver:
             raise StreamsError(f"cannot move the wall clock backwards ({ms} ms)")
         self.wall_clock_ms += ms
         self.runtime.punctuate_wall_clock(self.wall_clock_ms)
-        # records a punctuation sent to internal topics
+        self._commit()
+        # records a punctuation (or the commit's cache flush) sent to topics the topology reads
         if self._pending:
             t, k, v, ts, h = self._pending.popleft()
             self._pipe(t, k, v, ts, h)
 
-    def get_key_value_store(self, name: str) -> KeyValueStoreFacade:
+    def get_key_value_store(self, name: str) -> KeyValueStoreFacade | CachedKeyValueStoreFacade:
         store = self.runtime.stores.get(name) or self.runtime.global_stores.get(name)
         if store is None:
             raise TopologyError(f"no key-value store named {name!r}; stores: "
@@ -248,14 +317,21 @@ class TopologyTestDriver:
         facade = self._store_of_kind(name, "session")
         return ReadOnlySessionStore(name, lambda: [(contextlib.nullcontext(), facade)])
 
-    def get_all_state_stores(self) -> dict[str, KeyValueStoreFacade]:
+    def get_all_state_stores(self) -> dict[str, KeyValueStoreFacade | CachedKeyValueStoreFacade]:
         return {**self.runtime.stores, **self.runtime.global_stores}
 
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
-        self.runtime.close()
+        try:
+            # as Kafka's driver: a clean close commits first (cache flush, changelogs, stores)
+            self._commit()
+            if self._pending:
+                t, k, v, ts, h = self._pending.popleft()
+                self._pipe(t, k, v, ts, h)
+        finally:
+            self._closed = True
+            self.runtime.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -264,6 +340,15 @@ class TopologyTestDriver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cache_max_entries(application_id: str, config: Mapping[str, Any]) -> int:
+    """The record cache size a task of this config gets (StreamsConfig's rule)."""
+    size = next((config[k] for k in _CACHE_KEYS if k in config), None)
+    conf: dict[str, Any] = {"application.id": application_id, "bootstrap.servers": "test-driver:9092"}
+    if size is not None:
+        conf["statestore.cache.max.bytes"] = size
+    return StreamsConfig.load(conf).cache_max_entries()
 
 
 def check_copartitioning(topology: Topology, partitions: Mapping[str, int]) -> None:

@@ -170,4 +170,7 @@ def test_dsl_process_with_store_and_rocksdb() -> None:
         for v in ["x", "y", "x", "z", "y"]:
             inp.pipe_input("k", v)
         assert d.create_output_topic("out", S, S).read_values_to_list() == ["x", "y", "z"]
-        assert type(d.runtime.raw_stores["seen"]).__name__ == "RocksDBKeyValueStore"
+        # a task's layers: the change-logging store over RocksDB
+        logged = d.runtime.raw_stores["seen"]
+        assert type(logged).__name__ == "ChangeLoggingKeyValueStore"
+        assert type(logged.inner).__name__ == "RocksDBKeyValueStore"

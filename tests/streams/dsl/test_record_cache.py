@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
-from strom.streams import Consumed, Grouped, Produced, Serdes, StreamsBuilder
+from strom.streams import Consumed, Grouped, Produced, Serdes, StreamsBuilder, Topology, TopologyTestDriver
 from strom.streams.topology.runtime import TopologyRuntime
 
 
@@ -62,3 +63,53 @@ def test_cache_overflow_flushes_early() -> None:
     runtime, out = _run(2)
     _pipe(runtime, "abc")  # a third dirty key overflows a cache of two
     assert sorted(out) == [("a", 1), ("b", 1), ("c", 1)]
+
+
+# -- the TopologyTestDriver runs the cache and changelog layers of a task ------------------
+
+def _words_per_line() -> Topology:
+    """Words of each line counted per line key: one input record updates its key many times."""
+    builder = StreamsBuilder()
+    (builder.stream("lines", Consumed.with_(Serdes.string(), Serdes.string()))
+        .flat_map_values(str.split)
+        .group_by_key(Grouped.with_(Serdes.string(), Serdes.string()))
+        .count(materialized="counts")
+        .to_stream()
+        .to("out", Produced.with_(Serdes.string(), Serdes.long())))
+    return builder.build()
+
+
+def _drive(config: dict[str, Any]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(output, changelog) of two lines per key through the driver."""
+    with TopologyTestDriver(_words_per_line(), {"application.id": "wc", **config}) as driver:
+        lines = driver.create_input_topic("lines", Serdes.string(), Serdes.string())
+        lines.pipe_key_value_list([("k1", "a b c"), ("k2", "d e"), ("k1", "f g")])
+        out = driver.create_output_topic("out", Serdes.string(), Serdes.long()).read_key_values_to_list()
+        changelog = driver.create_output_topic("wc-counts-changelog", Serdes.string(), Serdes.long())
+        assert "wc-counts-changelog" in driver.producer_topic_names()
+        return out, changelog.read_key_values_to_list()
+
+
+def test_driver_coalesces_one_records_updates_with_caching_on_by_default() -> None:
+    """Kafka's driver commits after every record, so with the cache (statestore.cache.max.bytes,
+    10 MiB by default) the updates one record makes to a key leave as one."""
+    out, changelog = _drive({})
+    assert out == [("k1", 3), ("k2", 2), ("k1", 5)]
+    assert changelog == out  # one changelog record per key and commit, as a task writes it
+
+
+def test_driver_forwards_every_update_with_caching_off() -> None:
+    out, changelog = _drive({"statestore.cache.max.bytes": 0})
+    assert out == [("k1", 1), ("k1", 2), ("k1", 3), ("k2", 1), ("k2", 2), ("k1", 4), ("k1", 5)]
+    # the change-logging layer still sends the last value per key and commit
+    assert changelog == [("k1", 3), ("k2", 2), ("k1", 5)]
+
+
+def test_driver_commits_stores_with_their_changelog_offsets(tmp_path: Path) -> None:
+    with TopologyTestDriver(_words_per_line(), {"application.id": "wc", "state.dir": str(tmp_path)}) as driver:
+        lines = driver.create_input_topic("lines", Serdes.string(), Serdes.string())
+        lines.pipe_key_value_list([("k1", "a b c"), ("k2", "d e")])
+        store = driver.runtime.raw_stores["counts"]
+        assert store.committed_offsets() == {("wc-counts-changelog", 0): 2}
+        lines.pipe_input("k1", "f")
+        assert store.committed_offsets() == {("wc-counts-changelog", 0): 3}

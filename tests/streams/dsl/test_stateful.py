@@ -168,4 +168,9 @@ def test_counts_survive_many_records_in_either_store(store_type: str) -> None:
             inp.pipe_input(None, w, i)
         store: Any = d.get_key_value_store("c")
         assert dict(store.all()) == expected
-        assert store.approximate_num_entries() == 37
+        if store_type == "in_memory":
+            assert store.approximate_num_entries() == 37
+        else:
+            # the driver commits after each record, as a task does; RocksDB's estimate-num-keys
+            # then also counts overwrites still in the memtable (Kafka's RocksDBStore too)
+            assert store.approximate_num_entries() >= 37

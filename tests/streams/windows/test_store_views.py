@@ -49,8 +49,8 @@ def test_window_store_view(tmp_path: Path) -> None:
         assert next(iter(store.backward_all())) == (W("c", 20, 30), 1)
         with pytest.raises(TypeError):
             store.fetch("a")
-        # the DSL store is a RocksDB window store in the task directory
-        raw = d.runtime.raw_stores["counts"]
+        # the DSL store is a change-logged RocksDB window store in the task directory
+        raw = d.runtime.raw_stores["counts"].inner
         assert isinstance(raw, BytesWindowStore) and raw.persistent
         assert (tmp_path / "test" / "0_0" / "rocksdb" / "counts").is_dir()
 
@@ -74,7 +74,7 @@ def test_session_store_view() -> None:
         for k, ts in [("a", 0), ("a", 3), ("a", 20), ("b", 4), ("c", 50)]:
             inp.pipe_input(k, "x", ts)
         store = d.get_session_store("sessions")
-        assert isinstance(d.runtime.raw_stores["sessions"], BytesSessionStore)
+        assert isinstance(d.runtime.raw_stores["sessions"].inner, BytesSessionStore)
         assert list(store.fetch("a")) == [(W("a", 0, 3), 2), (W("a", 20, 20), 1)]
         assert list(store.backward_fetch("a")) == [(W("a", 20, 20), 1), (W("a", 0, 3), 2)]
         assert list(store.fetch("a", "b")) == [(W("a", 0, 3), 2), (W("a", 20, 20), 1), (W("b", 4, 4), 1)]
