@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, cast
 
 import pluggy
 
@@ -41,8 +41,6 @@ ENTRY_POINT_GROUP = "strom.plugins"
 ENV_DISABLE_AUTOLOAD = "STROM_DISABLE_PLUGIN_AUTOLOAD"
 ENV_PLUGINS = "STROM_PLUGINS"
 BLOCKLIST_KEY = "strom.plugins.blocklist"
-
-T = TypeVar("T")
 
 
 def _split(value: str) -> list[str]:
@@ -130,7 +128,10 @@ def _offers(pm: pluggy.PluginManager, hook_name: str, kind: str) -> dict[str, tu
 
 
 def _build(pm: pluggy.PluginManager, config: Any, *, hook_name: str, key: str, default: str,
-           kind: str, protocol: type[T]) -> T:
+           kind: str, protocol: type) -> object:
+    """The object the configured factory builds, checked against ``protocol`` (a runtime-checkable
+    Protocol or ABC). Typed ``object``: mypy accepts no abstract class for a ``type[T]`` parameter,
+    so each caller casts to the protocol it passed."""
     props = config_properties(config)
     name = str(props.get(key) or "").strip() or default
     offers = _offers(pm, hook_name, kind)
@@ -146,23 +147,26 @@ def _build(pm: pluggy.PluginManager, config: Any, *, hook_name: str, key: str, d
 
 def load_authorizer(pm: pluggy.PluginManager, config: Any) -> authorizers.Authorizer:
     """The authorizer named by ``authorizer.class.name`` (default ``allow-all``)."""
-    return _build(pm, config, hook_name="strom_authorizers", key=authorizers.CONFIG_KEY,
-                  default=authorizers.DEFAULT_AUTHORIZER, kind="authorizer",
-                  protocol=authorizers.Authorizer)
+    built = _build(pm, config, hook_name="strom_authorizers", key=authorizers.CONFIG_KEY,
+                   default=authorizers.DEFAULT_AUTHORIZER, kind="authorizer",
+                   protocol=authorizers.Authorizer)
+    return cast(authorizers.Authorizer, built)
 
 
 def load_quota_manager(pm: pluggy.PluginManager, config: Any) -> quotas.QuotaManager:
     """The quota manager named by ``client.quota.callback.class`` (default ``unlimited``)."""
-    return _build(pm, config, hook_name="strom_quota_managers", key=quotas.CONFIG_KEY,
-                  default=quotas.DEFAULT_QUOTA_MANAGER, kind="quota manager",
-                  protocol=quotas.QuotaManager)
+    built = _build(pm, config, hook_name="strom_quota_managers", key=quotas.CONFIG_KEY,
+                   default=quotas.DEFAULT_QUOTA_MANAGER, kind="quota manager",
+                   protocol=quotas.QuotaManager)
+    return cast(quotas.QuotaManager, built)
 
 
 def load_local_tier(pm: pluggy.PluginManager, config: Any) -> storage.LocalTier:
     """The local tier named by ``strom.local.tier`` (default ``local``)."""
-    return _build(pm, config, hook_name="strom_local_tiers", key=storage.LOCAL_CONFIG_KEY,
-                  default=storage.DEFAULT_LOCAL_TIER, kind="local tier",
-                  protocol=storage.LocalTier)
+    built = _build(pm, config, hook_name="strom_local_tiers", key=storage.LOCAL_CONFIG_KEY,
+                   default=storage.DEFAULT_LOCAL_TIER, kind="local tier",
+                   protocol=storage.LocalTier)
+    return cast(storage.LocalTier, built)
 
 
 def load_remote_storage_manager(pm: pluggy.PluginManager, config: Any) -> storage.RemoteStorageManager | None:
@@ -170,9 +174,10 @@ def load_remote_storage_manager(pm: pluggy.PluginManager, config: Any) -> storag
     when the key is empty (no remote tier)."""
     if not str(config_properties(config).get(storage.REMOTE_CONFIG_KEY) or "").strip():
         return None
-    return _build(pm, config, hook_name="strom_remote_storage_managers", key=storage.REMOTE_CONFIG_KEY,
-                  default="", kind="remote storage manager",
-                  protocol=storage.RemoteStorageManager)
+    built = _build(pm, config, hook_name="strom_remote_storage_managers", key=storage.REMOTE_CONFIG_KEY,
+                   default="", kind="remote storage manager",
+                   protocol=storage.RemoteStorageManager)
+    return cast(storage.RemoteStorageManager, built)
 
 
 def load_assignors(pm: pluggy.PluginManager, config: Any = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import crc32c
 
@@ -130,7 +130,7 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(v)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """Read a zig-zag varint at ``pos``; return ``(value, next_pos)``. IndexError on truncation."""
     b = buf[pos]
     pos += 1
@@ -366,7 +366,7 @@ def read_control_record(buf: Buffer, pos: int, header: BatchHeader) -> ControlRe
     return parse_control_record(key, value)
 
 
-def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecord:
+def parse_control_record(key: Buffer | None, value: Buffer | None) -> ControlRecord:
     """Read a transaction marker's key and value; raises InvalidRecordError if malformed."""
     if key is None or len(key) < 4:
         raise InvalidRecordError(f"control record key must be at least 4 bytes, got {key!r}")
@@ -384,7 +384,13 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecor
 # decoding
 
 
-def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+# A slice has its buffer's type: records decoded from bytes hold bytes (parse_records), a marker
+# read in place from a memoryview (read_control_record) a view.
+@overload
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]: ...
+@overload
+def _read_bytes(buf: Buffer, pos: int) -> tuple[Buffer | None, int]: ...
+def _read_bytes(buf: Buffer, pos: int) -> tuple[Buffer | None, int]:
     n, pos = _read_varint(buf, pos)
     if n < 0:
         if n != -1:

@@ -53,11 +53,16 @@ def add_client_args(parser: argparse.ArgumentParser) -> None:
                        help="one extra librdkafka client property; repeatable; wins over --command-config")
 
 
-def client_config(args: argparse.Namespace, base: Mapping[str, object] | None = None) -> dict[str, object]:
+# A librdkafka configuration of plain values, as confluent-kafka's clients declare it.
+ClientConfig = dict[str, str | int | float | bool]
+
+
+def client_config(args: argparse.Namespace, base: Mapping[str, str | int | float | bool] | None = None
+                  ) -> ClientConfig:
     """librdkafka config from ``base``, then ``--command-config``, then ``-X``, then the bootstrap."""
     # librdkafka logs every failed connect attempt to stderr; the tools report problems through
     # error callbacks and exceptions instead (-X log_level=7 brings the logs back).
-    conf: dict[str, object] = {"log_level": 0, **(base or {})}
+    conf: ClientConfig = {"log_level": 0, **(base or {})}
     if args.command_config:
         try:
             text = Path(args.command_config).read_text()

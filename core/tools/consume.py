@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any
 
 from strom.core.tools.common import (
+    ClientConfig,
     ToolError,
     UsageError,
     add_client_args,
@@ -170,7 +171,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     offset = _validate(args)
     fmt = RecordFormat.from_properties(parse_kv_list(args.property, "--property"))
     check_bootstrap(args.bootstrap_server)
-    base: dict[str, object] = {
+    base: ClientConfig = {
         # librdkafka needs a group.id even for assign(); without --group it is never joined.
         "group.id": args.group or f"console-consumer-{random.randrange(100000)}",
         "enable.auto.commit": args.group is not None,
@@ -184,7 +185,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
 class Consume:
     """One run of the console consumer."""
 
-    def __init__(self, args: argparse.Namespace, fmt: RecordFormat, conf: dict[str, object],
+    def __init__(self, args: argparse.Namespace, fmt: RecordFormat, conf: ClientConfig,
                  offset: int | str | None) -> None:
         self.args = args
         self.fmt = fmt

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, BinaryIO
 
 from strom.core.tools.common import (
+    ClientConfig,
     ToolError,
     UsageError,
     add_client_args,
@@ -193,7 +194,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return produce_lines(args, fmt, conf, sys.stdin.buffer)
 
 
-def produce_lines(args: argparse.Namespace, fmt: LineFormat, conf: dict[str, object], stdin: BinaryIO) -> int:
+def produce_lines(args: argparse.Namespace, fmt: LineFormat, conf: ClientConfig, stdin: BinaryIO) -> int:
     from confluent_kafka import KafkaError, KafkaException, Producer
 
     warned: set[int] = set()
