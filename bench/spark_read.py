@@ -36,12 +36,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from peers import StromBroker
+
+from strom.core.testing import import_script
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "scripts" / "spark_ref"))
-
-from peers import StromBroker  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -115,9 +114,9 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     coordinate = note = None
     if not args.skip_kafka:
-        from connector import connector_coordinate
-
-        coordinate, note = connector_coordinate(pyspark.__version__)
+        # scripts/spark_ref is not a package: its connector.py is imported by path
+        connector = import_script(ROOT / "scripts" / "spark_ref" / "connector.py")
+        coordinate, note = connector.connector_coordinate(pyspark.__version__)
         if note:
             log(note)
 

@@ -38,9 +38,6 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from peers import ROOT, StromBroker, stop_process_group
 
 APPS = ROOT / "bench" / "streams_apps"

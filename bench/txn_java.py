@@ -83,24 +83,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from broker_throughput import PhaseClock, Progress, _table, create_topic, machine_info
 from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES, TxnResult, summarize_txn, verify_topic
 from peers import (
-    KAFKA_REF_DIR,
     Broker,
     KafkaBroker,
     NullBroker,
     StromBroker,
+    load_kafka_ref,
     make_broker,
     read_stat_cpu,
     tree_cpu_seconds,
 )
 
-if str(KAFKA_REF_DIR) not in sys.path:
-    sys.path.insert(0, str(KAFKA_REF_DIR))
-from kafka_ref import REPO_ROOT, KafkaRefError, ensure_jars, java_problem
+_kafka_ref = load_kafka_ref()
+REPO_ROOT: Path = _kafka_ref.REPO_ROOT
+KafkaRefError: type[Exception] = _kafka_ref.KafkaRefError
+ensure_jars = _kafka_ref.ensure_jars
+java_problem = _kafka_ref.java_problem
 
 BROKERS = ("strom", "kafka", "null")  # null: bench/null_broker.py, the raw limit (the client alone)
 MODES = ("idempotent", "transactional")

@@ -41,8 +41,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from broker_throughput import _table, create_topic, machine_info
 from groups_txn import PRODUCER_BASE, TXN_SIZE, VALUE_BYTES, TxnSplit, produce_transactional
 

@@ -21,6 +21,7 @@ supervised process refuses to start, so a test that needs one must carry its tie
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
@@ -34,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, ClassVar, Self
 
 READY_PREFIX = "bootstrap.servers="
@@ -48,6 +49,32 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def import_script(path: str | os.PathLike[str], name: str | None = None) -> ModuleType:
+    """Import a script that lives outside the package (``scripts/kafka_ref/kafka_ref.py``,
+    ``bench/peers.py``) by its path, as module ``name`` (default: the file's stem).
+
+    Once imported it is ``sys.modules[name]``: a later ``import name`` anywhere in the process
+    finds the same module, so classes and module-level settings are shared.
+    """
+    path = Path(path)
+    name = name or path.stem
+    if name in sys.modules:
+        return sys.modules[name]
+    if not path.is_file():
+        raise ImportError(f"{path} does not exist", name=name, path=str(path))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}", name=name, path=str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def java_version() -> int | None:
@@ -84,7 +111,7 @@ class ManagedProcess:
     and/or ``wait_serving()`` (a condition, e.g. a client's Metadata or a REST answer).
     """
 
-    name: ClassVar[str] = "process"
+    name: str = "process"
     tier: ClassVar[str] = "broker"  # the test marker a test starting this process carries
     start_error: ClassVar[type[Exception]] = RuntimeError
     stop_timeout: ClassVar[float] = 30.0
@@ -141,9 +168,10 @@ class ManagedProcess:
 
     def wait_serving(self, check: Callable[[], object], deadline: float, what: str, *,
                      interval: float = 0.2, ignore: tuple[type[BaseException], ...] = ()) -> None:
-        """Poll ``check`` until it returns a truthy value, while the process lives. Exceptions of
-        the ``ignore`` types count as "not yet". Past ``deadline`` (a ``time.monotonic()`` value) or
-        once the process exits, kill it and raise ``start_error`` naming ``what`` and the log tail."""
+        """Poll ``check`` until it returns ``True``, while the process lives; any other value (an
+        HTTP status, say) or an exception of the ``ignore`` types means "not yet" and is kept for
+        the error. Past ``deadline`` (a ``time.monotonic()`` value) or once the process exits,
+        kill it and raise ``start_error`` naming ``what``, the last answer and the log tail."""
         last: object = None
         while time.monotonic() < deadline and self.alive:
             try:
@@ -151,7 +179,7 @@ class ManagedProcess:
             except ignore as exc:
                 last = exc
             else:
-                if last:
+                if last is True:
                     return
             time.sleep(interval)
         code = None if self.proc is None else self.proc.poll()

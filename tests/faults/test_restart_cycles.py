@@ -11,14 +11,11 @@ restart's too, with slack for a shared machine; the figures themselves live in t
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from strom.core.testing import BrokerProcess
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
 import restart_cycles as rc
+
+from strom.core.testing import BrokerProcess
 
 CI_CYCLES = 4  # the bug shows from the third restart on; bench/restart_cycles.py runs 20
 RECORDS_PER_CYCLE = 1500  # ~1.5 MB: six segments of 256 KB per cycle

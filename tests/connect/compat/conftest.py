@@ -1,18 +1,15 @@
 """Fixtures for the Kafka Connect compatibility tests: the reference worker's jars.
 
 Without Java 17+ the tests skip; the jars are resolved from Maven Central on first use
-(``scripts/kconnect_ref/fetch.sh``).
+(``scripts/kconnect_ref/fetch.sh``). ``compat_workers`` (tests/helpers) and ``kconnect_ref``
+are importable by plain name through the import path tests/conftest.py sets.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from compat_workers import KConnectRefError, ensure_jars, java_problem
 
 
@@ -25,4 +22,3 @@ def kconnect_jars() -> Path:
         return ensure_jars()
     except KConnectRefError as exc:
         pytest.skip(f"Kafka Connect jars unavailable: {exc}")
-

@@ -10,7 +10,6 @@ the broker tests speak the wire protocol to a broker subprocess, restart include
 from __future__ import annotations
 
 import importlib
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 from group_harness import Cluster
+from kafka_wire import connect, roundtrip
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
@@ -28,12 +28,6 @@ from strom.core.coordinator.group.consumer_group import ConsumerGroup, Heartbeat
 from strom.core.coordinator.group.consumer_group_member import MemberState, normalize
 from strom.core.exceptions import CorruptMessageError, KafkaError
 from strom.core.testing import BrokerProcess
-
-_WIRE = str(Path(__file__).resolve().parents[2] / "conformance")
-if _WIRE not in sys.path:
-    sys.path.append(_WIRE)
-
-from kafka_wire import connect, roundtrip  # noqa: E402
 
 STALE = ErrorCode.stale_member_epoch
 
