@@ -23,26 +23,29 @@ import time
 import typing
 import uuid
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from strom.core.config import BrokerConfig
-from strom.core.controller.quorum_controller import CreatableTopic
+from strom.core.controller.quorum_controller import CreatableTopic, QuorumController
 from strom.core.coordinator.group.coordinator import GroupCoordinator
 from strom.core.coordinator.producer_ids import ProducerIdManager
 from strom.core.coordinator.runtime import CoordinatorRuntime
 from strom.core.coordinator.txn.coordinator import TransactionCoordinator
 from strom.core.exceptions import KafkaError
 from strom.core.log.manager import LogManager
+from strom.core.metadata.image import MetadataImage
 from strom.core.metadata.system import MetadataSystem
 from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
+from strom.core.raft.client import RaftClient
 from strom.core.replica.manager import ReplicaManager
 from strom.core.server import handlers
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
+from strom.core.server.handlers._deps import ListedBroker
 from strom.core.server.network import Listener, ListenerError, RateLimitedLog, SocketLimits
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
 from strom.plugins.hookspecs.authorizers import (
@@ -55,6 +58,25 @@ from strom.plugins.hookspecs.authorizers import (
 from strom.plugins.hookspecs.authorizers import RequestContext as AuthContext
 from strom.plugins.hookspecs.quotas import QuotaType
 from strom.plugins.manager import get_plugin_manager, load_authorizer, load_quota_manager
+
+if TYPE_CHECKING:
+    from strom.core.coordinator.runtime import CoordinatorHost
+    from strom.core.server.handlers._deps import (
+        ApiVersionsDeps,
+        ClusterDeps,
+        ControllerDeps,
+        CoordinatorRuntimeDeps,
+        GroupDeps,
+        ImageDeps,
+        MetadataDeps,
+        PartitionTxnDeps,
+        ProducerIdDeps,
+        QuorumDeps,
+        ReplicaDeps,
+        TxnDeps,
+    )
+    from strom.core.server.handlers.find_coordinator import FindCoordinatorDeps
+    from strom.core.server.handlers.txn_offset_commit import TxnOffsetCommitDeps
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +134,6 @@ def bind_listeners(config: BrokerConfig) -> list[Listener]:
             listener.unbind()
         raise
     return listeners
-
-
-class ListedBroker(NamedTuple):
-    """A broker as Metadata, DescribeCluster and FindCoordinator list it."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-    fenced: bool
 
 
 class Broker:
@@ -203,8 +215,8 @@ class Broker:
         if self.config.advertised_listeners:
             for item in self.config.advertised_listeners.split(","):
                 name, _, rest = item.strip().partition("://")
-                host, _, port = rest.rpartition(":")
-                advertised[name] = (host, int(port))
+                host, _, port_text = rest.rpartition(":")
+                advertised[name] = (host, int(port_text))
         out = []
         for listener in self.listeners:
             host, port = advertised.get(listener.name, (listener.host, listener.port))
@@ -216,8 +228,16 @@ class Broker:
     # -- views used by handlers ---------------------------------------------------------------
 
     @property
-    def image(self) -> Any:
+    def image(self) -> MetadataImage:
         return self.metadata.image
+
+    @property
+    def controller(self) -> QuorumController:
+        return self.metadata.controller
+
+    @property
+    def raft(self) -> RaftClient:
+        return self.metadata.raft
 
     @property
     def cluster_id(self) -> str:
@@ -338,6 +358,30 @@ class Broker:
 
 
 _HANDLER_ERRORS = RateLimitedLog(log, "request handler errors")
+
+if TYPE_CHECKING:
+    def _serves_every_handler(broker: Broker) -> None:
+        """Never called: mypy checks here that the Broker satisfies the Protocol each handler
+        declares (dispatch passes itself as ``deps``); tests/unit/test_handler_types.py checks
+        that every handler's Protocol is listed."""
+        api_versions_deps: ApiVersionsDeps = broker
+        cluster_deps: ClusterDeps = broker
+        controller_deps: ControllerDeps = broker
+        coordinator_runtime_deps: CoordinatorRuntimeDeps = broker
+        group_deps: GroupDeps = broker
+        image_deps: ImageDeps = broker
+        metadata_deps: MetadataDeps = broker
+        partition_txn_deps: PartitionTxnDeps = broker
+        producer_id_deps: ProducerIdDeps = broker
+        quorum_deps: QuorumDeps = broker
+        replica_deps: ReplicaDeps = broker
+        txn_deps: TxnDeps = broker
+        find_coordinator_deps: FindCoordinatorDeps = broker
+        txn_offset_commit_deps: TxnOffsetCommitDeps = broker
+        coordinator_host: CoordinatorHost = broker
+        del (api_versions_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
+             metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, txn_deps,
+             find_coordinator_deps, txn_offset_commit_deps, coordinator_host)
 
 
 def _api_label(api_key: int, api_version: int) -> str:

@@ -30,7 +30,7 @@ from strom.core.coordinator.txn.wire import coordinator
 from strom.core.errors import KafkaError
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import PartitionTxnDeps
 
 TopicPartition = tuple[str, int]
 
@@ -49,17 +49,17 @@ class TxnBatch(NamedTuple):
     base_sequence: int = -1  # of the first batch (-1: offsets, which carry no sequence)
 
 
-def bad_first_sequence(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> bool:
+def bad_first_sequence(deps: PartitionTxnDeps, tp: TopicPartition, batch: TxnBatch) -> bool:
     """A TV2 producer the partition does not know must start at sequence 0 (Kafka 4.x): with
     verification the leader knows this batch opens the producer's first transaction here."""
-    part = broker.replica_manager.get_partition(*tp)
+    part = deps.replica_manager.get_partition(*tp)
     return batch.base_sequence != 0 and part.producer_entry(batch.producer_id) is None
 
 
-def needs_coordinator(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> int | None:
+def needs_coordinator(deps: PartitionTxnDeps, tp: TopicPartition, batch: TxnBatch) -> int | None:
     """None when the producer's transaction is open here at this epoch; an error code when the
     epoch is stale; 0 when the coordinator must add or verify the partition."""
-    part = broker.replica_manager.get_partition(*tp)
+    part = deps.replica_manager.get_partition(*tp)
     entry = part.producer_entry(batch.producer_id)
     if entry is None:
         return 0
@@ -70,7 +70,7 @@ def needs_coordinator(broker: Broker, tp: TopicPartition, batch: TxnBatch) -> in
     return 0
 
 
-async def add_or_verify(broker: Broker, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
+async def add_or_verify(deps: PartitionTxnDeps, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
                         *, add: bool, legacy: bool = False, retry_ms: int = 0) -> dict[TopicPartition, ErrorCode]:
     """Ask the transaction coordinator to add (TV2) or verify (TV1) ``partitions``; the error for
     each partition as Kafka's AddPartitionsToTxnManager reports it (``none``: go ahead).
@@ -80,34 +80,34 @@ async def add_or_verify(broker: Broker, transactional_id: str, batch: TxnBatch, 
     producer's previous transaction is still writing its markers.
     """
     if not add:
-        return verify(broker, transactional_id, batch, partitions, legacy=legacy)
-    backoff_s = broker.config.add_partitions_to_txn_retry_backoff_ms / 1000
+        return verify(deps, transactional_id, batch, partitions, legacy=legacy)
+    backoff_s = deps.config.add_partitions_to_txn_retry_backoff_ms / 1000
     deadline = time.monotonic() + retry_ms / 1000
     while True:
-        codes = await _add(broker, transactional_id, batch, partitions)
+        codes = await _add(deps, transactional_id, batch, partitions)
         if ErrorCode.concurrent_transactions not in codes.values() or time.monotonic() >= deadline:
             break
         await asyncio.sleep(backoff_s)
     return {tp: _manager_code(code, legacy) for tp, code in codes.items()}
 
 
-def verify(broker: Broker, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
+def verify(deps: PartitionTxnDeps, transactional_id: str, batch: TxnBatch, partitions: list[TopicPartition],
            *, legacy: bool = False) -> dict[TopicPartition, ErrorCode]:
     """TV1: are ``partitions`` in the producer's transaction? :func:`add_or_verify`'s answers, from
     a read of the coordinator's state, without a suspension point (once per partition per
     transaction of a producer, on its Produce path)."""
     try:
-        codes = coordinator(broker).verify_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
+        codes = coordinator(deps).verify_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
                                                       partitions)
     except KafkaError as e:
         codes = dict.fromkeys(partitions, e.code)
     return {tp: _manager_code(code, legacy) for tp, code in codes.items()}
 
 
-async def _add(broker: Broker, transactional_id: str, batch: TxnBatch,
+async def _add(deps: PartitionTxnDeps, transactional_id: str, batch: TxnBatch,
                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
     try:
-        await coordinator(broker).add_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
+        await coordinator(deps).add_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
                                                  partitions, client_version=2)
         return dict.fromkeys(partitions, ErrorCode.none)
     except KafkaError as e:
@@ -130,9 +130,9 @@ def produce_code(code: ErrorCode, add: bool) -> int:
     return int(code)
 
 
-def still_in_transaction(broker: Broker, transactional_id: str, batch: TxnBatch, tp: TopicPartition) -> bool:
+def still_in_transaction(deps: PartitionTxnDeps, transactional_id: str, batch: TxnBatch, tp: TopicPartition) -> bool:
     """Is ``tp`` still part of the producer's ongoing transaction? Checked right before appending."""
-    coord: Any = getattr(broker, "txn_coordinator", None)
+    coord: Any = getattr(deps, "txn_coordinator", None)
     md = coord.txns.get(transactional_id) if coord is not None else None
     return (md is not None and md.state == TxnState.ONGOING and md.producer_id == batch.producer_id
             and md.producer_epoch == batch.producer_epoch and tp in md.partitions)

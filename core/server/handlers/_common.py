@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from strom.core.exceptions import ConfigError, KafkaError
-from strom.core.server.context import RequestContext
+from strom.core.request_context import Authorizing, RequestContext
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import RequestDeps
 
 log = logging.getLogger("strom.core.server.handlers")
 
@@ -28,29 +29,29 @@ def error_of(exc: BaseException) -> tuple[int, str | None]:
     return int(ErrorCode.unknown_server_error), f"{type(exc).__name__}: {exc}"
 
 
-def authorize_topics(broker: Broker, ctx: RequestContext, operation: str, topics: list[str]) -> set[str]:
+def authorize_topics(deps: Authorizing, ctx: RequestContext, operation: str, topics: Sequence[str]) -> set[str]:
     """Ask the authorizer about ``operation`` on each topic; returns the denied ones."""
     if not topics:
         return set()
-    results = broker.authorize(ctx, operation, "TOPIC", topics)
+    results = deps.authorize(ctx, operation, "TOPIC", topics)
     return {t for t, ok in zip(topics, results, strict=True) if not ok}
 
 
-def authorize_cluster(broker: Broker, ctx: RequestContext, operation: str) -> bool:
-    return broker.authorize(ctx, operation, "CLUSTER", ["kafka-cluster"])[0]
+def authorize_cluster(deps: Authorizing, ctx: RequestContext, operation: str) -> bool:
+    return deps.authorize(ctx, operation, "CLUSTER", ["kafka-cluster"])[0]
 
 
-def throttle(broker: Broker, ctx: RequestContext, quota_type: str, value: float) -> int:
+def throttle(deps: RequestDeps, ctx: RequestContext, quota_type: str, value: float) -> int:
     """Record ``value`` against the client's quota; the throttle time also mutes the channel."""
-    ms = broker.record_quota(ctx, quota_type, value)
+    ms = deps.record_quota(ctx, quota_type, value)
     if ms > ctx.throttle_ms:
         ctx.throttle_ms = ms
     return ms
 
 
-def response_throttle(broker: Broker, ctx: RequestContext) -> int:
+def response_throttle(deps: RequestDeps, ctx: RequestContext) -> int:
     """Request-rate quota, charged for every request that carries a throttle time."""
-    return max(ctx.throttle_ms, throttle(broker, ctx, "REQUEST", 1.0))
+    return max(ctx.throttle_ms, throttle(deps, ctx, "REQUEST", 1.0))
 
 
 def first(values: Any, *names: str, default: Any = None) -> Any:

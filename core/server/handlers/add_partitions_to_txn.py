@@ -27,7 +27,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import TxnDeps
+    from strom.core.server.handlers._kio_types import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 API_KEY = 24
 VERSIONS = (0, 5)
@@ -81,14 +82,14 @@ class ProducerAnswer:
         return bytes(out)
 
 
-async def _process(broker: Broker, ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
+async def _process(deps: TxnDeps, ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
                    verify_only: bool) -> Codes:
     wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
-    if not may_write_txn_id(broker, ctx, tid):
+    if not may_write_txn_id(deps, ctx, tid):
         return dict.fromkeys(wanted, int(ErrorCode.transactional_id_authorization_failed))
     names = sorted({t for t, _ in wanted})
-    denied = authorize_topics(broker, ctx, "WRITE", names)
-    image_topics = broker.image.topics
+    denied = authorize_topics(deps, ctx, "WRITE", names)
+    image_topics = deps.image.topics
     errors: Codes = {}
     for tp in wanted:
         topic = image_topics.get(tp[0])
@@ -99,7 +100,7 @@ async def _process(broker: Broker, ctx: RequestContext, tid: str, pid: int, epoc
     if errors:
         return {tp: errors.get(tp, int(ErrorCode.operation_not_attempted)) for tp in wanted}
     try:
-        coord = coordinator(broker)
+        coord = coordinator(deps)
         if verify_only:
             return {tp: int(c) for tp, c in coord.verify_partitions(tid, pid, epoch, wanted).items()}
         # Kafka: an add in a broker-to-broker request is on behalf of a TV2 producer.
@@ -118,24 +119,27 @@ def _topic_results(m: Messages, codes: Codes) -> list[Any]:
             for t, r in by_topic.items()]
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: TxnDeps, ctx: RequestContext,
+                 request: AddPartitionsToTxnRequest) -> ProducerAnswer | AddPartitionsToTxnResponse:
     if ctx.api_version < BATCHED_SINCE:
-        codes = await _process(broker, ctx, request.v3_and_below_transactional_id,
-                               request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
-                               request.v3_and_below_topics, False)
-        return ProducerAnswer(response_throttle(broker, ctx), codes)
+        v3: Any = request  # mypy cannot narrow the Union by ctx.api_version
+        codes = await _process(deps, ctx, v3.v3_and_below_transactional_id,
+                               v3.v3_and_below_producer_id, v3.v3_and_below_producer_epoch,
+                               v3.v3_and_below_topics, False)
+        return ProducerAnswer(response_throttle(deps, ctx), codes)
 
     m = response_messages(API_KEY, ctx.api_version)
 
     def answer(code: int, results: list[Any]) -> Any:
-        return m.make("AddPartitionsToTxnResponse", throttle_time=response_throttle(broker, ctx), error_code=code,
+        return m.make("AddPartitionsToTxnResponse", throttle_time=response_throttle(deps, ctx), error_code=code,
                       results_by_transaction=tuple(results))
 
-    if not authorize_cluster(broker, ctx, "CLUSTER_ACTION"):
+    if not authorize_cluster(deps, ctx, "CLUSTER_ACTION"):
         return answer(int(ErrorCode.cluster_authorization_failed), [])
-    txns = request.transactions
+    batched: Any = request  # mypy cannot narrow the Union by ctx.api_version
+    txns = batched.transactions
     all_codes = await asyncio.gather(*(
-        _process(broker, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+        _process(deps, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
         for t in txns))
     return answer(0, [m.make("AddPartitionsToTxnResult", transactional_id=t.transactional_id,
                              topic_results=tuple(_topic_results(m, codes)))

@@ -21,7 +21,7 @@ it answers INVALID_REPLICA_ASSIGNMENT saying so rather than pretending.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -31,7 +31,11 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ImageDeps
+    from strom.core.server.handlers._kio_types import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
 
 API_KEY = 45
 VERSIONS = (0, 1)
@@ -78,22 +82,24 @@ def reassign(image: MetadataImage, topic: str, index: int, replicas: list[int] |
     if invalid is not None:
         return invalid
     if not allow_rf_change and len(replicas) != len(part.replicas):
-        return int(ErrorCode.invalid_replication_factor), \
+        return int(ErrorCode.invalid_replication_factor),\
             f"The replication factor is changed from {len(part.replicas)} to {len(replicas)}"
     if tuple(replicas) == part.replicas and not in_progress:
         return _OK  # nothing to change, as Kafka's PartitionChangeBuilder finds
     return _invalid(_UNSUPPORTED)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ImageDeps, ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    throttle = response_throttle(broker, ctx)
+    throttle = response_throttle(deps, ctx)
     allow_rf_change = bool(getattr(request, "allow_replication_factor_change", True))  # v1+
-    if not authorize_cluster(broker, ctx, "ALTER"):
+    # zip() joins the per-version tuple types to object: the topics as one list of the Union.
+    request_topics = [*request.topics]
+    if not authorize_cluster(deps, ctx, "ALTER"):
         top: Result = (int(ErrorCode.cluster_authorization_failed), "Cluster authorization failed.")
         results = [[top for _ in t.partitions] for t in request.topics]
     else:
-        image = broker.image
+        image = deps.image
         # One answer per request entry, in order: Kafka answers a partition named twice twice.
         results = [[reassign(image, str(t.name), int(p.partition_index),
                              None if p.replicas is None else [int(r) for r in p.replicas], allow_rf_change)
@@ -105,7 +111,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             m.make("ReassignablePartitionResponse", partition_index=p.partition_index,
                    error_code=code, error_message=message)
             for p, (code, message) in zip(t.partitions, topic_results, strict=True)))
-        for t, topic_results in zip(request.topics, results, strict=True))
+        for t, topic_results in zip(request_topics, results, strict=True))
     return m.make("AlterPartitionReassignmentsResponse", throttle_time=throttle,
                   allow_replication_factor_change=allow_rf_change, error_code=top[0], error_message=top[1],
                   responses=responses)

@@ -16,17 +16,18 @@ from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ApiVersionsDeps
+    from strom.core.server.handlers._kio_types import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = 18
 VERSIONS = (0, 4)
 
 
-def build(broker: Broker, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+def build(deps: ApiVersionsDeps, version: int, error: ErrorCode = ErrorCode.none) -> Any:
     m = response_messages(API_KEY, version)
     keys = tuple(m.make("ApiVersion", api_key=k, min_version=lo, max_version=hi)
-                 for k, (lo, hi) in sorted(broker.api_versions().items()))
-    level, epoch = broker.metadata_version_level()
+                 for k, (lo, hi) in sorted(deps.api_versions().items()))
+    level, epoch = deps.metadata_version_level()
     if not hasattr(m.module, "SupportedFeatureKey"):  # v0-v2 carry no features
         return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0)
     ranges = {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION, level)}
@@ -34,7 +35,7 @@ def build(broker: Broker, version: int, error: ErrorCode = ErrorCode.none) -> An
     # KIP-1022: a supported minimum of 0 is only shown from v4; older clients would reject it.
     supported = tuple(m.make("SupportedFeatureKey", name=name, min_version=lo, max_version=hi)
                       for name, (lo, hi) in sorted(ranges.items()) if lo > 0 or version >= 4)
-    levels = {name: lvl for name, lvl in broker.image.features.items() if lvl > 0}
+    levels = {name: lvl for name, lvl in deps.image.features.items() if lvl > 0}
     levels[METADATA_VERSION_FEATURE] = level
     finalized = tuple(m.make("FinalizedFeatureKey", name=name, max_version_level=lvl, min_version_level=lvl)
                       for name, lvl in sorted(levels.items()))
@@ -43,5 +44,5 @@ def build(broker: Broker, version: int, error: ErrorCode = ErrorCode.none) -> An
                   finalized_features=finalized)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    return build(broker, ctx.api_version)
+async def handle(deps: ApiVersionsDeps, ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    return build(deps, ctx.api_version)

@@ -24,7 +24,15 @@ from strom.core.server.handlers._common import (
 )
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ControllerDeps
+    from strom.core.server.handlers._kio_types import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 API_KEY = 32
 VERSIONS = (1, 4)
@@ -38,19 +46,19 @@ CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOU
 _SENSITIVE_MARKERS = ("password", "secret", "jaas")
 
 
-def _static_broker_values(broker: Broker) -> dict[str, str]:
+def _static_broker_values(deps: ControllerDeps) -> dict[str, str]:
     """Broker properties set explicitly in the broker's static configuration."""
-    return {name: value for name, value, is_default in broker.config.describe() if not is_default and value is not None}
+    return {name: value for name, value, is_default in deps.config.describe() if not is_default and value is not None}
 
 
-def describe_topic(broker: Broker, name: str, keys: set[str] | None, synonyms: bool, docs: bool,
+def describe_topic(deps: ControllerDeps, name: str, keys: set[str] | None, synonyms: bool, docs: bool,
                    m: Any) -> list[Any]:
-    image = broker.image
+    image = deps.image
     overrides = image.configs.get((TOPIC, name), {})
-    per_broker = image.configs.get((BROKER, str(broker.node_id)), {})
+    per_broker = image.configs.get((BROKER, str(deps.node_id)), {})
     cluster_default = image.configs.get((BROKER, ""), {})
-    static = _static_broker_values(broker)
-    defaults = broker.config.topic_defaults()
+    static = _static_broker_values(deps)
+    defaults = deps.config.topic_defaults()
     out = []
     for d in TOPIC_CONFIG_DEFS:
         if keys is not None and d.name not in keys:
@@ -78,14 +86,14 @@ def describe_topic(broker: Broker, name: str, keys: set[str] | None, synonyms: b
     return out
 
 
-def describe_broker(broker: Broker, resource_name: str, keys: set[str] | None, synonyms: bool, docs: bool,
+def describe_broker(deps: ControllerDeps, resource_name: str, keys: set[str] | None, synonyms: bool, docs: bool,
                     m: Any) -> list[Any]:
-    image = broker.image
+    image = deps.image
     dynamic = dict(image.configs.get((BROKER, resource_name), {})) if resource_name else {}
     cluster_default = dict(image.configs.get((BROKER, ""), {}))
-    fields = type(broker.config).model_fields
+    fields = type(deps.config).model_fields
     out = []
-    for name, value, is_default in broker.config.describe():
+    for name, value, is_default in deps.config.describe():
         if keys is not None and name not in keys:
             continue
         syn: list[tuple[str, str | None, int]] = []
@@ -105,12 +113,12 @@ def describe_broker(broker: Broker, resource_name: str, keys: set[str] | None, s
     return out
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ControllerDeps, ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     m = response_messages(API_KEY, ctx.api_version)
     synonyms = bool(getattr(request, "include_synonyms", False))
     docs = bool(getattr(request, "include_documentation", False))
     topic_names = [r.resource_name for r in request.resources if r.resource_type == TOPIC]
-    denied = authorize_topics(broker, ctx, "DESCRIBE_CONFIGS", topic_names)
+    denied = authorize_topics(deps, ctx, "DESCRIBE_CONFIGS", topic_names)
     results = []
     for r in request.resources:
         keys = set(r.configuration_keys) if r.configuration_keys else None
@@ -119,18 +127,18 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             if r.resource_type == TOPIC:
                 if r.resource_name in denied:
                     code = int(ErrorCode.topic_authorization_failed)
-                elif r.resource_name not in broker.image.topics:
+                elif r.resource_name not in deps.image.topics:
                     code = int(ErrorCode.unknown_topic_or_partition)
                     message = f"Topic {r.resource_name} does not exist"
                 else:
-                    configs = describe_topic(broker, r.resource_name, keys, synonyms, docs, m)
+                    configs = describe_topic(deps, r.resource_name, keys, synonyms, docs, m)
             elif r.resource_type == BROKER:
-                if not authorize_cluster(broker, ctx, "DESCRIBE_CONFIGS"):
+                if not authorize_cluster(deps, ctx, "DESCRIBE_CONFIGS"):
                     code = int(ErrorCode.cluster_authorization_failed)
-                elif r.resource_name not in ("", str(broker.node_id)):
+                elif r.resource_name not in ("", str(deps.node_id)):
                     code, message = int(ErrorCode.invalid_request), f"Unexpected broker id {r.resource_name}"
                 else:
-                    configs = describe_broker(broker, r.resource_name, keys, synonyms, docs, m)
+                    configs = describe_broker(deps, r.resource_name, keys, synonyms, docs, m)
             elif r.resource_type == BROKER_LOGGER:
                 configs = []
             else:
@@ -140,7 +148,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         results.append(m.make("DescribeConfigsResult", error_code=code, error_message=message,
                               resource_type=r.resource_type, resource_name=r.resource_name,
                               configs=tuple(configs)))
-    return m.make("DescribeConfigsResponse", throttle_time=response_throttle(broker, ctx), results=tuple(results))
+    return m.make("DescribeConfigsResponse", throttle_time=response_throttle(deps, ctx), results=tuple(results))
 
 
 class _AlterBase:
@@ -149,7 +157,7 @@ class _AlterBase:
     API_KEY = 0
 
     @classmethod
-    async def _answer(cls, broker: Broker, ctx: RequestContext, request: Any, results: list[Any],
+    async def _answer(cls, deps: ControllerDeps, ctx: RequestContext, request: Any, results: list[Any],
                       denied: dict[tuple[int, str], int]) -> Any:
         m = response_messages(cls.API_KEY, ctx.api_version)
         by_key = {(r.resource_type, r.name): r for r in results}
@@ -163,14 +171,14 @@ class _AlterBase:
             out.append(m.make("AlterConfigsResourceResponse", error_code=code, error_message=message,
                               resource_type=r.resource_type, resource_name=r.resource_name))
         return m.make(f"{'Incremental' if cls.API_KEY == 44 else ''}AlterConfigsResponse",
-                      throttle_time=response_throttle(broker, ctx), responses=tuple(out))
+                      throttle_time=response_throttle(deps, ctx), responses=tuple(out))
 
     @staticmethod
-    def _denied(broker: Broker, ctx: RequestContext, resources: Any) -> dict[tuple[int, str], int]:
+    def _denied(deps: ControllerDeps, ctx: RequestContext, resources: Any) -> dict[tuple[int, str], int]:
         topics = [r.resource_name for r in resources if r.resource_type == TOPIC]
-        denied_topics = authorize_topics(broker, ctx, "ALTER_CONFIGS", topics)
+        denied_topics = authorize_topics(deps, ctx, "ALTER_CONFIGS", topics)
         out = {(TOPIC, n): int(ErrorCode.topic_authorization_failed) for n in denied_topics}
-        if any(r.resource_type == BROKER for r in resources) and not authorize_cluster(broker, ctx, "ALTER_CONFIGS"):
+        if any(r.resource_type == BROKER for r in resources) and not authorize_cluster(deps, ctx, "ALTER_CONFIGS"):
             for r in resources:
                 if r.resource_type == BROKER:
                     out[(BROKER, r.resource_name)] = int(ErrorCode.cluster_authorization_failed)
@@ -184,14 +192,14 @@ class AlterConfigs(_AlterBase):
     VERSIONS = (0, 2)
 
     @classmethod
-    async def handle(cls, broker: Broker, ctx: RequestContext, request: Any) -> Any:
-        denied = cls._denied(broker, ctx, request.resources)
+    async def handle(cls, deps: ControllerDeps, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+        denied = cls._denied(deps, ctx, request.resources)
         wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
                                        [(c.name, OP_SET, c.value) for c in r.configs])
                   for r in request.resources if (r.resource_type, r.resource_name) not in denied]
-        results = await broker.metadata.controller.legacy_alter_configs(
+        results = await deps.controller.legacy_alter_configs(
             wanted, validate_only=bool(request.validate_only)) if wanted else []
-        return await cls._answer(broker, ctx, request, results, denied)
+        return await cls._answer(deps, ctx, request, results, denied)
 
 
 class IncrementalAlterConfigs(_AlterBase):
@@ -201,11 +209,11 @@ class IncrementalAlterConfigs(_AlterBase):
     VERSIONS = (0, 1)
 
     @classmethod
-    async def handle(cls, broker: Broker, ctx: RequestContext, request: Any) -> Any:
-        denied = cls._denied(broker, ctx, request.resources)
+    async def handle(cls, deps: ControllerDeps, ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+        denied = cls._denied(deps, ctx, request.resources)
         wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
                                        [(c.name, int(c.config_operation), c.value) for c in r.configs])
                   for r in request.resources if (r.resource_type, r.resource_name) not in denied]
-        results = await broker.metadata.controller.incremental_alter_configs(
+        results = await deps.controller.incremental_alter_configs(
             wanted, validate_only=bool(request.validate_only)) if wanted else []
-        return await cls._answer(broker, ctx, request, results, denied)
+        return await cls._answer(deps, ctx, request, results, denied)

@@ -15,7 +15,11 @@ from strom.core.server.handlers._common import error_of, response_throttle
 
 if TYPE_CHECKING:
     from strom.core.coordinator.group.consumer_group import ConsumerGroup
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+    )
 
 API_KEY = 69
 VERSIONS = (0, 1)
@@ -29,9 +33,9 @@ def _assignment(m: Messages, parts: Any, image: Any) -> Any:
         for tid, name, ps in service.describe_assignment(parts, image)))
 
 
-def _described(m: Messages, broker: Broker, group: ConsumerGroup, operations: int) -> Any:
-    image = broker.image
-    env = service.env_for(broker)
+def _described(m: Messages, deps: GroupDeps, group: ConsumerGroup, operations: int) -> Any:
+    image = deps.image
+    env = service.env_for(deps)
     members = tuple(
         m.make("Member", member_id=mem.member_id, instance_id=mem.instance_id, rack_id=mem.rack_id,
                member_epoch=mem.member_epoch, client_id=mem.client_id, client_host=mem.client_host,
@@ -48,9 +52,9 @@ def _described(m: Messages, broker: Broker, group: ConsumerGroup, operations: in
                   authorized_operations=operations)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    coordinator = getattr(broker, "group_coordinator", None)
+    coordinator = getattr(deps, "group_coordinator", None)
     want_ops = bool(getattr(request, "include_authorized_operations", False))
     groups = []
     for group_id in request.group_ids:
@@ -60,7 +64,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             return m.make("DescribedGroup", error_code=code, error_message=message, group_id=gid, group_state="",
                           group_epoch=0, assignment_epoch=0, assignor_name="", members=())
 
-        if not broker.authorize(ctx, "DESCRIBE", "GROUP", [group_id])[0]:
+        if not deps.authorize(ctx, "DESCRIBE", "GROUP", [group_id])[0]:
             groups.append(failure(int(ErrorCode.group_authorization_failed), None))
             continue
         if coordinator is None:
@@ -78,8 +82,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                            else f"Group {group_id} is not a consumer group.")
                 groups.append(failure(int(ErrorCode.group_id_not_found), message))
                 continue
-            ops = authorized_group_operations(broker, ctx, group_id) if want_ops else NO_OPERATIONS
-            groups.append(_described(m, broker, group, ops))
+            ops = authorized_group_operations(deps, ctx, group_id) if want_ops else NO_OPERATIONS
+            groups.append(_described(m, deps, group, ops))
         except KafkaError as e:
             groups.append(failure(*error_of(e)))
-    return m.make("ConsumerGroupDescribeResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(groups))
+    return m.make("ConsumerGroupDescribeResponse", throttle_time=response_throttle(deps, ctx), groups=tuple(groups))

@@ -22,7 +22,11 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import error_of, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import (
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse,
+    )
 
 API_KEY = 68
 VERSIONS = (0, 1)
@@ -48,23 +52,23 @@ def parse(request: Any, ctx: RequestContext) -> HeartbeatRequest:
         if ctx.client_address else "")
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    throttle = response_throttle(broker, ctx)
+    throttle = response_throttle(deps, ctx)
 
     def failure(code: int, message: str | None) -> Any:
         return m.make("ConsumerGroupHeartbeatResponse", throttle_time=throttle, error_code=code,
                       error_message=message, member_id=None, member_epoch=-1, heartbeat_interval=0)
 
-    if not broker.authorize(ctx, "READ", "GROUP", [request.group_id])[0]:
+    if not deps.authorize(ctx, "READ", "GROUP", [request.group_id])[0]:
         return failure(int(ErrorCode.group_authorization_failed), None)
-    coordinator = getattr(broker, "group_coordinator", None)
+    coordinator = getattr(deps, "group_coordinator", None)
     if coordinator is None:
         return failure(int(ErrorCode.coordinator_not_available), None)
     try:
         req = parse(request, ctx)
-        env = service.env_for(broker)
-        result = await service.heartbeat(coordinator, lambda: service.env_for(broker), request.group_id, req)
+        env = service.env_for(deps)
+        result = await service.heartbeat(coordinator, lambda: service.env_for(deps), request.group_id, req)
     except KafkaError as e:
         return failure(*error_of(e))
     except Exception as e:  # answered as UNKNOWN_SERVER_ERROR (error_of logs it)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -12,17 +12,18 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import DeleteGroupsRequest, DeleteGroupsResponse
 
 API_KEY = 42
 VERSIONS = (0, 2)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    names = list(request.groups_names)
-    denied = denied_groups(broker, ctx, "DELETE", names)
-    coordinator = coordinator_of(broker)
+    names: list[str] = [*request.groups_names]
+    denied = denied_groups(deps, ctx, "DELETE", names)
+    coordinator = coordinator_of(deps)
     codes: dict[str, int] = {g: int(ErrorCode.group_authorization_failed) for g in denied}
     todo = [g for g in dict.fromkeys(names) if g not in denied]
     if coordinator is None:
@@ -30,4 +31,4 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     elif todo:
         codes.update(await coordinator.delete_groups(todo))
     out = tuple(m.make("DeletableGroupResult", group_id=g, error_code=codes[g]) for g in dict.fromkeys(names))
-    return m.make("DeleteGroupsResponse", throttle_time=response_throttle(broker, ctx), results=out)
+    return m.make("DeleteGroupsResponse", throttle_time=response_throttle(deps, ctx), results=out)

@@ -7,26 +7,27 @@ answers; before the broker's own registration is in the image, it answers with i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ClusterDeps
+    from strom.core.server.handlers._kio_types import DescribeClusterRequest, DescribeClusterResponse
 
 API_KEY = 60
 VERSIONS = (0, 2)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ClusterDeps, ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     m = response_messages(API_KEY, ctx.api_version)
     include_fenced = bool(getattr(request, "include_fenced_brokers", False))
     brokers = tuple(m.make("DescribeClusterBroker", broker_id=node, host=host, port=port, rack=rack, is_fenced=fenced)
-                    for node, host, port, rack, fenced in broker.broker_endpoints(
+                    for node, host, port, rack, fenced in deps.broker_endpoints(
                         ctx.listener_name, include_fenced=include_fenced))
-    return m.make("DescribeClusterResponse", throttle_time=response_throttle(broker, ctx), error_code=0,
-                  error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
-                  controller_id=broker.controller_id(), brokers=brokers,
+    return m.make("DescribeClusterResponse", throttle_time=response_throttle(deps, ctx), error_code=0,
+                  error_message=None, endpoint_type=1, cluster_id=deps.cluster_id,
+                  controller_id=deps.controller_id(), brokers=brokers,
                   cluster_authorized_operations=-2147483648)

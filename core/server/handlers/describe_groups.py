@@ -6,7 +6,7 @@ GROUP_ID_NOT_FOUND from v6 (KIP-1043).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -22,17 +22,18 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import DescribeGroupsRequest, DescribeGroupsResponse
 
 API_KEY = 15
 VERSIONS = (0, 6)
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     v = ctx.api_version
     m = response_messages(API_KEY, v)
-    coordinator = coordinator_of(broker)
+    coordinator = coordinator_of(deps)
     want_ops = bool(getattr(request, "include_authorized_operations", False))
-    denied = denied_groups(broker, ctx, "DESCRIBE", list(request.groups))
+    denied = denied_groups(deps, ctx, "DESCRIBE", list(request.groups))
     out = []
     for group_id in request.groups:
         state, protocol_type, protocol_data, members = "Dead", "", "", ()
@@ -59,8 +60,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 code = int(ErrorCode.group_id_not_found)
                 message = (f"Group {group_id} not found." if group is None
                            else f"Group {group_id} is not a classic group.")
-        ops = authorized_group_operations(broker, ctx, group_id) if want_ops and not code else INT32_MIN
+        ops = authorized_group_operations(deps, ctx, group_id) if want_ops and not code else INT32_MIN
         out.append(m.make("DescribedGroup", error_code=code, error_message=message, group_id=group_id,
                           group_state=state, protocol_type=protocol_type, protocol_data=protocol_data,
                           members=members, authorized_operations=ops))
-    return m.make("DescribeGroupsResponse", throttle_time=response_throttle(broker, ctx), groups=tuple(out))
+    return m.make("DescribeGroupsResponse", throttle_time=response_throttle(deps, ctx), groups=tuple(out))

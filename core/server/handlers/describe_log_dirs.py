@@ -16,22 +16,23 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ReplicaDeps
+    from strom.core.server.handlers._kio_types import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 API_KEY = 35
 VERSIONS = (1, 5)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ReplicaDeps, ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    if not authorize_cluster(broker, ctx, "DESCRIBE"):
+    if not authorize_cluster(deps, ctx, "DESCRIBE"):
         return m.make("DescribeLogDirsResponse", throttle_time=0,
                       error_code=int(ErrorCode.cluster_authorization_failed), results=())
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in request.topics}
-    by_dir: dict[str, dict[str, list[Any]]] = {str(d): {} for d in broker.config.log_dir_list}
-    for (topic, index), part in sorted(broker.replica_manager.partitions.items()):
+    by_dir: dict[str, dict[str, list[Any]]] = {str(d): {} for d in deps.config.log_dir_list}
+    for (topic, index), part in sorted(deps.replica_manager.partitions.items()):
         if wanted is not None and (topic not in wanted or index not in wanted[topic]):
             continue
         log_dir = part.log_dir
@@ -50,5 +51,5 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             is_cordoned=False,
             topics=tuple(m.make("DescribeLogDirsTopic", name=name, partitions=tuple(parts))
                          for name, parts in sorted(topics.items()))))
-    return m.make("DescribeLogDirsResponse", throttle_time=response_throttle(broker, ctx), error_code=0,
+    return m.make("DescribeLogDirsResponse", throttle_time=response_throttle(deps, ctx), error_code=0,
                   results=tuple(results))

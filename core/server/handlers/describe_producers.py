@@ -13,7 +13,7 @@ first offset of its open transaction (-1 for none).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -23,7 +23,8 @@ from strom.core.server.handlers._common import response_throttle
 from strom.core.topic_names import MAX_NAME_LENGTH
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ReplicaDeps
+    from strom.core.server.handlers._kio_types import DescribeProducersRequest, DescribeProducersResponse
 
 API_KEY = 61
 VERSIONS = (0, 0)
@@ -54,10 +55,10 @@ def _invalid_topic_reason(name: str) -> str | None:
     return None
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ReplicaDeps, ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    image = broker.image
-    rm = broker.replica_manager
+    image = deps.image
+    rm = deps.replica_manager
     names = list(dict.fromkeys(str(t.name) for t in request.topics))
     invalid: dict[str, tuple[int, str | None]] = {}
     for n in names:
@@ -65,7 +66,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         if reason is not None:
             invalid[n] = (int(ErrorCode.invalid_topic_exception), f"Topic name is invalid: {reason}")
     legal = [n for n in names if n not in invalid]
-    readable = broker.authorize(ctx, "READ", "TOPIC", legal) if legal else []
+    readable = deps.authorize(ctx, "READ", "TOPIC", legal) if legal else []
     denied = {n for n, ok in zip(legal, readable, strict=True) if not ok}
 
     topics = []
@@ -79,8 +80,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             topic_error = (int(ErrorCode.unknown_topic_or_partition),
                            _DEFAULT_MESSAGES[ErrorCode.unknown_topic_or_partition])
         partitions = []
-        for index in t.partition_indexes:
-            index = int(index)
+        for requested_index in t.partition_indexes:
+            index = int(requested_index)
             if topic_error is not None:
                 partitions.append(m.make("PartitionResponse", partition_index=index, error_code=topic_error[0],
                                          error_message=topic_error[1], active_producers=()))
@@ -99,4 +100,4 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             partitions.append(m.make("PartitionResponse", partition_index=index, error_code=0,
                                      error_message=None, active_producers=producers))
         topics.append(m.make("TopicResponse", name=name, partitions=tuple(partitions)))
-    return m.make("DescribeProducersResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(topics))
+    return m.make("DescribeProducersResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(topics))

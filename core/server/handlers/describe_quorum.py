@@ -35,7 +35,8 @@ from strom.core.server.handlers._common import authorize_cluster
 
 if TYPE_CHECKING:
     from strom.core.raft.client import RaftClient
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import QuorumDeps
+    from strom.core.server.handlers._kio_types import DescribeQuorumRequest, DescribeQuorumResponse
 
 API_KEY = 55
 VERSIONS = (0, 2)
@@ -51,17 +52,17 @@ MESSAGES = {
 }
 
 
-def voter_endpoints(broker: Broker) -> dict[int, list[tuple[str, str, int]]]:
+def voter_endpoints(deps: QuorumDeps) -> dict[int, list[tuple[str, str, int]]]:
     """Voter id -> [(listener name, host, port)], as the v2 ``nodes`` list shows them."""
-    controller_names = [n.strip() for n in split_csv(broker.config.controller_listener_names)]
-    out: dict[int, list[tuple[str, str, int]]] = {v: [] for v in broker.metadata.raft.voters}
-    for entry in split_csv(broker.config.controller_quorum_voters):
+    controller_names = [n.strip() for n in split_csv(deps.config.controller_listener_names)]
+    out: dict[int, list[tuple[str, str, int]]] = {v: [] for v in deps.raft.voters}
+    for entry in split_csv(deps.config.controller_quorum_voters):
         node, _, address = entry.partition("@")
         host, _, port = address.rpartition(":")
         if controller_names and int(node) in out:
             out[int(node)].append((controller_names[0], host.strip("[]"), int(port)))
-    if not split_csv(broker.config.controller_quorum_voters) and broker.node_id in out:
-        out[broker.node_id] = [(name, host, port) for name, host, port in broker.config.listener_list()
+    if not split_csv(deps.config.controller_quorum_voters) and deps.node_id in out:
+        out[deps.node_id] = [(name, host, port) for name, host, port in deps.config.listener_list()
                                if name in controller_names]
     return out
 
@@ -85,7 +86,7 @@ def _partition_errors(m: Messages, request: Any, code: ErrorCode) -> Any:
     return m.make("DescribeQuorumResponse", error_code=0, error_message="", topics=topics, nodes=())
 
 
-def _describe(m: Messages, broker: Broker, raft: RaftClient) -> Any:
+def _describe(m: Messages, deps: QuorumDeps, raft: RaftClient) -> Any:
     now = int(time.time() * 1000)
     end_offset = raft.end_offset
     voters = tuple(
@@ -102,19 +103,19 @@ def _describe(m: Messages, broker: Broker, raft: RaftClient) -> Any:
     nodes = () if not m.has("DescribeQuorumResponse", "nodes") else tuple(
         m.make("Node", node_id=node, listeners=tuple(m.make("Listener", name=name, host=host, port=port)
                                                       for name, host, port in endpoints))
-        for node, endpoints in sorted(voter_endpoints(broker).items()))
+        for node, endpoints in sorted(voter_endpoints(deps).items()))
     return m.make("DescribeQuorumResponse", error_code=0, error_message="",
                   topics=(m.make("TopicData", topic_name=METADATA_TOPIC, partitions=(partition,)),), nodes=nodes)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: QuorumDeps, ctx: RequestContext, request: DescribeQuorumRequest) -> DescribeQuorumResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    if not authorize_cluster(broker, ctx, "DESCRIBE"):
+    if not authorize_cluster(deps, ctx, "DESCRIBE"):
         code = ErrorCode.cluster_authorization_failed
         return m.make("DescribeQuorumResponse", error_code=code, error_message=MESSAGES[code], topics=(), nodes=())
     if not _wants_metadata_partition(request):
         return _partition_errors(m, request, ErrorCode.unknown_topic_or_partition)
-    raft = broker.metadata.raft
+    raft = deps.raft
     if not raft.is_leader:
         return _partition_errors(m, request, ErrorCode.not_leader_or_follower)
-    return _describe(m, broker, raft)
+    return _describe(m, deps, raft)

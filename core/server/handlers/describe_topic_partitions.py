@@ -38,7 +38,11 @@ from strom.core.server.handlers._common import INTERNAL_TOPICS, authorize_topics
 from strom.core.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ImageDeps
+    from strom.core.server.handlers._kio_types import (
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+    )
 
 API_KEY = 75
 VERSIONS = (0, 0)
@@ -51,17 +55,17 @@ TOPIC_ACL_OPERATIONS = {"READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER"
                         "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
 
 
-def authorized_topic_operations(broker: Broker, ctx: RequestContext, topic: str) -> int:
+def authorized_topic_operations(deps: ImageDeps, ctx: RequestContext, topic: str) -> int:
     return sum(1 << code for op, code in TOPIC_ACL_OPERATIONS.items()
-               if broker.authorize(ctx, op, "TOPIC", [topic])[0])
+               if deps.authorize(ctx, op, "TOPIC", [topic])[0])
 
 
-def _failed(m: Any, ctx: RequestContext, broker: Broker, request: Any, code: ErrorCode) -> Any:
+def _failed(m: Any, ctx: RequestContext, deps: ImageDeps, request: Any, code: ErrorCode) -> Any:
     """Kafka's getErrorResponse: one error entry per requested topic, in request order."""
     topics = tuple(m.make("DescribeTopicPartitionsResponseTopic", error_code=int(code), name=t.name,
                           topic_id=ZERO_UUID, is_internal=False, partitions=(),
                           topic_authorized_operations=INT32_MIN) for t in request.topics)
-    return m.make("DescribeTopicPartitionsResponse", throttle_time=response_throttle(broker, ctx),
+    return m.make("DescribeTopicPartitionsResponse", throttle_time=response_throttle(deps, ctx),
                   topics=topics, next_cursor=None)
 
 
@@ -92,9 +96,9 @@ def _missing_topic_error(name: str) -> int:
     return int(ErrorCode.unknown_topic_or_partition)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ImageDeps, ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     m = response_messages(API_KEY, 0)
-    image: MetadataImage = broker.image
+    image: MetadataImage = deps.image
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     list_all = len(request.topics) == 0
@@ -104,16 +108,16 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     else:
         candidates = {t.name for t in request.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in candidates:
-            return _failed(m, ctx, broker, request, ErrorCode.invalid_request)
+            return _failed(m, ctx, deps, request, ErrorCode.invalid_request)
     if cursor is not None and cursor.partition_index < 0:
-        return _failed(m, ctx, broker, request, ErrorCode.invalid_request)
+        return _failed(m, ctx, deps, request, ErrorCode.invalid_request)
     if "" in candidates:
         # Kafka fails the whole request on an empty name it gets to describe (its topic resource
         # lookup throws); an empty name sorted before the cursor is just skipped.
-        return _failed(m, ctx, broker, request, ErrorCode.unknown_server_error)
+        return _failed(m, ctx, deps, request, ErrorCode.unknown_server_error)
 
     names = sorted(candidates)
-    denied = authorize_topics(broker, ctx, "DESCRIBE", names)
+    denied = authorize_topics(deps, ctx, "DESCRIBE", names)
     budget = max(min(MAX_PARTITION_LIMIT, int(request.response_partition_limit)), 1)
     topics: list[Any] = []
     next_cursor = None
@@ -128,13 +132,13 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 topics.append(m.make("DescribeTopicPartitionsResponseTopic", error_code=_missing_topic_error(name),
                                      name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL_TOPICS,
                                      partitions=(), topic_authorized_operations=authorized_topic_operations(
-                                         broker, ctx, name)))
+                                         deps, ctx, name)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         parts, next_index = _partitions(m, topic, start, budget)
         topics.append(m.make("DescribeTopicPartitionsResponseTopic", error_code=0, name=name,
                              topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts),
-                             topic_authorized_operations=authorized_topic_operations(broker, ctx, name)))
+                             topic_authorized_operations=authorized_topic_operations(deps, ctx, name)))
         if next_index != -1:
             next_cursor = m.make("Cursor", topic_name=name, partition_index=next_index)
             break
@@ -146,5 +150,5 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                           name=name, topic_id=ZERO_UUID, is_internal=False, partitions=(),
                           topic_authorized_operations=INT32_MIN)
                    for name in names if name in denied]
-    return m.make("DescribeTopicPartitionsResponse", throttle_time=response_throttle(broker, ctx),
+    return m.make("DescribeTopicPartitionsResponse", throttle_time=response_throttle(deps, ctx),
                   topics=tuple(topics), next_cursor=next_cursor)

@@ -14,7 +14,11 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import TxnDeps
+    from strom.core.server.handlers._kio_types import (
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+    )
 
 API_KEY = 65
 VERSIONS = (0, 0)
@@ -25,10 +29,10 @@ def _timestamp(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: TxnDeps, ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     m = response_messages(API_KEY, ctx.api_version)
     ids = list(request.transactional_ids)
-    allowed = broker.authorize(ctx, "DESCRIBE", "TRANSACTIONAL_ID", ids) if ids else []
+    allowed = deps.authorize(ctx, "DESCRIBE", "TRANSACTIONAL_ID", ids) if ids else []
     states = []
     for tid, ok in zip(ids, allowed, strict=True):
         def failed(code: ErrorCode, tid: str = tid) -> Any:
@@ -40,7 +44,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             states.append(failed(ErrorCode.transactional_id_authorization_failed))
             continue
         try:
-            txn = coordinator(broker)
+            txn = coordinator(deps)
             if tid == "":
                 # Kafka refuses an empty id (once the coordinator is up) instead of looking it up.
                 raise InvalidRequestError()
@@ -53,5 +57,5 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                              transaction_state=md.state.display, transaction_timeout=md.timeout_ms,
                              transaction_start_time=_timestamp(md.txn_start_ms), producer_id=md.producer_id,
                              producer_epoch=md.producer_epoch, topics=topics))
-    return m.make("DescribeTransactionsResponse", throttle_time=response_throttle(broker, ctx),
+    return m.make("DescribeTransactionsResponse", throttle_time=response_throttle(deps, ctx),
                   transaction_states=tuple(states))

@@ -30,7 +30,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ImageDeps
+    from strom.core.server.handlers._kio_types import ElectLeadersRequest, ElectLeadersResponse
 
 API_KEY = 43
 VERSIONS = (0, 2)
@@ -58,7 +59,7 @@ def elect(image: MetadataImage, topic: str, index: int, election_type: int) -> R
         return int(ErrorCode.unknown_topic_or_partition), f"No such partition as {topic}-{index}"
     preferred = part.replicas[0] if part.replicas else -1
     code: ErrorCode
-    if (election_type == PREFERRED and part.leader >= 0 and part.leader == preferred) or \
+    if (election_type == PREFERRED and part.leader >= 0 and part.leader == preferred) or\
             (election_type == UNCLEAN and part.leader >= 0):
         code = ErrorCode.election_not_needed
     elif election_type == PREFERRED:
@@ -81,17 +82,17 @@ def _error_response(m: Any, throttle: int, request: Any, code: int, message: str
                   replica_election_results=results)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ImageDeps, ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    throttle = response_throttle(broker, ctx)
-    if not authorize_cluster(broker, ctx, "ALTER"):
+    throttle = response_throttle(deps, ctx)
+    if not authorize_cluster(deps, ctx, "ALTER"):
         code = ErrorCode.cluster_authorization_failed
         return _error_response(m, throttle, request, int(code), _MESSAGES[code])
     election_type = int(getattr(request, "election_type", PREFERRED))  # v0 has only preferred elections
     if election_type not in (PREFERRED, UNCLEAN):
         return _error_response(m, throttle, request, int(ErrorCode.invalid_request),
                                f"Unknown election type {election_type}")
-    image = broker.image
+    image = deps.image
     results = []
     if request.topic_partitions is None:
         for name, topic_image in image.topics.items():

@@ -8,7 +8,7 @@ and epoch the producer continues with.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -18,7 +18,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import TxnDeps
+    from strom.core.server.handlers._kio_types import EndTxnRequest
 
 API_KEY = 26
 VERSIONS = (0, 5)
@@ -53,15 +54,15 @@ class EndTxnAnswer:
         return _HEAD.pack(len(body) + 4, correlation_id) + body
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: TxnDeps, ctx: RequestContext, request: EndTxnRequest) -> EndTxnAnswer:
     def answer(code: int, producer_id: int = -1, producer_epoch: int = -1) -> EndTxnAnswer:
-        return EndTxnAnswer(response_throttle(broker, ctx), code, producer_id, producer_epoch)
+        return EndTxnAnswer(response_throttle(deps, ctx), code, producer_id, producer_epoch)
 
-    if not may_write_txn_id(broker, ctx, request.transactional_id):
+    if not may_write_txn_id(deps, ctx, request.transactional_id):
         return answer(int(ErrorCode.transactional_id_authorization_failed))
     client_version = 2 if ctx.api_version >= TV2_SINCE else 0
     try:
-        pid, epoch = await coordinator(broker).end_transaction(
+        pid, epoch = await coordinator(deps).end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed),
             client_version)
     except KafkaError as e:

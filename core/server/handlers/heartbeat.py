@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -12,20 +12,21 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import HeartbeatRequest, HeartbeatResponse
 
 API_KEY = 12
 VERSIONS = (0, 4)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    coordinator = coordinator_of(broker)
-    if denied_groups(broker, ctx, "READ", [request.group_id]):
+    coordinator = coordinator_of(deps)
+    if denied_groups(deps, ctx, "READ", [request.group_id]):
         code = int(ErrorCode.group_authorization_failed)
     elif coordinator is None:
         code = int(ErrorCode.coordinator_not_available)
     else:
         code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                      getattr(request, "group_instance_id", None))
-    return m.make("HeartbeatResponse", throttle_time=response_throttle(broker, ctx), error_code=code)
+    return m.make("HeartbeatResponse", throttle_time=response_throttle(deps, ctx), error_code=code)

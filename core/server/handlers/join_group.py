@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -13,18 +13,19 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import JoinGroupRequest, JoinGroupResponse
 
 API_KEY = 11
 VERSIONS = (0, 9)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
     m = response_messages(API_KEY, v)
-    coordinator = coordinator_of(broker)
+    coordinator = coordinator_of(deps)
     session_ms = ms(request.session_timeout)
-    if denied_groups(broker, ctx, "READ", [request.group_id]):
+    if denied_groups(deps, ctx, "READ", [request.group_id]):
         result = JoinResult(int(ErrorCode.group_authorization_failed), member_id=request.member_id)
     elif coordinator is None:
         result = JoinResult(int(ErrorCode.coordinator_not_available), member_id=request.member_id)
@@ -36,7 +37,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             require_known_member_id=v >= 4)
     members = tuple(m.make("JoinGroupResponseMember", member_id=mid, group_instance_id=iid, metadata=meta)
                     for mid, iid, meta in result.members)
-    return m.make("JoinGroupResponse", throttle_time=response_throttle(broker, ctx), error_code=result.error,
+    return m.make("JoinGroupResponse", throttle_time=response_throttle(deps, ctx), error_code=result.error,
                   generation_id=result.generation_id, protocol_type=result.protocol_type,
                   protocol_name=result.protocol_name if v >= 7 else (result.protocol_name or ""),
                   leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,

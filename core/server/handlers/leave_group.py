@@ -12,32 +12,35 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import LeaveGroupRequest, LeaveGroupResponse
 
 API_KEY = 13
 VERSIONS = (0, 5)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.api_version
     m = response_messages(API_KEY, v)
+    by_version: Any = request  # mypy cannot narrow the Union by ctx.api_version
+    members: list[tuple[str, str | None]]
     if v >= 3:
-        members = [(mi.member_id, mi.group_instance_id) for mi in request.members]
+        members = [(mi.member_id, mi.group_instance_id) for mi in by_version.members]
     else:
-        members = [(request.member_id, None)]
-    coordinator = coordinator_of(broker)
+        members = [(by_version.member_id, None)]
+    coordinator = coordinator_of(deps)
     codes: list[int] = []
-    if denied_groups(broker, ctx, "READ", [request.group_id]):
+    if denied_groups(deps, ctx, "READ", [request.group_id]):
         top = int(ErrorCode.group_authorization_failed)
     elif coordinator is None:
         top = int(ErrorCode.coordinator_not_available)
     else:
         top, codes = coordinator.leave_group(request.group_id, members)
     if v < 3:
-        return m.make("LeaveGroupResponse", throttle_time=response_throttle(broker, ctx),
+        return m.make("LeaveGroupResponse", throttle_time=response_throttle(deps, ctx),
                       error_code=top or (codes[0] if codes else 0))
     responses = () if top else tuple(
         m.make("MemberResponse", member_id=mid, group_instance_id=iid, error_code=code)
         for (mid, iid), code in zip(members, codes, strict=True))
-    return m.make("LeaveGroupResponse", throttle_time=response_throttle(broker, ctx), error_code=top,
+    return m.make("LeaveGroupResponse", throttle_time=response_throttle(deps, ctx), error_code=top,
                   members=responses)

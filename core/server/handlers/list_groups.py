@@ -13,7 +13,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import ListGroupsRequest, ListGroupsResponse
 
 API_KEY = 16
 VERSIONS = (0, 5)
@@ -26,11 +27,11 @@ def _describe(group: Any) -> tuple[str, str, str]:
     return "consumer", str(group.state), "consumer"
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    coordinator = coordinator_of(broker)
+    coordinator = coordinator_of(deps)
     if coordinator is None:
-        return m.make("ListGroupsResponse", throttle_time=response_throttle(broker, ctx),
+        return m.make("ListGroupsResponse", throttle_time=response_throttle(deps, ctx),
                       error_code=int(ErrorCode.coordinator_not_available), groups=())
     code, groups = coordinator.list_groups()
     # Kafka compares states case-insensitively and trimmed (GroupMetadataManager.listGroups).
@@ -44,9 +45,9 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         if types and group_type not in types:
             continue
         rows.append((group.group_id, protocol_type, state, group_type))
-    if rows and not authorize_cluster(broker, ctx, "DESCRIBE"):
-        allowed = broker.authorize(ctx, "DESCRIBE", "GROUP", [r[0] for r in rows])
+    if rows and not authorize_cluster(deps, ctx, "DESCRIBE"):
+        allowed = deps.authorize(ctx, "DESCRIBE", "GROUP", [r[0] for r in rows])
         rows = [r for r, ok in zip(rows, allowed, strict=True) if ok]
     out = tuple(m.make("ListedGroup", group_id=g, protocol_type=p, group_state=s, group_type=t)
                 for g, p, s, t in sorted(rows))
-    return m.make("ListGroupsResponse", throttle_time=response_throttle(broker, ctx), error_code=code, groups=out)
+    return m.make("ListGroupsResponse", throttle_time=response_throttle(deps, ctx), error_code=code, groups=out)

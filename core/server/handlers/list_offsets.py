@@ -10,7 +10,7 @@ topic without remote storage, which every strom topic is: no offset (-1, -1, epo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -19,7 +19,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ReplicaDeps
+    from strom.core.server.handlers._kio_types import ListOffsetsRequest, ListOffsetsResponse
 
 API_KEY = 2
 VERSIONS = (1, 11)
@@ -36,10 +37,10 @@ MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATE
                EARLIEST_PENDING_UPLOAD: 11}
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ReplicaDeps, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     m = response_messages(API_KEY, ctx.api_version)
     isolation = getattr(request, "isolation_level", 0)
-    denied = authorize_topics(broker, ctx, "DESCRIBE", [t.name for t in request.topics])
+    denied = authorize_topics(deps, ctx, "DESCRIBE", [t.name for t in request.topics])
     seen: set[tuple[str, int]] = set()
     duplicates: set[tuple[str, int]] = set()
     for t in request.topics:
@@ -63,7 +64,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 code = int(ErrorCode.unsupported_version)
             else:
                 try:
-                    part = broker.replica_manager.get_partition(t.name, p.partition_index)
+                    part = deps.replica_manager.get_partition(t.name, p.partition_index)
                     part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
                     ts = p.timestamp
                     if ts == LATEST:
@@ -86,4 +87,4 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                                 error_code=code, timestamp=timestamp, offset=offset, leader_epoch=epoch,
                                 old_style_offsets=()))
         topics.append(m.make("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
-    return m.make("ListOffsetsResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(topics))
+    return m.make("ListOffsetsResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(topics))

@@ -10,7 +10,7 @@ on the cluster gets a top-level CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -19,20 +19,24 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ImageDeps
+    from strom.core.server.handlers._kio_types import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
 
 API_KEY = 46
 VERSIONS = (0, 0)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ImageDeps, ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    throttle = response_throttle(broker, ctx)
-    if not authorize_cluster(broker, ctx, "DESCRIBE"):
+    throttle = response_throttle(deps, ctx)
+    if not authorize_cluster(deps, ctx, "DESCRIBE"):
         return m.make("ListPartitionReassignmentsResponse", throttle_time=throttle,
                       error_code=int(ErrorCode.cluster_authorization_failed),
                       error_message="Cluster authorization failed.", topics=())
-    image = broker.image
+    image = deps.image
     # topic -> the partitions asked about (None: all of them); a topic named twice merges.
     wanted: dict[str, list[int] | None]
     if request.topics is None:

@@ -20,17 +20,18 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import TxnDeps
+    from strom.core.server.handlers._kio_types import ListTransactionsRequest, ListTransactionsResponse
 
 API_KEY = 66
 VERSIONS = (0, 2)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: TxnDeps, ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     m = response_messages(API_KEY, ctx.api_version)
 
     def answer(code: int, unknown: list[str], found: list[Any]) -> Any:
-        return m.make("ListTransactionsResponse", throttle_time=response_throttle(broker, ctx), error_code=code,
+        return m.make("ListTransactionsResponse", throttle_time=response_throttle(deps, ctx), error_code=code,
                       unknown_state_filters=tuple(unknown), transaction_states=tuple(found))
 
     names = list(request.state_filters)
@@ -45,12 +46,12 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         except re.error:
             return answer(int(ErrorCode.invalid_regular_expression), unknown, [])
     try:
-        found = coordinator(broker).list_transactions(states or None, set(request.producer_id_filters) or None,
+        found = coordinator(deps).list_transactions(states or None, set(request.producer_id_filters) or None,
                                                       getattr(request, "duration_filter", -1), pattern)
     except KafkaError as e:
         return answer(int(e.code), unknown, [])
     ids = [md.transactional_id for md in found]
-    allowed = broker.authorize(ctx, "DESCRIBE", "TRANSACTIONAL_ID", ids) if ids else []
+    allowed = deps.authorize(ctx, "DESCRIBE", "TRANSACTIONAL_ID", ids) if ids else []
     return answer(0, unknown, [m.make("TransactionState", transactional_id=md.transactional_id,
                                       producer_id=md.producer_id, transaction_state=md.state.display)
                                for md, ok in zip(found, allowed, strict=True) if ok])

@@ -13,7 +13,7 @@ themselves when no bootstrap broker is reachable), so neither does strom: it is 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -23,17 +23,18 @@ from strom.core.server.handlers._common import INTERNAL_TOPICS, authorize_topics
 from strom.core.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import MetadataDeps
+    from strom.core.server.handlers._kio_types import MetadataRequest, MetadataResponse
 
 API_KEY = 3
 VERSIONS = (0, 13)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = ctx.api_version
     m = response_messages(API_KEY, version)
-    image = broker.image
+    image = deps.image
 
     requested = request.topics
     if requested is not None and version == 0 and len(requested) == 0:
@@ -45,8 +46,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         # supported in requests for version N", answered as MetadataRequest.getErrorResponse
         # does: INVALID_REQUEST for every topic, a null name sent back as "" (v10-11 responses
         # cannot carry a null name).
-        return m.make("MetadataResponse", throttle_time=response_throttle(broker, ctx), brokers=(),
-                      cluster_id=broker.cluster_id, controller_id=-1, cluster_authorized_operations=-2147483648,
+        return m.make("MetadataResponse", throttle_time=response_throttle(deps, ctx), brokers=(),
+                      cluster_id=deps.cluster_id, controller_id=-1, cluster_authorized_operations=-2147483648,
                       error_code=0, topics=tuple(
                           m.make("MetadataResponseTopic", error_code=int(ErrorCode.invalid_request),
                                  name=t.name or "", topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
@@ -59,7 +60,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     else:
         names = []
         for t in requested:
-            name = t.name
+            name: str | None = t.name
             if name is None:
                 topic_id = getattr(t, "topic_id", None)
                 found = image.topics_by_id.get(topic_id) if topic_id else None
@@ -70,7 +71,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             names.append(name)
         missing = [n for n in names if n not in image.topics]
         if missing:
-            allow = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
+            allow = getattr(request, "allow_auto_topic_creation", True) and deps.config.auto_create_topics_enable
             creatable = []
             for n in missing:
                 try:
@@ -83,19 +84,19 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 else:
                     errors[n] = int(ErrorCode.unknown_topic_or_partition)
             if creatable:
-                denied = authorize_topics(broker, ctx, "CREATE", creatable)
-                if denied and not broker.authorize(ctx, "CREATE", "CLUSTER", ["kafka-cluster"])[0]:
+                denied = authorize_topics(deps, ctx, "CREATE", creatable)
+                if denied and not deps.authorize(ctx, "CREATE", "CLUSTER", ["kafka-cluster"])[0]:
                     for n in denied:
                         errors[n] = int(ErrorCode.topic_authorization_failed)
                     creatable = [n for n in creatable if n not in denied]
-                results = await broker.auto_create_topics(creatable)
+                results = await deps.auto_create_topics(creatable)
                 for n, code in results.items():
                     if code not in (0, int(ErrorCode.topic_already_exists)):
                         errors[n] = code
-            image = broker.image
+            image = deps.image
 
     described = [n for n in names if n not in errors and n in image.topics]
-    denied = authorize_topics(broker, ctx, "DESCRIBE", described)
+    denied = authorize_topics(deps, ctx, "DESCRIBE", described)
     if requested is None:
         described = [n for n in described if n not in denied]  # unauthorized topics are omitted
     else:
@@ -124,7 +125,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                              is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts)))
 
     brokers = tuple(m.make("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
-                    for node, host, port, rack, _fenced in broker.broker_endpoints(ctx.listener_name))
-    return m.make("MetadataResponse", throttle_time=response_throttle(broker, ctx), brokers=brokers,
-                  cluster_id=broker.cluster_id, controller_id=broker.controller_id(), topics=tuple(topics),
+                    for node, host, port, rack, _fenced in deps.broker_endpoints(ctx.listener_name))
+    return m.make("MetadataResponse", throttle_time=response_throttle(deps, ctx), brokers=brokers,
+                  cluster_id=deps.cluster_id, controller_id=deps.controller_id(), topics=tuple(topics),
                   cluster_authorized_operations=-2147483648, error_code=0)

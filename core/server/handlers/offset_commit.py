@@ -19,27 +19,30 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import OffsetCommitRequest, OffsetCommitResponse
 
 API_KEY = 8
 VERSIONS = (2, 10)
 TOPIC_IDS_FROM = 10  # first version that names topics by id (shared with OffsetFetch)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     m = response_messages(API_KEY, ctx.api_version)
     by_id = ctx.api_version >= TOPIC_IDS_FROM
     group_id = request.group_id
-    image = broker.image
+    image = deps.image
     # The name of each request topic; None for an id the image does not know.
-    names: list[str | None] = [image.topic_name(t.topic_id) if by_id else t.name for t in request.topics]
-    coordinator = coordinator_of(broker)
+    # v10 names topics by id, v2-9 by name; mypy cannot narrow the Union by ctx.api_version.
+    request_topics: Any = request.topics
+    names: list[str | None] = [image.topic_name(t.topic_id) if by_id else t.name for t in request_topics]
+    coordinator = coordinator_of(deps)
     group_error = 0
-    if denied_groups(broker, ctx, "READ", [group_id]):
+    if denied_groups(deps, ctx, "READ", [group_id]):
         group_error = int(ErrorCode.group_authorization_failed)
     elif coordinator is None:
         group_error = int(ErrorCode.coordinator_not_available)
-    denied = authorize_topics(broker, ctx, "READ", [n for n in names if n is not None]) if not group_error else set()
+    denied = authorize_topics(deps, ctx, "READ", [n for n in names if n is not None]) if not group_error else set()
     topics = image.topics
     # A denied group fails every partition; a missing coordinator is found after the topic checks.
     unknown_id = group_error if group_error == ErrorCode.group_authorization_failed else int(ErrorCode.unknown_topic_id)
@@ -48,7 +51,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     answers: dict[int, list[tuple[int, int]]] = {}
     pending: list[tuple[int, str, int]] = []
     wanted: list[tuple[str, int, int, int, str | None]] = []
-    for i, (t, name) in enumerate(zip(request.topics, names, strict=True)):
+    for i, (t, name) in enumerate(zip(request_topics, names, strict=True)):
         known = topics.get(name) if name is not None else None
         for p in t.partitions:
             index = p.partition_index
@@ -80,4 +83,4 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         out.append(m.make("OffsetCommitResponseTopic", name=names[i], topic_id=getattr(t, "topic_id", None),
                           partitions=tuple(m.make("OffsetCommitResponsePartition", partition_index=index,
                                                   error_code=code) for index, code in parts)))
-    return m.make("OffsetCommitResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(out))
+    return m.make("OffsetCommitResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(out))

@@ -7,7 +7,7 @@ no topics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -17,29 +17,30 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import OffsetDeleteRequest, OffsetDeleteResponse
 
 API_KEY = 47
 VERSIONS = (0, 0)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    coordinator = coordinator_of(broker)
+    coordinator = coordinator_of(deps)
     codes: dict[tuple[str, int], int] = {}
-    if denied_groups(broker, ctx, "DELETE", [request.group_id]):
+    if denied_groups(deps, ctx, "DELETE", [request.group_id]):
         error = int(ErrorCode.group_authorization_failed)
     elif coordinator is None:
         error = int(ErrorCode.coordinator_not_available)
     else:
-        denied = authorize_topics(broker, ctx, "READ", [t.name for t in request.topics])
-        topics = broker.image.topics
-        wanted = []
+        denied = authorize_topics(deps, ctx, "READ", [t.name for t in request.topics])
+        topics = deps.image.topics
+        wanted: list[tuple[str, list[int]]] = []
         for t in request.topics:
             # As Kafka's KafkaApis: unauthorized topics, then unknown topics and partitions are
             # answered here; the coordinator only sees partitions that exist.
             known = topics.get(t.name)
-            valid = []
+            valid: list[int] = []
             for p in t.partitions:
                 if t.name in denied:
                     codes[(t.name, p.partition_index)] = int(ErrorCode.topic_authorization_failed)
@@ -51,10 +52,10 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 wanted.append((t.name, valid))
         error, results = await coordinator.delete_offsets(request.group_id, wanted)
         codes.update(results)
-    topics = () if error else tuple(
+    topics_out = () if error else tuple(
         m.make("OffsetDeleteResponseTopic", name=t.name, partitions=tuple(
             m.make("OffsetDeleteResponsePartition", partition_index=p.partition_index,
                    error_code=codes.get((t.name, p.partition_index), 0)) for p in t.partitions))
         for t in request.topics)
-    return m.make("OffsetDeleteResponse", error_code=error, throttle_time=response_throttle(broker, ctx),
-                  topics=topics)
+    return m.make("OffsetDeleteResponse", error_code=error, throttle_time=response_throttle(deps, ctx),
+                  topics=topics_out)

@@ -26,7 +26,8 @@ from strom.core.server.handlers._common import authorize_topics, response_thrott
 from strom.core.server.handlers.offset_commit import TOPIC_IDS_FROM
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import GroupDeps
+    from strom.core.server.handlers._kio_types import OffsetFetchRequest, OffsetFetchResponse
 
 API_KEY = 9
 VERSIONS = (1, 10)
@@ -34,25 +35,25 @@ VERSIONS = (1, 10)
 Row = tuple[str, int, int, int, str, int]
 
 
-def _fetch(broker: Broker, ctx: RequestContext, group_id: str, requested: list[tuple[str | None, list[int]]] | None,
+def _fetch(deps: GroupDeps, ctx: RequestContext, group_id: str, requested: list[tuple[str | None, list[int]]] | None,
            require_stable: bool, member_id: str | None, member_epoch: int) -> tuple[int, list[Row], list[tuple[int, int]]]:
     """(group error, rows, failed topics): ``requested`` names each topic (None: an unknown id);
     failed topics are (request position, error) in request order, answered after the rows as
     Kafka does. A group error comes with neither, as Kafka answers it."""
-    coordinator = coordinator_of(broker)
-    if denied_groups(broker, ctx, "DESCRIBE", [group_id]):
+    coordinator = coordinator_of(deps)
+    if denied_groups(deps, ctx, "DESCRIBE", [group_id]):
         return int(ErrorCode.group_authorization_failed), [], []
     if coordinator is None:
         return int(ErrorCode.coordinator_not_available), [], []
     names = [n for n, _ in requested if n is not None] if requested is not None else []
-    denied = authorize_topics(broker, ctx, "DESCRIBE", names)
+    denied = authorize_topics(deps, ctx, "DESCRIBE", names)
     allowed = None if requested is None else [(n, ps) for n, ps in requested if n is not None and n not in denied]
     error, rows = coordinator.fetch_offsets(group_id, allowed, require_stable, member_id, member_epoch)
     if error:
         return error, [], []
     if requested is None:
         seen = sorted({r[0] for r in rows})
-        hidden = authorize_topics(broker, ctx, "DESCRIBE", seen)
+        hidden = authorize_topics(deps, ctx, "DESCRIBE", seen)
         return 0, [r for r in rows if r[0] not in hidden], []
     found = {(r[0], r[1]): r for r in rows}
     out: list[Row] = []
@@ -96,37 +97,39 @@ def _failed_topics(m: Messages, request_topics: Any, failed: list[tuple[int, int
     return out
 
 
-def _requested(broker: Broker, topics: Any, by_id: bool) -> list[tuple[str | None, list[int]]] | None:
+def _requested(deps: GroupDeps, topics: Any, by_id: bool) -> list[tuple[str | None, list[int]]] | None:
     """Each request topic's name (None for an id the image does not know) and partitions."""
     if topics is None:
         return None
-    image = broker.image
+    image = deps.image
     return [(image.topic_name(t.topic_id) if by_id else t.name, list(t.partition_indexes)) for t in topics]
 
 
-def _group(broker: Broker, ctx: RequestContext, m: Messages, g: Any, require_stable: bool) -> Any:
+def _group(deps: GroupDeps, ctx: RequestContext, m: Messages, g: Any, require_stable: bool) -> Any:
     """One group's answer (v8+)."""
     by_id = ctx.api_version >= TOPIC_IDS_FROM
-    error, rows, failed = _fetch(broker, ctx, g.group_id, _requested(broker, g.topics, by_id), require_stable,
+    error, rows, failed = _fetch(deps, ctx, g.group_id, _requested(deps, g.topics, by_id), require_stable,
                                  getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
-    image = broker.image
+    image = deps.image
     ids = {r[0]: image.topic_id(r[0]) for r in rows} if by_id else None
     topics = _topics(m, rows, True, ids) + _failed_topics(m, g.topics, failed, True)
     return m.make("OffsetFetchResponseGroup", group_id=g.group_id, topics=tuple(topics), error_code=error)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: GroupDeps, ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     m = response_messages(API_KEY, v)
     require_stable = bool(getattr(request, "require_stable", False))
+    by_version: Any = request  # mypy cannot narrow the Union by ctx.api_version
     if v >= 8:
-        groups = tuple(_group(broker, ctx, m, g, require_stable) for g in request.groups)
-        return m.make("OffsetFetchResponse", throttle_time=response_throttle(broker, ctx), groups=groups)
-    error, rows, failed = _fetch(broker, ctx, request.group_id, _requested(broker, request.topics, False),
+        groups = tuple(_group(deps, ctx, m, g, require_stable) for g in by_version.groups)
+        return m.make("OffsetFetchResponse", throttle_time=response_throttle(deps, ctx), groups=groups)
+    error, rows, failed = _fetch(deps, ctx, by_version.group_id, _requested(deps, by_version.topics, False),
                                  require_stable, None, -1)
-    topics = _topics(m, rows, False) + _failed_topics(m, request.topics, failed, False)
+    topics = _topics(m, rows, False) + _failed_topics(m, by_version.topics, failed, False)
     if v < 2 and error:
         # v1 has no group-level error: it goes into every requested partition.
-        topics = _failed_topics(m, request.topics or (), [(i, error) for i in range(len(request.topics or ()))], False)
-    return m.make("OffsetFetchResponse", throttle_time=response_throttle(broker, ctx),
+        asked = by_version.topics or ()
+        topics = _failed_topics(m, asked, [(i, error) for i in range(len(asked))], False)
+    return m.make("OffsetFetchResponse", throttle_time=response_throttle(deps, ctx),
                   topics=tuple(topics), error_code=error)

@@ -5,7 +5,7 @@ Consumers use it after a leader change to detect log divergence; followers to tr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -14,15 +14,19 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ReplicaDeps
+    from strom.core.server.handlers._kio_types import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
 
 API_KEY = 23
 VERSIONS = (2, 4)
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ReplicaDeps, ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    denied = authorize_topics(broker, ctx, "DESCRIBE", [t.topic for t in request.topics])
+    denied = authorize_topics(deps, ctx, "DESCRIBE", [t.topic for t in request.topics])
     topics = []
     for t in request.topics:
         parts = []
@@ -32,7 +36,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 code = int(ErrorCode.topic_authorization_failed)
             else:
                 try:
-                    part = broker.replica_manager.get_partition(t.topic, p.partition)
+                    part = deps.replica_manager.get_partition(t.topic, p.partition)
                     part.check_leader_epoch(p.current_leader_epoch)
                     epoch, end = part.last_offset_for_leader_epoch(p.leader_epoch)
                 except Exception as e:
@@ -40,4 +44,4 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             parts.append(m.make("EpochEndOffset", error_code=code, partition=p.partition, leader_epoch=epoch,
                                 end_offset=end))
         topics.append(m.make("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
-    return m.make("OffsetForLeaderEpochResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(topics))
+    return m.make("OffsetForLeaderEpochResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(topics))

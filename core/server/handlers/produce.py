@@ -47,7 +47,8 @@ from strom.core.server.txn_verification import (
 )
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import PartitionTxnDeps
+    from strom.core.server.handlers._kio_types import ProduceRequest, ProduceResponse
 
 API_KEY = 0
 VERSIONS = (3, 13)
@@ -61,39 +62,43 @@ _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes are a big-endian int1
 _partition_result = PartitionResult._make  # a row holds every field: no namedtuple __new__ per partition
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: PartitionTxnDeps, ctx: RequestContext,
+                 request: ProduceRequest) -> ProduceResults | ProduceResponse | None:
     version = ctx.api_version
     m = response_messages(API_KEY, version)
     acks = request.acks
-    rm = broker.replica_manager
+    rm = deps.replica_manager
     if acks not in (0, 1, -1):
         bad = f"acks={acks} is not 0, 1 or -1"
         if acks == 0:
             return None
-        return _all_failed(m, request, _topic_names(broker, request, version)[1], int(ErrorCode.invalid_required_acks),
+        return _all_failed(m, request, _topic_names(deps, request, version)[1], int(ErrorCode.invalid_required_acks),
                            bad)
 
-    names, ids = _topic_names(broker, request, version)
-    denied = authorize_topics(broker, ctx, "WRITE", [n for n in names if n is not None])
+    names, ids = _topic_names(deps, request, version)
+    denied = authorize_topics(deps, ctx, "WRITE", [n for n in names if n is not None])
     batches = _transactional_batches(request, names)
     txn_codes: dict[tuple[str, int], int] = {}
     guarded: set[tuple[str, int]] = set()
     if batches:
         tid = request.transactional_id
-        if tid is None or not may_write_txn_id(broker, ctx, tid):
+        if tid is None or not may_write_txn_id(deps, ctx, tid):
             # Kafka refuses the whole request: transactional records need an authorized id.
             if acks == 0:
                 raise MalformedRequestError("transactional records without an authorized transactional id")
             return _all_failed(m, request, ids, int(ErrorCode.transactional_id_authorization_failed), None)
-        image_topics = broker.image.topics  # once, not per partition
+        image_topics = deps.image.topics  # once, not per partition
         known = {tp: b for tp, b in batches.items() if tp[0] not in denied and tp[0] in image_topics}
-        txn_codes, guarded = await _enlist_partitions(broker, tid, known, version, ms(request.timeout))
+        txn_codes, guarded = await _enlist_partitions(deps, tid, known, version, ms(request.timeout))
     total_bytes = 0
     waits: list[tuple[Any, int]] = []
     topics_out: list[tuple[str | None, uuid.UUID | None, list[list[Any]]]] = []
     any_error = False
-    image_topics = broker.image.topics
-    for topic, name, topic_id in zip(request.topic_data, names, ids, strict=True):
+    image_topics = deps.image.topics
+    # Indexed: zip() and enumerate() join the per-version tuple types of topic_data to object for mypy.
+    topic_data = request.topic_data
+    for i in range(len(topic_data)):
+        topic, name, topic_id = topic_data[i], names[i], ids[i]
         parts_out = []
         topic_image = image_topics.get(name) if name is not None else None
         for pd in topic.partition_data:
@@ -112,7 +117,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             elif txn_codes and (name, pd.index) in txn_codes:
                 code = txn_codes[(name, pd.index)]
             elif guarded and (name, pd.index) in guarded and (
-                    refused := _refuse_guarded(broker, request.transactional_id, batches[(name, pd.index)],
+                    refused := _refuse_guarded(deps, request.transactional_id or "", batches[(name, pd.index)],
                                                (name, pd.index), version)):
                 code, message = refused
             else:
@@ -140,7 +145,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             parts_out.append([pd.index, code, base_offset, log_append_time, log_start, message, record_errors])
         topics_out.append((name, topic_id, parts_out))
 
-    throttle_ms = throttle(broker, ctx, "PRODUCE", total_bytes)
+    throttle_ms = throttle(deps, ctx, "PRODUCE", total_bytes)
     if acks == 0:
         if any_error:
             raise MalformedRequestError("closing the connection of an acks=0 producer after a failed append")
@@ -161,13 +166,13 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         TopicResults(name or "", [_partition_result(row) for row in parts], tid) for name, tid, parts in topics_out])
 
 
-def _topic_names(broker: Broker, request: Any, version: int) -> tuple[list[str | None], list[uuid.UUID | None]]:
+def _topic_names(deps: PartitionTxnDeps, request: Any, version: int) -> tuple[list[str | None], list[uuid.UUID | None]]:
     """The name of each request topic (None for a topic id the broker does not know) and, from
     v13, its topic id as the request gave it (None for the zero id), which the response echoes.
     One dictionary lookup per topic, as Fetch v13+ resolves its topic ids."""
     if version < TOPIC_IDS_SINCE:
         return [t.name for t in request.topic_data], [None] * len(request.topic_data)
-    image = broker.image
+    image = deps.image
     return [image.topic_name(t.topic_id) for t in request.topic_data], [t.topic_id for t in request.topic_data]
 
 
@@ -190,7 +195,7 @@ def _transactional_batches(request: Any, names: list[str | None]) -> dict[tuple[
     return batches
 
 
-async def _enlist_partitions(broker: Broker, transactional_id: str, batches: dict[tuple[str, int], TxnBatch],
+async def _enlist_partitions(deps: PartitionTxnDeps, transactional_id: str, batches: dict[tuple[str, int], TxnBatch],
                              version: int, timeout_ms: int) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
     """Add (v12+) or verify the partitions where the transactional batches would open the
     producer's transaction. Returns an error code per partition that must not be appended, and
@@ -201,14 +206,14 @@ async def _enlist_partitions(broker: Broker, transactional_id: str, batches: dic
         code = int(ErrorCode.invalid_producer_id_mapping)  # Kafka: one producer per request
         return dict.fromkeys(batches, code), set()
     add = version >= ADDS_PARTITIONS_SINCE
-    if not add and not broker.config.transaction_partition_verification_enable:
+    if not add and not deps.config.transaction_partition_verification_enable:
         return {}, set()
     txn = next(iter(batches.values()))
     codes: dict[tuple[str, int], int] = {}
     ask: list[tuple[str, int]] = []
     for tp in batches:
         try:
-            need = needs_coordinator(broker, tp, txn)
+            need = needs_coordinator(deps, tp, txn)
         except Exception:
             continue  # not the leader, and so on: the append reports it
         if need:
@@ -217,22 +222,22 @@ async def _enlist_partitions(broker: Broker, transactional_id: str, batches: dic
             ask.append(tp)
     if ask:
         if add:
-            retry_ms = min(broker.config.add_partitions_to_txn_retry_backoff_max_ms, timeout_ms)
-            answers = await add_or_verify(broker, transactional_id, txn, ask, add=True,
+            retry_ms = min(deps.config.add_partitions_to_txn_retry_backoff_max_ms, timeout_ms)
+            answers = await add_or_verify(deps, transactional_id, txn, ask, add=True,
                                           legacy=version < ABORTABLE_SINCE, retry_ms=retry_ms)
         else:
-            answers = verify(broker, transactional_id, txn, ask, legacy=version < ABORTABLE_SINCE)
+            answers = verify(deps, transactional_id, txn, ask, legacy=version < ABORTABLE_SINCE)
         codes.update({tp: produce_code(c, add) for tp, c in answers.items() if c != ErrorCode.none})
     return codes, {tp for tp in ask if tp not in codes}
 
 
-def _refuse_guarded(broker: Broker, transactional_id: str, batch: TxnBatch, tp: tuple[str, int],
+def _refuse_guarded(deps: PartitionTxnDeps, transactional_id: str, batch: TxnBatch, tp: tuple[str, int],
                     version: int) -> tuple[int, str] | None:
     """Why a partition the coordinator just added or verified must not be appended after all."""
-    if not still_in_transaction(broker, transactional_id, batch, tp):
+    if not still_in_transaction(deps, transactional_id, batch, tp):
         # The transaction ended (a timeout abort) while the partition was being added.
         return int(ErrorCode.invalid_txn_state), "the partition is no longer in the transaction"
-    if version >= ADDS_PARTITIONS_SINCE and bad_first_sequence(broker, tp, batch):
+    if version >= ADDS_PARTITIONS_SINCE and bad_first_sequence(deps, tp, batch):
         return (int(ErrorCode.out_of_order_sequence_number),
                 f"producer {batch.producer_id} is new to {tp[0]}-{tp[1]}: its first sequence must be 0, "
                 f"not {batch.base_sequence}")

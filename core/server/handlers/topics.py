@@ -12,14 +12,27 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.controller.quorum_controller import CreatableTopic, CreatePartitionsTopic
+from strom.core.controller.quorum_controller import (
+    CreatableTopic,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+)
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
 from strom.core.server.handlers.configs import describe_topic
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ControllerDeps
+    from strom.core.server.handlers._kio_types import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -31,22 +44,22 @@ MAX_RECORDS_PER_USER_OP = 10000
 EXCESSIVE = "Unable to perform excessively large batch operation."
 
 
-def _create_topics_records(broker: Broker, topics: Any) -> int:
+def _create_topics_records(deps: ControllerDeps, topics: Any) -> int:
     """How many metadata records creating ``topics`` would take (a topic, its configs, its partitions)."""
     total = 0
     for t in topics:
         if t.assignments:
             partitions = len(t.assignments)
         else:
-            partitions = broker.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0)
+            partitions = deps.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0)
         total += 1 + len(t.configs) + partitions
     return total
 
 
-def _create_partitions_records(broker: Broker, topics: Any) -> int:
+def _create_partitions_records(deps: ControllerDeps, topics: Any) -> int:
     total = 0
     for t in topics:
-        existing = broker.image.topics.get(t.name)
+        existing = deps.image.topics.get(t.name)
         if existing is not None:
             total += max(t.count - len(existing.partitions), 0)
     return total
@@ -57,13 +70,13 @@ class CreateTopics:
     VERSIONS = (2, 7)
 
     @staticmethod
-    async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    async def handle(deps: ControllerDeps, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
         m = response_messages(19, ctx.api_version)
         names = [t.name for t in request.topics]
-        may_create_all = authorize_cluster(broker, ctx, "CREATE")
-        denied = set() if may_create_all else authorize_topics(broker, ctx, "CREATE", names)
-        if _create_topics_records(broker, request.topics) > MAX_RECORDS_PER_USER_OP:
-            return m.make("CreateTopicsResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(
+        may_create_all = authorize_cluster(deps, ctx, "CREATE")
+        denied = set() if may_create_all else authorize_topics(deps, ctx, "CREATE", names)
+        if _create_topics_records(deps, request.topics) > MAX_RECORDS_PER_USER_OP:
+            return m.make("CreateTopicsResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(
                 m.make("CreatableTopicResult", name=t.name, topic_id=ZERO_UUID,
                        error_code=int(ErrorCode.policy_violation), error_message=EXCESSIVE,
                        topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=())
@@ -77,12 +90,13 @@ class CreateTopics:
                 name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
                 assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
                 configs={c.name: c.value for c in t.configs}))
-        results = {r.name: r for r in await broker.metadata.controller.create_topics(
+        results = {r.name: r for r in await deps.controller.create_topics(
             wanted, validate_only=bool(request.validate_only))} if wanted else {}
         out = []
         for t in request.topics:
             if t.name in denied:
-                r = SimpleNamespace(error_code=int(ErrorCode.topic_authorization_failed), error_message=None)
+                r: SimpleNamespace | CreateTopicResult = SimpleNamespace(
+                    error_code=int(ErrorCode.topic_authorization_failed), error_message=None)
             elif t.name in duplicates:
                 r = SimpleNamespace(error_code=int(ErrorCode.invalid_request),
                                     error_message=f"Create topics request from client `{ctx.client_id}` "
@@ -94,16 +108,16 @@ class CreateTopics:
             if r.error_code == 0:
                 topic_id = getattr(r, "topic_id", None) or ZERO_UUID
                 partitions, rf = r.num_partitions, r.replication_factor
-                if t.name in broker.image.topics and ctx.api_version >= 5:
+                if t.name in deps.image.topics and ctx.api_version >= 5:
                     configs = tuple(
                         m.make("CreatableTopicConfigs", name=c.name, value=c.value, read_only=c.read_only,
                                config_source=c.config_source, is_sensitive=c.is_sensitive)
-                        for c in describe_topic(broker, t.name, None, False, False,
+                        for c in describe_topic(deps, t.name, None, False, False,
                                                 response_messages(32, 4)))
             out.append(m.make("CreatableTopicResult", name=t.name, topic_id=topic_id, error_code=r.error_code,
                               error_message=r.error_message, topic_config_error_code=0,
                               num_partitions=partitions, replication_factor=rf, configs=configs))
-        return m.make("CreateTopicsResponse", throttle_time=response_throttle(broker, ctx), topics=tuple(out))
+        return m.make("CreateTopicsResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(out))
 
 
 class DeleteTopics:
@@ -111,13 +125,15 @@ class DeleteTopics:
     VERSIONS = (1, 6)
 
     @staticmethod
-    async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    async def handle(deps: ControllerDeps, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         m = response_messages(20, ctx.api_version)
-        image = broker.image
+        image = deps.image
+        by_version: Any = request  # mypy cannot narrow the Union by ctx.api_version
+        entries: list[tuple[str | None, uuid.UUID | None]]
         if ctx.api_version >= 6:
-            entries = [(t.name, t.topic_id) for t in request.topics]
+            entries = [(t.name, t.topic_id) for t in by_version.topics]
         else:
-            entries = [(n, None) for n in request.topic_names]
+            entries = [(n, None) for n in by_version.topic_names]
         resolved: list[tuple[str | None, uuid.UUID | None, int, str | None]] = []
         for name, topic_id in entries:
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
@@ -128,13 +144,14 @@ class DeleteTopics:
                 name = found.name
             resolved.append((name, topic_id, 0, None))
         names = [n for n, _, code, _ in resolved if code == 0 and n]
-        denied = authorize_topics(broker, ctx, "DELETE", names)
-        if not broker.config.delete_topic_enable:
+        denied = authorize_topics(deps, ctx, "DELETE", names)
+        results: dict[str | None, SimpleNamespace | DeleteTopicResult]
+        if not deps.config.delete_topic_enable:
             results = {n: SimpleNamespace(error_code=int(ErrorCode.topic_deletion_disabled), error_message=None)
                        for n in names}
         else:
             todo = [n for n in names if n not in denied]
-            results = {r.name: r for r in await broker.metadata.controller.delete_topics(todo)} if todo else {}
+            results = {r.name: r for r in await deps.controller.delete_topics(todo)} if todo else {}
         out = []
         for name, topic_id, code, message in resolved:
             tid = topic_id or ZERO_UUID
@@ -145,7 +162,7 @@ class DeleteTopics:
                 tid = getattr(results[name], "topic_id", None) or tid
             out.append(m.make("DeletableTopicResult", name=name, topic_id=tid, error_code=code,
                               error_message=message))
-        return m.make("DeleteTopicsResponse", throttle_time=response_throttle(broker, ctx), responses=tuple(out))
+        return m.make("DeleteTopicsResponse", throttle_time=response_throttle(deps, ctx), responses=tuple(out))
 
 
 class CreatePartitions:
@@ -153,20 +170,20 @@ class CreatePartitions:
     VERSIONS = (0, 3)
 
     @staticmethod
-    async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    async def handle(deps: ControllerDeps, ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         m = response_messages(37, ctx.api_version)
         names = [t.name for t in request.topics]
-        denied = authorize_topics(broker, ctx, "ALTER", names)
-        if _create_partitions_records(broker, [t for t in request.topics if t.name not in denied]) \
+        denied = authorize_topics(deps, ctx, "ALTER", names)
+        if _create_partitions_records(deps, [t for t in request.topics if t.name not in denied])\
                 > MAX_RECORDS_PER_USER_OP:
-            return m.make("CreatePartitionsResponse", throttle_time=response_throttle(broker, ctx), results=tuple(
+            return m.make("CreatePartitionsResponse", throttle_time=response_throttle(deps, ctx), results=tuple(
                 m.make("CreatePartitionsTopicResult", name=t.name, error_code=int(ErrorCode.policy_violation),
                        error_message=EXCESSIVE) for t in request.topics))
         wanted = [CreatePartitionsTopic(
             name=t.name, count=t.count,
             assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
             for t in request.topics if t.name not in denied]
-        results = {r.name: r for r in await broker.metadata.controller.create_partitions(
+        results = {r.name: r for r in await deps.controller.create_partitions(
             wanted, validate_only=bool(request.validate_only))} if wanted else {}
         out = []
         for t in request.topics:
@@ -175,4 +192,4 @@ class CreatePartitions:
             else:
                 code, message = results[t.name].error_code, results[t.name].error_message
             out.append(m.make("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))
-        return m.make("CreatePartitionsResponse", throttle_time=response_throttle(broker, ctx), results=tuple(out))
+        return m.make("CreatePartitionsResponse", throttle_time=response_throttle(deps, ctx), results=tuple(out))

@@ -28,7 +28,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import ControllerDeps
+    from strom.core.server.handlers._kio_types import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 API_KEY = 57
 VERSIONS = (0, 2)
@@ -36,20 +37,20 @@ VERSIONS = (0, 2)
 FAILED_PREFIX = "The update failed for all features since the following feature had an error: "
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: ControllerDeps, ctx: RequestContext, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
     m = response_messages(API_KEY, ctx.api_version)
     has_results = ctx.api_version <= 1
 
     def respond(code: int, message: str | None, results: tuple[Any, ...] = ()) -> Any:
         extra = {"results": results} if has_results else {}
-        return m.make("UpdateFeaturesResponse", throttle_time=response_throttle(broker, ctx),
+        return m.make("UpdateFeaturesResponse", throttle_time=response_throttle(deps, ctx),
                       error_code=code, error_message=message, **extra)
 
-    if not authorize_cluster(broker, ctx, "ALTER"):
+    if not authorize_cluster(deps, ctx, "ALTER"):
         return respond(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     updates = [(u.feature, int(u.max_version_level), int(getattr(u, "upgrade_type", UPGRADE)))
                for u in request.feature_updates]
-    error = await broker.metadata.controller.update_features(
+    error = await deps.controller.update_features(
         updates, validate_only=bool(getattr(request, "validate_only", False)))
     if error is not None:
         return respond(error.errno, FAILED_PREFIX + (error.message or ""))

@@ -29,7 +29,8 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.server.handlers._deps import CoordinatorRuntimeDeps
+    from strom.core.server.handlers._kio_types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 API_KEY = 27
 VERSIONS = (1, 2)
@@ -39,13 +40,13 @@ def _partitions(marker: Any) -> list[tuple[str, int]]:
     return [(str(t.name), int(p)) for t in marker.topics for p in t.partition_indexes]
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def handle(deps: CoordinatorRuntimeDeps, ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     m = response_messages(API_KEY, ctx.api_version)
     # Kafka asks for ALTER first (without logging a denial), then CLUSTER_ACTION.
-    allowed = authorize_cluster(broker, ctx, "ALTER") or authorize_cluster(broker, ctx, "CLUSTER_ACTION")
+    allowed = authorize_cluster(deps, ctx, "ALTER") or authorize_cluster(deps, ctx, "CLUSTER_ACTION")
     # producer id -> (topic, partition) -> error, in the order first seen.
     results: dict[int, dict[tuple[str, int], int]] = {}
-    runtime = broker.coordinator_runtime
+    runtime = deps.coordinator_runtime
     for marker in request.markers:
         pid = int(marker.producer_id)
         partitions = _partitions(marker)
