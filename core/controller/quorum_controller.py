@@ -22,10 +22,24 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kio.schema.errors import ErrorCode
-
 from strom.core.config import TOPIC_CONFIGS, BrokerConfig, format_config_value, parse_topic_config
-from strom.core.exceptions import ConfigError, KafkaError, for_code
+from strom.core.errors import (
+    BrokerIdNotRegisteredError,
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    InvalidUpdateVersionError,
+    KafkaError,
+    StaleBrokerEpochError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from strom.core.exceptions import ConfigError
 from strom.core.metadata.bootstrap import MINIMUM_METADATA_VERSION
 from strom.core.metadata.features import FEATURES, METADATA_VERSION_FEATURE
 from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
@@ -57,24 +71,20 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
-def _err(code: ErrorCode, message: str) -> KafkaError:
-    return for_code(code)(message)
-
-
 def validate_topic_name(name: str) -> None:
     """Kafka's ``Topic.validate``; raises INVALID_TOPIC_EXCEPTION with Kafka's wording."""
     if not name:
-        raise _err(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise _err(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise _err(ErrorCode.invalid_topic_exception,
-                   f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-                   f"topic name: {name}")
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+            f"topic name: {name}")
     if not _LEGAL_TOPIC.match(name):
-        raise _err(ErrorCode.invalid_topic_exception,
-                   f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-                   "alphanumerics, '.', '_' and '-'")
+        raise InvalidTopicError(
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'")
 
 
 def unify_collision_chars(name: str) -> str:
@@ -187,31 +197,31 @@ class QuorumController:
                 start: int = 0) -> list[list[int]]:
         brokers = sorted(b for b, reg in image.brokers.items() if not reg.fenced)
         if rf > len(brokers):
-            raise _err(ErrorCode.invalid_replication_factor,
-                       f"Unable to replicate the partition {rf} time(s): The target replication factor of "
-                       f"{rf} cannot be reached because only {len(brokers)} broker(s) are registered.")
+            raise InvalidReplicationFactorError(
+                f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+                f"{rf} cannot be reached because only {len(brokers)} broker(s) are registered.")
         return [[brokers[(p + i) % len(brokers)] for i in range(rf)]
                 for p in range(start, start + num_partitions)]
 
     def _check_assignment(self, image: MetadataImage, replicas: Sequence[int], what: str) -> None:
         if not replicas:
-            raise _err(ErrorCode.invalid_replica_assignment, f"{what} has an empty replica list.")
+            raise InvalidReplicaAssignmentError(f"{what} has an empty replica list.")
         if len(set(replicas)) != len(replicas):
-            raise _err(ErrorCode.invalid_replica_assignment, f"{what} has duplicate replicas: {list(replicas)}.")
+            raise InvalidReplicaAssignmentError(f"{what} has duplicate replicas: {list(replicas)}.")
         for b in replicas:
             if b not in image.brokers:
-                raise _err(ErrorCode.invalid_replica_assignment,
-                           f"{what} contains broker {b}, which is not registered.")
+                raise InvalidReplicaAssignmentError(
+                    f"{what} contains broker {b}, which is not registered.")
 
     def _validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         out: dict[str, str] = {}
         for key, value in configs.items():
             if value is None:
-                raise _err(ErrorCode.invalid_config, f"Null value not supported for topic configs: {key}")
+                raise InvalidConfigurationError(f"Null value not supported for topic configs: {key}")
             try:
                 out[key] = format_config_value(parse_topic_config(key, value))
             except ConfigError as e:
-                raise _err(ErrorCode.invalid_config, str(e)) from None
+                raise InvalidConfigurationError(str(e)) from None
         return out
 
     def _effective_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
@@ -233,7 +243,7 @@ class QuorumController:
                 results.append(result)
                 try:
                     if counts[t.name] > 1:
-                        raise _err(ErrorCode.invalid_request, "Duplicate topic name.")
+                        raise InvalidRequestError("Duplicate topic name.")
                     records.extend(self._create_one(image, t, result, seen_unified))
                 except KafkaError as e:
                     _fail(result, e)
@@ -248,33 +258,33 @@ class QuorumController:
                     seen_unified: dict[str, str]) -> list[Message]:
         validate_topic_name(t.name)
         if t.name in image.topics:
-            raise _err(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+            raise TopicExistsError(f"Topic '{t.name}' already exists.")
         other = seen_unified.get(unify_collision_chars(t.name))
         if other is not None and other != t.name:
-            raise _err(ErrorCode.invalid_topic_exception, f"Topic '{t.name}' collides with existing topic: {other}")
+            raise InvalidTopicError(f"Topic '{t.name}' collides with existing topic: {other}")
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
-                raise _err(ErrorCode.invalid_request, "A manual partition assignment was specified, but "
-                           "numPartitions or replicationFactor was not set to -1.")
+                raise InvalidRequestError("A manual partition assignment was specified, but "
+                                          "numPartitions or replicationFactor was not set to -1.")
             ids = sorted(t.assignments)
             if ids != list(range(len(ids))):
-                raise _err(ErrorCode.invalid_replica_assignment,
-                           "partitions should be a consecutive 0-based integer sequence")
+                raise InvalidReplicaAssignmentError(
+                    "partitions should be a consecutive 0-based integer sequence")
             assignment = [list(t.assignments[p]) for p in ids]
             for p, replicas in enumerate(assignment):
                 self._check_assignment(image, replicas, f"The manual partition assignment for partition {p}")
             if len({len(r) for r in assignment}) != 1:
-                raise _err(ErrorCode.invalid_replica_assignment,
-                           "All partitions should have the same number of replicas.")
+                raise InvalidReplicaAssignmentError(
+                    "All partitions should have the same number of replicas.")
         else:
             n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
             rf = self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
             if n <= 0:
-                raise _err(ErrorCode.invalid_partitions,
-                           "Number of partitions was set to an invalid non-positive value.")
+                raise InvalidPartitionsError(
+                    "Number of partitions was set to an invalid non-positive value.")
             if rf <= 0:
-                raise _err(ErrorCode.invalid_replication_factor,
-                           "Replication factor must be larger than 0, or -1 to use the default value.")
+                raise InvalidReplicationFactorError(
+                    "Replication factor must be larger than 0, or -1 to use the default value.")
             assignment = self._assign(image, n, rf)
         overrides = self._validate_topic_configs(t.configs)
         topic_id = new_topic_id()
@@ -308,12 +318,12 @@ class QuorumController:
                 results.append(result)
                 try:
                     if not self.config.delete_topic_enable:
-                        raise _err(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+                        raise TopicDeletionDisabledError("Topic deletion is disabled.")
                     if t is None:
                         if by_name:
-                            raise _err(ErrorCode.unknown_topic_or_partition,
-                                       "This server does not host this topic-partition.")
-                        raise _err(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+                            raise UnknownTopicOrPartitionError(
+                                "This server does not host this topic-partition.")
+                        raise UnknownTopicIdError("This server does not host this topic ID.")
                     if t.topic_id not in removed:
                         removed.add(t.topic_id)
                         records.append(RemoveTopicRecord(t.topic_id))
@@ -343,21 +353,21 @@ class QuorumController:
     def _create_partitions_one(self, image: MetadataImage, req: CreatePartitionsTopic) -> list[Message]:
         t = image.topic(req.name)
         if t is None:
-            raise _err(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+            raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
         current = len(t.partitions)
         if req.count < current:
-            raise _err(ErrorCode.invalid_partitions,
-                       f"The topic {req.name} currently has {current} partition(s); {req.count} would not "
-                       "be an increase.")
+            raise InvalidPartitionsError(
+                f"The topic {req.name} currently has {current} partition(s); {req.count} would not "
+                "be an increase.")
         if req.count == current:
-            raise _err(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+            raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
         added = req.count - current
         rf = len(t.partitions[0].replicas) if t.partitions else 1
         if req.assignments is not None:
             if len(req.assignments) != added:
-                raise _err(ErrorCode.invalid_replica_assignment,
-                           f"Attempted to add {added} additional partition(s), but only "
-                           f"{len(req.assignments)} assignment(s) were specified.")
+                raise InvalidReplicaAssignmentError(
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(req.assignments)} assignment(s) were specified.")
             assignment = [list(a) for a in req.assignments]
             for i, replicas in enumerate(assignment):
                 self._check_assignment(image, replicas, f"The manual partition assignment for partition "
@@ -401,22 +411,22 @@ class QuorumController:
         rtype, name = res.resource_type, res.resource_name
         if rtype == TOPIC_RESOURCE:
             if image.topic(name) is None:
-                raise _err(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         elif rtype == BROKER_RESOURCE:
             if name and not name.isdigit():
-                raise _err(ErrorCode.invalid_request, f"Illegal broker name {name!r}: not an integer.")
+                raise InvalidRequestError(f"Illegal broker name {name!r}: not an integer.")
         else:
-            raise _err(ErrorCode.invalid_request, f"Unsupported resource type {rtype}.")
+            raise InvalidRequestError(f"Unsupported resource type {rtype}.")
         current = dict(image.resource_configs(rtype, name))
         new = {} if legacy else dict(current)
         for key, op, value in res.ops:
             if rtype == BROKER_RESOURCE and key not in _BROKER_KEYS:
-                raise _err(ErrorCode.invalid_config, f"Unknown broker config name: {key}")
+                raise InvalidConfigurationError(f"Unknown broker config name: {key}")
             if rtype == TOPIC_RESOURCE and key not in TOPIC_CONFIGS:
-                raise _err(ErrorCode.invalid_config, str(ConfigError(key, value, "", unknown=True)))
+                raise InvalidConfigurationError(str(ConfigError(key, value, "", unknown=True)))
             if op == OP_SET:
                 if value is None:
-                    raise _err(ErrorCode.invalid_request, f"Null value not supported for : {key}")
+                    raise InvalidRequestError(f"Null value not supported for : {key}")
                 if key in REPLICATION_QUOTA_KEYS:
                     _check_quota_rate(key, value)
                 new[key] = value
@@ -425,7 +435,7 @@ class QuorumController:
             elif op in (OP_APPEND, OP_SUBTRACT):
                 if rtype != TOPIC_RESOURCE or TOPIC_CONFIGS[key].type != "LIST":
                     verb = "append" if op == OP_APPEND else "subtract"
-                    raise _err(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {key}")
+                    raise InvalidConfigurationError(f"Config value {verb} is not allowed for config key: {key}")
                 base = new.get(key)
                 if base is None:
                     base = format_config_value(self.config.topic_defaults()[key])
@@ -437,7 +447,7 @@ class QuorumController:
                     items = [i for i in items if i not in given]
                 new[key] = ",".join(items)
             else:
-                raise _err(ErrorCode.invalid_request, f"Unknown alter config operation {op}.")
+                raise InvalidRequestError(f"Unknown alter config operation {op}.")
         if rtype == TOPIC_RESOURCE:
             new = self._validate_topic_configs(new)
         out: list[Message] = []
@@ -488,8 +498,8 @@ class QuorumController:
 
     def _update_feature(self, image: MetadataImage, name: str, level: int, upgrade_type: int) -> Message:
         def invalid(reason: str) -> KafkaError:
-            return _err(ErrorCode.invalid_update_version,
-                        f"Invalid update version {level} for feature {name}. {reason}")
+            return InvalidUpdateVersionError(
+                f"Invalid update version {level} for feature {name}. {reason}")
 
         if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
             raise invalid("The controller does not support the given upgrade type.")
@@ -515,8 +525,8 @@ class QuorumController:
                           if upgrade_type == UNSAFE_DOWNGRADE else
                           "Refusing to perform the requested downgrade because it might delete "
                           "metadata information.")
-                raise _err(ErrorCode.invalid_update_version,
-                           f"Unsupported metadata.version downgrade from {current} to {level}. {reason}")
+                raise InvalidUpdateVersionError(
+                    f"Unsupported metadata.version downgrade from {current} to {level}. {reason}")
         elif name not in FEATURES:
             # Level 0 of an unknown feature passes the range check; Kafka's Feature lookup fails next.
             raise invalid(f"Feature {name} not found.")
@@ -547,10 +557,10 @@ class QuorumController:
         async with self._lock:
             broker = self.image.broker(broker_id)
             if broker is None:
-                raise _err(ErrorCode.broker_id_not_registered, f"Broker {broker_id} is not registered.")
+                raise BrokerIdNotRegisteredError(f"Broker {broker_id} is not registered.")
             if broker_epoch != -1 and broker.epoch != broker_epoch:
-                raise _err(ErrorCode.stale_broker_epoch,
-                           f"Expected broker epoch {broker.epoch}, but got {broker_epoch}.")
+                raise StaleBrokerEpochError(
+                    f"Expected broker epoch {broker.epoch}, but got {broker_epoch}.")
             first = self.image.next_producer_id
             await self._commit([ProducerIdsRecord(broker_id, broker_epoch, first + PRODUCER_ID_BLOCK_SIZE)])
             return first, PRODUCER_ID_BLOCK_SIZE
@@ -570,7 +580,7 @@ def _check_quota_rate(key: str, value: str) -> None:
     try:
         rate = int(value.strip())
     except ValueError:
-        raise _err(ErrorCode.invalid_request,
-                   f"Invalid value {value} for configuration {key}: Not a number of type LONG") from None
+        raise InvalidRequestError(
+            f"Invalid value {value} for configuration {key}: Not a number of type LONG") from None
     if rate < 0:
-        raise _err(ErrorCode.invalid_request, f"Invalid value {value} for configuration {key}: Value must be at least 0")
+        raise InvalidRequestError(f"Invalid value {value} for configuration {key}: Value must be at least 0")

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Protocol
 
-from kio.schema.errors import ErrorCode
-
 from strom.core.coordinator.group import consumer_group_records as CR
 from strom.core.coordinator.group import records as R
 from strom.core.coordinator.group.consumer_group_member import (
@@ -42,7 +40,18 @@ from strom.core.coordinator.group.consumer_group_member import (
     reconcile,
 )
 from strom.core.coordinator.group.consumer_group_records import Record
-from strom.core.exceptions import KafkaError, for_code
+from strom.core.errors import (
+    FencedMemberEpochError,
+    GroupMaxSizeReachedError,
+    InvalidRegularExpressionError,
+    InvalidRequestError,
+    KafkaError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+    UnsupportedAssignorError,
+    UnsupportedVersionError,
+)
 from strom.plugins.hookspecs.assignors import (
     ConsumerGroupPartitionAssignor,
     GroupSpec,
@@ -58,17 +67,13 @@ SubscriptionMetadata = dict[str, tuple[uuid.UUID, int]]  # topic name -> (topic 
 EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
 
 
-def _error(code: ErrorCode, message: str) -> KafkaError:
-    return for_code(code)(message)
-
-
 @lru_cache(maxsize=256)
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """A subscription regex (Kafka matches the whole topic name); INVALID_REGULAR_EXPRESSION if bad."""
     try:
         return re.compile(pattern)
     except re.error as e:
-        raise _error(ErrorCode.invalid_regular_expression, f"invalid regular expression {pattern!r}: {e}") from None
+        raise InvalidRegularExpressionError(f"invalid regular expression {pattern!r}: {e}") from None
 
 
 class TopicsView(Protocol):
@@ -141,11 +146,11 @@ class _AssignmentEpochValidator:
     def __call__(self, topic: str, topic_id: uuid.UUID | None, partition: int) -> None:
         epoch = None if topic_id is None else self.member.assignment_epoch(topic_id, partition)
         if epoch is None:
-            raise _error(ErrorCode.stale_member_epoch,
-                         f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
+            raise StaleMemberEpochError(
+                f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
         if self.received < epoch:
-            raise _error(ErrorCode.stale_member_epoch, f"Received member epoch {self.received} is older than "
-                         f"assignment epoch {epoch} for partition {topic}-{partition}.")
+            raise StaleMemberEpochError(f"Received member epoch {self.received} is older than "
+                                        f"assignment epoch {epoch} for partition {topic}-{partition}.")
 
 
 @dataclass(slots=True)
@@ -251,15 +256,15 @@ class ConsumerGroup:
             return None
         member = self.members.get(member_id)
         if member is None:
-            raise _error(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {self.group_id}.")
+            raise UnknownMemberIdError(f"Member {member_id} is not a member of group {self.group_id}.")
         if not transactional and api_version is not None and api_version < 9:
-            raise _error(ErrorCode.unsupported_version, "OffsetCommit version 9 or above must be used by members "
-                         "using the consumer group protocol")
+            raise UnsupportedVersionError("OffsetCommit version 9 or above must be used by members "
+                                          "using the consumer group protocol")
         if member_epoch == member.member_epoch:
             return None
         if member_epoch > member.member_epoch:
-            raise _error(ErrorCode.stale_member_epoch, f"Received member epoch {member_epoch} is newer than "
-                         f"current member epoch {member.member_epoch}.")
+            raise StaleMemberEpochError(f"Received member epoch {member_epoch} is newer than "
+                                        f"current member epoch {member.member_epoch}.")
         return _AssignmentEpochValidator(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
@@ -268,10 +273,10 @@ class ConsumerGroup:
             return
         member = self.members.get(member_id or "")
         if member is None:
-            raise _error(ErrorCode.unknown_member_id, f"member {member_id!r} is not in group {self.group_id!r}")
+            raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id!r}")
         if member_epoch != member.member_epoch:
-            raise _error(ErrorCode.stale_member_epoch,
-                         f"member epoch {member_epoch} is not the current {member.member_epoch}")
+            raise StaleMemberEpochError(
+                f"member epoch {member_epoch} is not the current {member.member_epoch}")
 
     # -- replay -------------------------------------------------------------------------------
 
@@ -416,16 +421,16 @@ class ConsumerGroup:
         replaced: ConsumerGroupMember | None = None  # a departed static member being taken over
         if stored is None:
             if req.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
-                raise _error(ErrorCode.unknown_member_id, f"member {req.member_id!r} is not in group {gid!r}")
+                raise UnknownMemberIdError(f"member {req.member_id!r} is not in group {gid!r}")
             if len(self.members) >= env.max_size:
-                raise _error(ErrorCode.group_max_size_reached, f"group {gid!r} has {len(self.members)} members")
+                raise GroupMaxSizeReachedError(f"group {gid!r} has {len(self.members)} members")
             member = ConsumerGroupMember(req.member_id)
             if req.instance_id is not None:
                 replaced = self.static_member(req.instance_id)
                 if replaced is not None:
                     if replaced.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        raise _error(ErrorCode.unreleased_instance_id,
-                                     f"instance {req.instance_id!r} is still used by member {replaced.member_id!r}")
+                        raise UnreleasedInstanceIdError(
+                            f"instance {req.instance_id!r} is still used by member {replaced.member_id!r}")
                     # The new incarnation takes over the old one's assignment and epoch.
                     member = replace(replaced, member_id=req.member_id,
                                      member_epoch=replaced.previous_member_epoch,
@@ -442,8 +447,8 @@ class ConsumerGroup:
                     # The previous epoch is accepted when the response bumping it was lost.
                     and (req.member_epoch != member.previous_member_epoch
                          or (req.owned is not None and not is_subset(req.owned, member.assigned)))):
-                raise _error(ErrorCode.fenced_member_epoch,
-                             f"member epoch {req.member_epoch} does not match {member.member_epoch}")
+                raise FencedMemberEpochError(
+                    f"member epoch {req.member_epoch} does not match {member.member_epoch}")
 
         updated = replace(
             member,
@@ -524,7 +529,7 @@ class ConsumerGroup:
         if member is None and instance_id is not None:
             member = self.static_member(instance_id)
         if member is None:
-            raise _error(ErrorCode.unknown_member_id, f"member {member_id!r} is not in group {self.group_id!r}")
+            raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id!r}")
         if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
             # Kept with its assignment until it comes back or its session expires; as in Kafka
             # its assignment epochs drop to 0, so the returning instance may commit with any epoch.
@@ -563,7 +568,7 @@ class ConsumerGroup:
     def _validate(self, req: HeartbeatRequest, env: GroupEnv) -> None:
         """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
         def invalid(msg: str) -> KafkaError:
-            return _error(ErrorCode.invalid_request, msg)
+            return InvalidRequestError(msg)
 
         if not self.group_id:
             raise invalid("GroupId can't be empty.")
@@ -586,8 +591,8 @@ class ConsumerGroup:
         elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise invalid(f"MemberEpoch is invalid: {req.member_epoch}")
         if req.server_assignor is not None and req.server_assignor not in env.assignors:
-            raise _error(ErrorCode.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported. "
-                         f"Supported assignors: {', '.join(env.assignors)}.")
+            raise UnsupportedAssignorError(f"ServerAssignor {req.server_assignor} is not supported. "
+                                           f"Supported assignors: {', '.join(env.assignors)}.")
         if req.subscribed_topic_regex:
             compile_regex(req.subscribed_topic_regex)
 

@@ -33,9 +33,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from kio.schema.errors import ErrorCode
-
-from strom.core.exceptions import for_code
+from strom.core.errors import FencedMemberEpochError
 
 # Member epochs with a meaning of their own (Kafka's ConsumerGroupHeartbeatRequest).
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -200,7 +198,7 @@ def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Partitions
     # UNKNOWN (a replayed state byte this version does not know): only a client that owns
     # nothing may go on, straight to the target epoch.
     if owned_by_client is None or owned_by_client:
-        raise for_code(ErrorCode.fenced_member_epoch)(
+        raise FencedMemberEpochError(
             "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.")
     return _next_assignment(member, target_epoch, target_epoch, target, owner, owned_by_client, subscribed)
 

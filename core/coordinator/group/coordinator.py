@@ -33,7 +33,34 @@ from strom.core.coordinator.group import records as rec
 from strom.core.coordinator.group.classic import ClassicGroup, GroupState, JoinResult, SyncResult
 from strom.core.coordinator.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
 from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, java_hash_partition
-from strom.core.exceptions import CorruptMessageError, KafkaError, for_code
+from strom.core.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    CorruptMessageError,
+    FencedInstanceIdError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidCommitOffsetSizeError,
+    InvalidFetchSizeError,
+    InvalidGroupIdError,
+    InvalidRequestError,
+    InvalidSessionTimeoutError,
+    KafkaError,
+    KafkaStorageError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RebalanceInProgressError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    RequestTimedOutError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
+)
 
 if TYPE_CHECKING:
     from strom.core.coordinator.group.consumer_group import CommitPartitionValidator
@@ -51,29 +78,18 @@ KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 CONTROL_COMMIT = 1
 
 E = ErrorCode
-CoordinatorLoadInProgressError = for_code(E.coordinator_load_in_progress)
-CoordinatorNotAvailableError = for_code(E.coordinator_not_available)
-NotCoordinatorError = for_code(E.not_coordinator)
-InvalidGroupIdError = for_code(E.invalid_group_id)
-GroupIdNotFoundError = for_code(E.group_id_not_found)
-NonEmptyGroupError = for_code(E.non_empty_group)
-IllegalGenerationError = for_code(E.illegal_generation)
-UnknownMemberIdError = for_code(E.unknown_member_id)
-FencedInstanceIdError = for_code(E.fenced_instance_id)
-RebalanceInProgressError = for_code(E.rebalance_in_progress)
-InvalidCommitOffsetSizeError = for_code(E.invalid_commit_offset_size)
 
 # Log append failures as a coordinator reports them (Kafka's OffsetCommit/JoinGroup mapping).
-_APPEND_ERRORS = {
-    int(E.unknown_topic_or_partition): E.coordinator_not_available,
-    int(E.not_enough_replicas): E.coordinator_not_available,
-    int(E.not_enough_replicas_after_append): E.coordinator_not_available,
-    int(E.request_timed_out): E.coordinator_not_available,
-    int(E.not_leader_or_follower): E.not_coordinator,
-    int(E.kafka_storage_error): E.not_coordinator,
-    int(E.message_too_large): E.invalid_commit_offset_size,
-    int(E.record_list_too_large): E.invalid_commit_offset_size,
-    int(E.invalid_fetch_size): E.invalid_commit_offset_size,
+_APPEND_ERRORS: dict[int, type[KafkaError]] = {
+    UnknownTopicOrPartitionError.errno: CoordinatorNotAvailableError,
+    NotEnoughReplicasError.errno: CoordinatorNotAvailableError,
+    NotEnoughReplicasAfterAppendError.errno: CoordinatorNotAvailableError,
+    RequestTimedOutError.errno: CoordinatorNotAvailableError,
+    NotLeaderOrFollowerError.errno: NotCoordinatorError,
+    KafkaStorageError.errno: NotCoordinatorError,
+    RecordTooLargeError.errno: InvalidCommitOffsetSizeError,
+    RecordBatchTooLargeError.errno: InvalidCommitOffsetSizeError,
+    InvalidFetchSizeError.errno: InvalidCommitOffsetSizeError,
 }
 
 
@@ -255,7 +271,7 @@ class GroupCoordinator:
             if not getattr(txn, "loaded", True):
                 raise CoordinatorLoadInProgressError()
             return partition
-        raise for_code(E.invalid_request)(f"unknown coordinator key type {key_type}")
+        raise InvalidRequestError(f"unknown coordinator key type {key_type}")
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -282,7 +298,7 @@ class GroupCoordinator:
             mapped = _APPEND_ERRORS.get(e.errno)
             if mapped is None:
                 raise
-            raise for_code(mapped)(str(e)) from e
+            raise mapped(str(e)) from e
 
     async def store_group(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> None:
         """Persist a classic group's metadata (with the leader's assignment on SyncGroup)."""
@@ -307,7 +323,7 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             return group
         if group is not None and not group.is_empty():
-            raise for_code(E.group_id_not_found)(f"group {group_id} is not a consumer group")
+            raise GroupIdNotFoundError(f"group {group_id} is not a consumer group")
         group = ConsumerGroup(group_id)
         self.groups[group_id] = group
         return group
@@ -331,7 +347,7 @@ class GroupCoordinator:
                 group = ClassicGroup(self, group_id)
                 self.groups[group_id] = group
                 return group
-            raise for_code(E.inconsistent_group_protocol)(f"group {group_id} uses the consumer protocol")
+            raise InconsistentGroupProtocolError(f"group {group_id} uses the consumer protocol")
         return group
 
     # -- classic protocol ---------------------------------------------------------------------
@@ -344,10 +360,10 @@ class GroupCoordinator:
             self.check_available(group_id)
             config = self.broker.config
             if not config.group_min_session_timeout_ms <= session_timeout_ms <= config.group_max_session_timeout_ms:
-                return JoinResult(int(E.invalid_session_timeout), member_id=member_id)
+                raise InvalidSessionTimeoutError()
             group = self._classic_group(group_id, create=not member_id)
             if group is None:
-                return JoinResult(int(E.unknown_member_id), member_id=member_id)
+                raise UnknownMemberIdError()
         except KafkaError as e:
             return JoinResult(e.errno, member_id=member_id)
         return await group.join(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
@@ -359,10 +375,10 @@ class GroupCoordinator:
         try:
             self.check_available(group_id)
             group = self._classic_group(group_id, create=False)
+            if group is None:
+                raise UnknownMemberIdError()
         except KafkaError as e:
             return SyncResult(e.errno)
-        if group is None:
-            return SyncResult(int(E.unknown_member_id))
         return await group.sync(generation_id, member_id, group_instance_id, protocol_type, protocol_name,
                                 assignments)
 
@@ -370,10 +386,10 @@ class GroupCoordinator:
         try:
             self.check_available(group_id)
             group = self._classic_group(group_id, create=False)
+            if group is None:
+                raise UnknownMemberIdError()
         except KafkaError as e:
             return e.errno
-        if group is None:
-            return int(E.unknown_member_id)
         return group.heartbeat(generation_id, member_id, group_instance_id)
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
@@ -381,10 +397,10 @@ class GroupCoordinator:
         try:
             self.check_available(group_id)
             group = self._classic_group(group_id, create=False)
+            if group is None:
+                raise UnknownMemberIdError()
         except KafkaError as e:
             return e.errno, [e.errno] * len(members)
-        if group is None:
-            return int(E.unknown_member_id), [int(E.unknown_member_id)] * len(members)
         return 0, group.leave(members)
 
     # -- offsets ------------------------------------------------------------------------------
@@ -490,7 +506,7 @@ class GroupCoordinator:
             except KafkaError as e:
                 # Kafka answers a transactional commit a KIP-848 group refuses for its epoch
                 # (group-wide or for one partition) with ILLEGAL_GENERATION.
-                if e.errno == int(E.stale_member_epoch):
+                if isinstance(e, StaleMemberEpochError):
                     raise IllegalGenerationError(str(e)) from None
                 raise
             if records:
