@@ -39,6 +39,7 @@ from strom.core.errors import (
     OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
+from strom.core.exceptions import CorruptSnapshotError
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +79,6 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 def snapshot_path(dir_path: Path, offset: int) -> Path:
     return dir_path / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-class CorruptSnapshotError(Exception):
-    """A producer snapshot file fails its length or CRC check."""
 
 
 class BatchMetadata(NamedTuple):
