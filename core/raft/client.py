@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from strom.core.exceptions import CorruptMessageError, KafkaStorageError, NotLeaderOrFollowerError
+from strom.core.errors import CorruptMessageError, KafkaStorageError, NotLeaderOrFollowerError
 from strom.core.metadata.records import CONTROL_LEADER_CHANGE, LeaderChangeMessage, Voter, control_key
 from strom.core.raft.log import MetadataLogCorruptedError, RaftLog
 from strom.core.raft.quorum_state import ElectionState, QuorumStateStore

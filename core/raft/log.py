@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from strom.core.exceptions import CorruptMessageError, CorruptStateError, OffsetOutOfRangeError
+from strom.core.errors import CorruptMessageError, OffsetOutOfRangeError
+from strom.core.exceptions import CorruptStateError
 from strom.core.records.batch import (
     BATCH_OVERHEAD,
     CURRENT_MAGIC,

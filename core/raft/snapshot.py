@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError
 from strom.core.log.checkpoint import fsync_dir
 from strom.core.metadata.records import (
     CONTROL_SNAPSHOT_FOOTER,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.records import GroupMetadataValue, MemberMetadata
-from strom.core.exceptions import KafkaError
+from strom.core.errors import KafkaError
 
 if TYPE_CHECKING:
     from strom.core.coordinator.group.coordinator import GroupCoordinator

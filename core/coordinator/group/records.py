@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError
 from strom.core.metadata.codec import ALL, NEVER, F, Message
 
 ZERO_UUID = uuid.UUID(int=0)

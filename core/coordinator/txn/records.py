@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError
 from strom.core.metadata.codec import ALL, NEVER, F, Message
 from strom.core.protocol.codec import encode_uvarint
 
