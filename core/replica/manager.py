@@ -4,13 +4,18 @@ It is a metadata publisher: every committed metadata change arrives as a new ima
 manager creates logs for new partitions, applies leader/ISR changes, applies topic config
 changes and deletes the logs of deleted topics. Produce and fetch handlers go through it.
 Event-loop only; appends wake delayed fetches through the fetch purgatory.
+
+The purgatories are the server's (``strom.core.server.purgatory``), handed in by whoever builds
+the manager: the replica layer names only what it calls on them (:class:`DelayedOperations`), so
+it imports nothing from the server layer above it.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Protocol
 
 from strom.core.config import BrokerConfig, LogConfig
 from strom.core.exceptions import KafkaStorageError, UnknownTopicOrPartitionError
@@ -19,23 +24,38 @@ from strom.core.metadata.delta import MetadataDelta
 from strom.core.metadata.image import MetadataImage
 from strom.core.records.batch import iter_headers
 from strom.core.replica.partition import AppendResult, Partition, ValidatedRecords
-from strom.core.server.purgatory import Purgatory
 
 log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
 
+class DelayedOperations(Protocol):
+    """Requests waiting on partitions (Kafka's DelayedOperationPurgatory): a change to a key wakes
+    its waiters, which re-check their condition."""
+
+    async def wait_until(self, keys: Iterable[Hashable], condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``condition()`` holds (re-checked when a key is touched) or the timeout."""
+        ...
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Wake the waiters of ``key``; how many were woken."""
+        ...
+
+
 class ReplicaManager:
     """Owns every :class:`Partition` of this broker."""
 
-    def __init__(self, config: BrokerConfig, log_manager: LogManager) -> None:
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, *, fetch_purgatory: DelayedOperations,
+                 produce_purgatory: DelayedOperations) -> None:
         self.config = config
         self.log_manager = log_manager
         self.node_id = config.node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.fetch_purgatory = Purgatory("fetch")
-        self.produce_purgatory = Purgatory("produce")
+        # Fetches waiting for data (woken by appends); acks=all produces waiting for the high
+        # watermark.
+        self.fetch_purgatory = fetch_purgatory
+        self.produce_purgatory = produce_purgatory
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._dynamic_broker: dict[str, str] = {}
         # Partitions whose log could not be created (every log dir offline): they answer
@@ -44,7 +64,7 @@ class ReplicaManager:
 
     # -- metadata publisher -------------------------------------------------------------------
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
         """Reconcile hosted partitions with a newly committed metadata image."""
         live: set[tuple[str, int]] = set()
         dynamic = {**image.configs.get((BROKER_RESOURCE, ""), {}),

@@ -47,6 +47,7 @@ from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
 from strom.core.server.handlers._deps import ListedBroker
 from strom.core.server.network import Listener, ListenerError, RateLimitedLog, SocketLimits
+from strom.core.server.purgatory import Purgatory
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
 from strom.plugins.hookspecs.authorizers import (
     AclOperation,
@@ -162,7 +163,8 @@ class Broker:
         self.authorizer = load_authorizer(self.plugin_manager, config)
         self.quota_manager = load_quota_manager(self.plugin_manager, config)
         self.log_manager = LogManager(config.log_dir_list, config)
-        self.replica_manager = ReplicaManager(config, self.log_manager)
+        self.replica_manager = ReplicaManager(config, self.log_manager, fetch_purgatory=Purgatory("fetch"),
+                                              produce_purgatory=Purgatory("produce"))
         self.metadata = MetadataSystem.open(config)
         self.producer_ids = ProducerIdManager(self.metadata.controller, self.node_id)
         self.coordinator_runtime = CoordinatorRuntime(self)

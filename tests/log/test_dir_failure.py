@@ -24,6 +24,7 @@ from strom.core.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from strom.core.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from strom.core.records.builder import SimpleRecord, build_batch
 from strom.core.replica.manager import ReplicaManager
+from strom.core.server.purgatory import Purgatory
 
 
 def broker(dirs: list[Path], **extra: str) -> BrokerConfig:
@@ -192,7 +193,7 @@ def test_partitions_that_cannot_get_a_log_answer_storage_error(small_disk: Path,
     config = broker(dirs)
     mgr = LogManager(dirs, config)
     mgr.startup()
-    rm = ReplicaManager(config, mgr)
+    rm = ReplicaManager(config, mgr, fetch_purgatory=Purgatory("fetch"), produce_purgatory=Purgatory("produce"))
     reg = PartitionRegistration(replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0)
     old = TopicImage("old", uuid.uuid4(), {0: reg})
     rm.on_metadata_update(None, MetadataImage(topics={"old": old}))
