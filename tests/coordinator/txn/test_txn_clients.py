@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 
 FAST_TXN = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
             "transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}
@@ -71,6 +71,17 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read
             at_end.discard(int(msg.partition() or 0))
             values.append(msg.value() or b"")
         return values
+    finally:
+        c.close()
+
+
+def last_stable_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """Partition's high end as a read_committed consumer sees it: ListOffsets at read_committed
+    answers the last stable offset."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
     finally:
         c.close()
 
@@ -195,8 +206,14 @@ def test_transaction_timeout_aborts_and_fences(txn_broker: BrokerProcess) -> Non
     slow.begin_transaction()
     slow.produce(topic, b"too-slow", partition=0)
     slow.flush(30)
-    time.sleep(3.0)   # the broker aborts it (sweep every 300 ms) with an epoch bump
-    assert read_all(txn_broker.bootstrap, topic, 1) == []   # the LSO moved past the aborted data
+    # The broker aborts it (its sweep runs every 300 ms) with an epoch bump and an ABORT marker
+    # after the record: the last stable offset moves from 0 to the log end (2). An open
+    # transaction also reads as empty under read_committed, so the read below only shows the
+    # abort once the LSO has moved.
+    wait_for(lambda: last_stable_offset(txn_broker.bootstrap, topic) == 2, timeout=30,
+             what="the broker to abort the timed-out transaction (LSO 2: the record and its ABORT marker)")
+    assert read_all(txn_broker.bootstrap, topic, 1) == []
+    assert read_all(txn_broker.bootstrap, topic, 1, isolation="read_uncommitted") == [b"too-slow"]
     with pytest.raises(KafkaException):
         slow.commit_transaction(30)
 
