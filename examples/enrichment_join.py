@@ -26,7 +26,15 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.streams import Consumed, KafkaStreams, Materialized, Produced, Serdes, StreamsBuilder
+from strom.streams import (
+    Consumed,
+    KafkaStreams,
+    Materialized,
+    Produced,
+    ReadOnlyKeyValueStore,
+    Serdes,
+    StreamsBuilder,
+)
 from strom.streams.runtime import State
 
 PROFILES = {
@@ -117,7 +125,9 @@ def main() -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        print("table 'profiles', u2 ->", app.store("profiles").get("u2"))
+        profile_store = app.store("profiles")  # a table's store is key-value
+        if isinstance(profile_store, ReadOnlyKeyValueStore):
+            print("table 'profiles', u2 ->", profile_store.get("u2"))
         consumer.close()
         app.close(30)
 

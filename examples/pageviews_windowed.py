@@ -26,7 +26,15 @@ from datetime import UTC, datetime
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.streams import Consumed, KafkaStreams, Materialized, Produced, Serdes, StreamsBuilder
+from strom.streams import (
+    Consumed,
+    KafkaStreams,
+    Materialized,
+    Produced,
+    ReadOnlyWindowStore,
+    Serdes,
+    StreamsBuilder,
+)
 from strom.streams.dsl.suppress import BufferConfig, Suppressed
 from strom.streams.dsl.windows import TimeWindows, WindowedSerdes
 
@@ -100,9 +108,10 @@ def main() -> None:
         pass
     finally:
         # an interactive query: the page's windows of this run in the local window store
-        store = app.store("pageview-counts")
-        print("window store 'pageview-counts', page '/docs':",
-              [(_hms(start), n) for start, n in store.fetch("/docs", first_ts - WINDOW_MS, now)])
+        store = app.store("pageview-counts")  # a windowed count makes a window store
+        if isinstance(store, ReadOnlyWindowStore):
+            print("window store 'pageview-counts', page '/docs':",
+                  [(_hms(start), n) for start, n in store.fetch("/docs", first_ts - WINDOW_MS, now)])
         consumer.close()
         app.close(30)
 

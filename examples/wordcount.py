@@ -16,7 +16,7 @@ import time
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder
+from strom.streams import Consumed, KafkaStreams, Produced, ReadOnlyKeyValueStore, Serdes, StreamsBuilder
 
 SAMPLE = [
     "the quick brown fox jumps over the lazy dog",
@@ -72,7 +72,9 @@ def main() -> None:
         pass
     finally:
         # an interactive query against the running application's local store
-        print("store 'word-counts': the ->", app.store("word-counts").get("the"))
+        store = app.store("word-counts")  # a count() makes a key-value store
+        if isinstance(store, ReadOnlyKeyValueStore):
+            print("store 'word-counts': the ->", store.get("the"))
         consumer.close()
         app.close(30)
 
