@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.config import BrokerConfig
 from strom.core.controller.quorum_controller import CreatableTopic
-from strom.core.exceptions import KafkaError
+from strom.core.errors import KafkaError, for_code
 from strom.core.metadata.image import MetadataImage
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import LogRecord, build_keyed_batch, decode_records
@@ -95,7 +95,7 @@ class CoordinatorRuntime:
             code, message = await self.broker.create_internal_topic(
                 CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, configs=configs))
             if code not in (0, int(ErrorCode.topic_already_exists)):
-                raise RuntimeError(f"cannot create internal topic {name}: {message or code}")
+                raise for_code(code)(f"cannot create internal topic {name}: {message or ErrorCode(code).name}")
             log.info("created internal topic %s with %d partitions", name, partitions)
 
     # -- appends ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Protocol
 
 from strom.core.config import BrokerConfig, LogConfig
-from strom.core.exceptions import KafkaStorageError, UnknownTopicOrPartitionError
+from strom.core.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from strom.core.log.manager import LogManager
 from strom.core.metadata.delta import MetadataDelta
 from strom.core.metadata.image import MetadataImage

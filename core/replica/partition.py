@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from strom.core.config import LogConfig
-from strom.core.exceptions import (
+from strom.core.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.exceptions import OffsetOutOfRangeError
+from strom.core.errors import OffsetOutOfRangeError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle

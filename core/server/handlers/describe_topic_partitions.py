@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.exceptions import InvalidTopicError
+from strom.core.errors import InvalidTopicError
 from strom.core.metadata.image import MetadataImage, TopicImage
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
