@@ -61,8 +61,7 @@ def main() -> None:
     raw = make_batch(MIB, 100)
     buf = bytearray(raw)
     now = now_ms()
-    kw = {"max_batch_bytes": 2 * MIB, "compacted": False, "now_ms": now}
-    positions = validate_produce_batches(buf, **kw)
+    positions = validate_produce_batches(buf, max_batch_bytes=2 * MIB, compacted=False, now_ms=now)
     count = positions[0][1].records_count
     print(f"batch: {len(raw)} bytes, {count} records of ~100 bytes")
 

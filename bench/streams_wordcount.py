@@ -135,8 +135,8 @@ def _last_data_offset_plus_one(bootstrap: str, topic: str, partition: int, high:
             if not msgs:
                 break
             for m in msgs:
-                if m.error() is None:
-                    last = m.offset() + 1
+                if m.error() is None and (offset := m.offset()) is not None:
+                    last = offset + 1
         return last
     finally:
         c.close()
@@ -190,10 +190,13 @@ def final_counts(bootstrap: str, topic: str) -> dict[str, int]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and any(positions[k] < ends[k] for k in ends):
         for m in c.consume(10000, timeout=0.5):
-            if m.error() is not None:
+            m_topic, partition, offset, key, value = m.topic(), m.partition(), m.offset(), m.key(), m.value()
+            # A record without an error has all five; the Nones are the client's types for errors.
+            if m.error() is not None or m_topic is None or partition is None or offset is None \
+                    or key is None or value is None:
                 continue
-            positions[(m.topic(), m.partition())] = m.offset() + 1
-            counts[m.key().decode()] = int.from_bytes(m.value(), "big", signed=True)
+            positions[(m_topic, partition)] = offset + 1
+            counts[key.decode()] = int.from_bytes(value, "big", signed=True)
         for tp in c.position(tps):
             if tp.offset >= 0:
                 positions[(tp.topic, tp.partition)] = max(positions[(tp.topic, tp.partition)], tp.offset)

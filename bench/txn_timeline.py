@@ -79,7 +79,7 @@ def serve(cli_args: list[str]) -> int:
         trace.append((header.api_key, start, time.perf_counter()))
         return answer
 
-    Broker.dispatch = timed
+    Broker.dispatch = timed  # type: ignore[method-assign]  # instruments the broker on purpose
     try:
         return strom_main(cli_args)
     finally:
