@@ -8,8 +8,8 @@ herders; the herder decides *what* runs, the worker runs it:
 * ``connector_task_configs(name, max_tasks)`` — the connector's task configs, each with
   ``task.class`` and, for sinks, the connector's ``topics``/``topics.regex``;
 * ``start_task(task_id, conn_props, task_props, status_listener, target_state) -> bool`` —
-  build converters, transformations, error handling and a :class:`WorkerSourceTask` /
-  :class:`WorkerSinkTask` thread;
+  build converters, transformations, error handling and a :class:`WorkerSourceTask` (or
+  :class:`ExactlyOnceWorkerSourceTask`) / :class:`WorkerSinkTask` thread;
 * ``stop_connector``, ``stop_and_await_task``, ``set_target_state``, ``connector_names``,
   ``task_ids``, ``stop``.
 
@@ -417,11 +417,11 @@ class Worker:
         chain = TransformationChain.build(cfg, self.registry)
         operator = self._error_operator(cfg)
         if kind == "source":
-            from strom.connect.runtime.worker_source_task import WorkerSourceTask
+            from strom.connect.runtime.worker_source_task import source_task_class
 
             producer_conf = self.config.producer_config()
             producer_conf.update(cfg.with_prefix("producer.override."))
-            return WorkerSourceTask(task_id, task, task_props, cfg, self.config, key_conv, value_conv,
+            return source_task_class(self.config)(task_id, task, task_props, cfg, self.config, key_conv, value_conv,
                                     header_conv, chain, operator, self.offset_store, producer_conf,
                                     listener, target_state, self._on_task_exit)
         from strom.connect.runtime.worker_sink_task import WorkerSinkTask
