@@ -8,13 +8,19 @@ when it runs out. Event-loop only.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Protocol
+
+
+class ProducerIdAllocator(Protocol):
+    """The controller's side: commits a ProducerIdsRecord and returns (first id, block size)."""
+
+    async def allocate_producer_ids(self, broker_id: int) -> tuple[int, int]: ...
 
 
 class ProducerIdManager:
     """Serves producer ids from controller-allocated blocks."""
 
-    def __init__(self, controller: Any, broker_id: int) -> None:
+    def __init__(self, controller: ProducerIdAllocator, broker_id: int) -> None:
         self.controller = controller
         self.broker_id = broker_id
         self._next = 0

@@ -35,7 +35,7 @@ import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 from strom.core.errors import CorruptMessageError, OffsetOutOfRangeError
 from strom.core.exceptions import CorruptStateError
@@ -46,6 +46,7 @@ from strom.core.records.batch import (
     MIN_BATCH_LENGTH,
     PARTITION_LEADER_EPOCH_OFFSET,
     BatchHeader,
+    Buffer,
     read_header,
 )
 from strom.core.records.builder import crc_of
@@ -111,8 +112,11 @@ def _check_batch(data: bytes | mmap.mmap, pos: int, next_offset: int, segment_ba
     left = len(data) - pos
     if left < BATCH_OVERHEAD:
         return None, f"torn batch header ({left} bytes left, a header needs {BATCH_OVERHEAD})"
+    # An mmap has the buffer protocol read_header and crc_of use (struct.unpack_from, crc32c);
+    # their Buffer alias just does not name it.
+    buf = cast(Buffer, data)
     try:
-        header = read_header(data, pos)
+        header = read_header(buf, pos)
     except CorruptMessageError as e:
         return None, f"unreadable batch header ({e})"
     if header.batch_length < MIN_BATCH_LENGTH:
@@ -122,7 +126,7 @@ def _check_batch(data: bytes | mmap.mmap, pos: int, next_offset: int, segment_ba
     size = header.batch_length + LOG_OVERHEAD
     if size > left:
         return None, f"torn batch (batch_length {header.batch_length} needs {size} bytes, {left} left)"
-    computed = crc_of(data, pos, header)
+    computed = crc_of(buf, pos, header)
     if computed != header.crc:
         return None, f"CRC mismatch (stored 0x{header.crc:08x}, computed 0x{computed:08x})"
     if header.last_offset_delta < 0 or header.base_offset < next_offset:

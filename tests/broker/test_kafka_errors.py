@@ -82,7 +82,7 @@ def test_code_names_stay_importable_from_core_exceptions() -> None:
             continue
         assert getattr(exceptions, old) is errors.for_code(code), old
     with pytest.raises(AttributeError):
-        _ = exceptions.NoSuchThingError  # type: ignore[attr-defined]
+        _ = exceptions.NoSuchThingError
 
 
 @pytest.mark.parametrize("first", ["strom.core.errors", "strom.core.exceptions"])

@@ -224,7 +224,7 @@ class ConsumerGroup:
         names = list(env.assignors)
         votes: dict[str, int] = {}
         for m in (self.members if members is None else members).values():
-            if m.server_assignor in env.assignors:
+            if m.server_assignor is not None and m.server_assignor in env.assignors:
                 votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
         if not votes:
             return names[0]
@@ -291,6 +291,8 @@ class ConsumerGroup:
                 self.group_epoch = value.epoch
                 self.deleted = False
         elif isinstance(key, R.ConsumerGroupPartitionMetadataKey):
+            # The record table pairs each key type with its value type.
+            assert value is None or isinstance(value, R.ConsumerGroupPartitionMetadataValue)
             self.subscription_metadata = {} if value is None else {
                 t.topic_name: (t.topic_id, t.num_partitions)
                 for t in value.topics
@@ -298,11 +300,13 @@ class ConsumerGroup:
         elif isinstance(key, R.ConsumerGroupMemberMetadataKey):
             self._replay_member(key.member_id, value)
         elif isinstance(key, R.ConsumerGroupTargetAssignmentMetadataKey):
+            assert value is None or isinstance(value, R.ConsumerGroupTargetAssignmentMetadataValue)
             self.assignment_epoch = 0 if value is None else value.assignment_epoch
         elif isinstance(key, R.ConsumerGroupTargetAssignmentMemberKey):
             if value is None:
                 self.target.pop(key.member_id, None)
             else:
+                assert isinstance(value, R.ConsumerGroupTargetAssignmentMemberValue)
                 self.target[key.member_id] = CR.from_topic_partitions(value.topic_partitions)
         elif isinstance(key, R.ConsumerGroupCurrentMemberAssignmentKey):
             self._replay_assignment(key.member_id, value)

@@ -79,6 +79,11 @@ CONTROL_COMMIT = 1
 
 E = ErrorCode
 
+# The keys of KIP-848 consumer group records: each names its group.
+_CONSUMER_GROUP_KEYS = (rec.ConsumerGroupMetadataKey, rec.ConsumerGroupPartitionMetadataKey,
+                        rec.ConsumerGroupMemberMetadataKey, rec.ConsumerGroupTargetAssignmentMetadataKey,
+                        rec.ConsumerGroupTargetAssignmentMemberKey, rec.ConsumerGroupCurrentMemberAssignmentKey)
+
 # Log append failures as a coordinator reports them (Kafka's OffsetCommit/JoinGroup mapping).
 _APPEND_ERRORS: dict[int, type[KafkaError]] = {
     UnknownTopicOrPartitionError.errno: CoordinatorNotAvailableError,
@@ -209,7 +214,8 @@ class GroupCoordinator:
             self._replay_consumer_record(key, value)
 
     def _replay_consumer_record(self, key: rec.CoordinatorMessage, value: rec.CoordinatorMessage | None) -> None:
-        group_id: str = key.group_id
+        assert isinstance(key, _CONSUMER_GROUP_KEYS)  # every other key type is replayed by the caller
+        group_id = key.group_id
         group = self.groups.get(group_id)
         if (group is None or isinstance(group, ClassicGroup)) and value is None:
             return  # tombstone of a group that is gone already
@@ -289,7 +295,7 @@ class GroupCoordinator:
         """Append records to the group's partition; raises the coordinator error of a failure."""
         if self.runtime is None:
             raise CoordinatorNotAvailableError()
-        encoded = [rec.encode_record(k, v) for k, v in records]
+        encoded: list[tuple[bytes | None, bytes | None]] = [rec.encode_record(k, v) for k, v in records]
         try:
             return await self.runtime.append(OFFSETS_TOPIC, self.partition_for(group_id), encoded,
                                              producer_id=producer_id, producer_epoch=producer_epoch,
