@@ -327,8 +327,7 @@ class Broker:
             # getErrorResponse): UNKNOWN_SERVER_ERROR, or the code of a KafkaError. strom can
             # build it for every API whose response has a top-level error code; for the rest
             # the connection is closed with one line (the socket layer logs it).
-            code = (int(e.code) if isinstance(e, KafkaError) else int(ErrorCode.kafka_storage_error)
-                    if isinstance(e, OSError) else int(ErrorCode.unknown_server_error))
+            code = int(e.code) if isinstance(e, KafkaError) else int(ErrorCode.unknown_server_error)
             response = error_response(header.api_key, header.api_version, code)
             if response is None:
                 raise

@@ -25,10 +25,11 @@ def error_of(exc: BaseException) -> tuple[int, str | None]:
         return int(exc.code), exc.message or None
     if isinstance(exc, ConfigError):
         return int(ErrorCode.invalid_config), str(exc)
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
         # The log turns the I/O errors it expects into KafkaStorageError through the log dir
         # failure channel; one that escapes it is still a storage error, as Kafka answers an
-        # IOException under a partition (KafkaStorageException), not UNKNOWN_SERVER_ERROR.
+        # IOException under a partition (KafkaStorageException), not UNKNOWN_SERVER_ERROR. A
+        # ConnectionError is a plugin's backend (an authorizer's), not storage.
         log.error("I/O error in a request handler", exc_info=exc)
         return int(ErrorCode.kafka_storage_error), f"{type(exc).__name__}: {exc}"
     log.error("unexpected error in a request handler", exc_info=exc)
