@@ -3,10 +3,10 @@
 The structures are the replicated design's (leader epoch, partition epoch, replicas, ISR, the
 log end offsets of remote replicas, a high watermark that is the minimum log end offset over
 the ISR); with a single node the ISR is this broker alone, so the high watermark follows the
-log end offset at once. Used from the event loop only; the ``Log`` underneath has its own lock.
+log end offset at once. Used from the event loop only; the ``UnifiedLog`` underneath has its own lock.
 
-Idempotence and transactions live in the log (``Log.append_as_leader`` checks producer batches,
-``Log.last_stable_offset``, ``Log.collect_aborted_transactions``); the partition passes them on:
+Idempotence and transactions live in the log (``UnifiedLog.append_as_leader`` checks producer batches,
+``UnifiedLog.last_stable_offset``, ``UnifiedLog.collect_aborted_transactions``); the partition passes them on:
 a duplicate produce answers the original offsets, markers come through :meth:`Partition.append_marker`.
 """
 
@@ -24,7 +24,7 @@ from strom.core.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from strom.core.log.log import Log
+from strom.core.log.log import UnifiedLog
 from strom.core.log.producer_state import ProducerStateEntry
 from strom.core.records.batch import BatchHeader, iter_headers
 from strom.core.records.validate import validate_produce_batches
@@ -84,7 +84,7 @@ class Partition:
     reach through to the log, so leadership and the high watermark are checked in one place.
     """
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, local_id: int) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: UnifiedLog, local_id: int) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
