@@ -4,22 +4,20 @@ runs GlobalKTables) and table-table (inner/left/outer); exact results, no duplic
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from streams_e2e_util import Rec, create_topics, latest_per_key, produce, read_committed, start, wait_consumed
-
-from strom.core.testing import BrokerProcess
-from strom.streams import Consumed, Produced, Serdes, StreamsBuilder, Topology
+from strom.streams import Consumed, KafkaStreams, Materialized, Produced, Serdes, StreamsBuilder, Topology
 from strom.streams.dsl.windows import JoinWindows
+
+if TYPE_CHECKING:
+    from tests.streams.e2e.conftest import Rec, StreamsE2E
 
 S = Serdes.string()
 T = int(time.time() * 1000) - 3600 * 1000  # an hour ago: within topic retention
@@ -41,26 +39,27 @@ def _pairs(records: list[Rec]) -> Counter[tuple[str, str]]:
 class App:
     """Topics named after the test, an application started on them, closed at the end."""
 
-    def __init__(self, broker: BrokerProcess, tmp: Path, *inputs: str) -> None:
+    def __init__(self, e2e: StreamsE2E, tmp: Path, *inputs: str) -> None:
         tag = uuid.uuid4().hex[:8]
-        self.bootstrap = broker.bootstrap
+        self.e2e = e2e
         self.tmp = tmp
         self.app_id = f"join-{tag}"
         self.t = {name: f"{name}-{tag}" for name in (*inputs, "out")}
-        create_topics(self.bootstrap, *((t, 2) for t in self.t.values()))
-        self.app: Any = None
+        e2e.create_topics(*((t, 2) for t in self.t.values()))
+        self.app: KafkaStreams | None = None
 
-    def start(self, build: Callable[[dict[str, str]], Topology]) -> None:
-        self.app = start(build(self.t), self.bootstrap, self.app_id, self.tmp)
+    def start(self, build: Callable[[dict[str, str]], Topology]) -> KafkaStreams:
+        self.app = self.e2e.start(build(self.t), self.app_id, self.tmp)
+        return self.app
 
     def produce(self, name: str, records: list[tuple[Any, ...]]) -> None:
-        produce(self.bootstrap, self.t[name], records, part)
+        self.e2e.produce(self.t[name], records, part)
 
     def consumed(self, *names: str) -> None:
-        wait_consumed(self.bootstrap, self.app_id, [self.t[n] for n in names])
+        self.e2e.wait_consumed(self.app_id, [self.t[n] for n in names])
 
     def read(self, until: Callable[[list[Rec]], bool]) -> list[Rec]:
-        return read_committed(self.bootstrap, self.t["out"], until, settle=2.0)
+        return self.e2e.read_committed(self.t["out"], until, settle=2.0)
 
     def close(self) -> None:
         if self.app is not None:
@@ -80,8 +79,8 @@ RIGHT_ONLY = [("u8", "None+v8"), ("u9", "None+v9")]
 
 @pytest.mark.parametrize("mode,want", [("inner", INNER), ("left", INNER + LEFT_ONLY),
                                        ("outer", INNER + LEFT_ONLY + RIGHT_ONLY)])
-def test_stream_stream_join(broker: BrokerProcess, tmp_path: Path, mode: str, want: list[tuple[str, str]]) -> None:
-    app = App(broker, tmp_path, "clicks", "views")
+def test_stream_stream_join(streams_e2e: StreamsE2E, tmp_path: Path, mode: str, want: list[tuple[str, str]]) -> None:
+    app = App(streams_e2e, tmp_path, "clicks", "views")
 
     def build(t: dict[str, str]) -> Topology:
         b = StreamsBuilder()
@@ -117,8 +116,8 @@ ST_LEFT = [*ST_INNER, ("u5", "order5+None"), ("u6", "order6+None"), ("u7", "orde
 
 
 @pytest.mark.parametrize("mode,want", [("inner", ST_INNER), ("left", ST_LEFT)])
-def test_stream_table_join(broker: BrokerProcess, tmp_path: Path, mode: str, want: list[tuple[str, str]]) -> None:
-    app = App(broker, tmp_path, "orders", "users")
+def test_stream_table_join(streams_e2e: StreamsE2E, tmp_path: Path, mode: str, want: list[tuple[str, str]]) -> None:
+    app = App(streams_e2e, tmp_path, "orders", "users")
 
     def build(t: dict[str, str]) -> Topology:
         b = StreamsBuilder()
@@ -147,13 +146,13 @@ SG_LEFT = [*SG_INNER, ("u3", "p3+None")]
 
 
 @pytest.mark.parametrize("mode,want", [("inner", SG_INNER), ("left", SG_LEFT)])
-def test_stream_global_table_join(broker: BrokerProcess, tmp_path: Path, mode: str,
+def test_stream_global_table_join(streams_e2e: StreamsE2E, tmp_path: Path, mode: str,
                                   want: list[tuple[str, str]]) -> None:
-    app = App(broker, tmp_path, "purchases", "products")
+    app = App(streams_e2e, tmp_path, "purchases", "products")
 
     def build(t: dict[str, str]) -> Topology:
         b = StreamsBuilder()
-        products = b.global_table(t["products"], Consumed.with_(S, S))
+        products = b.global_table(t["products"], Consumed.with_(S, S), Materialized.as_("products-store"))
         purchases = b.stream(t["purchases"], Consumed.with_(S, S))
         by_product = lambda key, value: value  # noqa: E731  # the purchase's value is the product id
         (purchases.join(products, joiner, by_product) if mode == "inner"
@@ -162,8 +161,10 @@ def test_stream_global_table_join(broker: BrokerProcess, tmp_path: Path, mode: s
 
     app.produce("products", PRODUCTS)
     try:
-        app.start(build)
-        time.sleep(2)  # a global table is bootstrapped before processing starts; margin for a slow one
+        running = app.start(build)
+        # the global table holds every product before the purchases go in
+        store = running.store("products-store")
+        streams_e2e.wait_for(lambda: store.get("p2") == "product2", 30, "the global table to load")
         app.produce("purchases", PURCHASES)
         assert _pairs(app.read(lambda r: len(r) >= len(want))) == Counter(want)
     finally:
@@ -185,8 +186,8 @@ TT = {
 
 
 @pytest.mark.parametrize("mode", ["inner", "left", "outer"])
-def test_table_table_join(broker: BrokerProcess, tmp_path: Path, mode: str) -> None:
-    app = App(broker, tmp_path, "ta", "tb")
+def test_table_table_join(streams_e2e: StreamsE2E, tmp_path: Path, mode: str) -> None:
+    app = App(streams_e2e, tmp_path, "ta", "tb")
     want = {k.encode(): v.encode() for k, v in TT[mode].items()}
 
     def build(t: dict[str, str]) -> Topology:
@@ -204,8 +205,8 @@ def test_table_table_join(broker: BrokerProcess, tmp_path: Path, mode: str) -> N
         app.consumed("ta", "tb")
         app.produce("ta", LEFT_UPDATES)
         app.produce("tb", RIGHT_UPDATES)
-        got = app.read(lambda r: latest_per_key(r) == want)
-        assert latest_per_key(got) == want
+        got = app.read(lambda r: streams_e2e.latest_per_key(r) == want)
+        assert streams_e2e.latest_per_key(got) == want
         # each key's output is a valid sequence of join results: never a value from nowhere
         valid = {f"{x}+{y}".encode() for x in ("None", *(f"a{i}" for i in range(6)))
                  for y in ("None", "b3x", *(f"b{i}" for i in range(3, 9)))}
@@ -214,12 +215,12 @@ def test_table_table_join(broker: BrokerProcess, tmp_path: Path, mode: str) -> N
         app.close()
 
 
-def test_stream_stream_left_join_buffers_restored(broker: BrokerProcess, tmp_path: Path) -> None:
+def test_stream_stream_left_join_buffers_restored(streams_e2e: StreamsE2E, tmp_path: Path) -> None:
     """The join's window stores and its store of unmatched records are change-logged: an
     instance started on an empty state directory restores them, so a click from before the
     restart still matches a view sent after it, and the clicks left unmatched are emitted
     (with None) exactly once when their windows close."""
-    app = App(broker, tmp_path, "clicks", "views")
+    app = App(streams_e2e, tmp_path, "clicks", "views")
 
     def build(t: dict[str, str]) -> Topology:
         b = StreamsBuilder()

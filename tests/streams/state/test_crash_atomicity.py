@@ -21,7 +21,7 @@ N_KEYS = 300
 
 CHILD = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys
     from strom.streams.state import RocksDBKeyValueStore, RocksDBWindowStore
     path, mode = sys.argv[1], sys.argv[2]
     kv = RocksDBKeyValueStore("kv", path + "/kv")
@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
             win.put(b"k%05d" % i, val, i)
         if mode == "pending" and gen > 3:
             print("pending", gen - 1, flush=True)
-            time.sleep(60)  # killed here: the writes of gen are not committed
+            signal.pause()  # killed here: the writes of gen are not committed
         kv.commit({("app-kv-changelog", 0): gen})
         win.commit({("app-kv-changelog", 0): gen})
         print("committed", gen, flush=True)
@@ -56,6 +56,12 @@ def _run_child(tmp: Path, mode: str, kill_after: float | None) -> list[str]:
                 if line.startswith("pending"):
                     break
         else:
+            # once the child is in its loop (its first commit), the kill lands at a point of the
+            # loop that depends on kill_after: a chosen kill time, not a wait for a condition
+            for line in proc.stdout:
+                lines.append(line.strip())
+                if line.startswith("committed"):
+                    break
             time.sleep(kill_after)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
