@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
 from kio.serial import entity_writer
 
 from strom.core.protocol import codec
@@ -33,7 +34,7 @@ def test_header_round_trip(correlation: int, client_id: str | None) -> None:
 
 def test_metadata_request_decodes_with_kio() -> None:
     body = io.BytesIO()
-    req = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="orders"),),
+    req = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TopicName("orders")),),
                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     entity_writer(MetadataRequest)(body, req)
     frame = _request_frame(3, 12, 7, "c", body.getvalue(), flexible=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypedDict
+
 import pytest
 
 from strom.core.tools.common import UsageError
@@ -69,8 +72,19 @@ def test_bad_producer_properties() -> None:
         LineFormat.from_properties({"key.separator": ""})
 
 
-REC = dict(partition=2, offset=41, timestamp=(1, 1700000000123), key=b"k", value=b"v",
-           headers=[("h", b"1"), ("n", None)])
+class Rec(TypedDict):
+    """RecordFormat.format's arguments."""
+
+    partition: int
+    offset: int
+    timestamp: tuple[int, int]
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] | None
+
+
+REC: Rec = {"partition": 2, "offset": 41, "timestamp": (1, 1700000000123), "key": b"k", "value": b"v",
+            "headers": [("h", b"1"), ("n", None)]}
 
 
 def test_default_output_is_the_value() -> None:

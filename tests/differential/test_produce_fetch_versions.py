@@ -437,7 +437,9 @@ def test_produce_v13_response_matches_kio(correlation: int, throttle: int, rows:
 def test_produce_v12_response_still_names_topics() -> None:
     rows = [TopicResults("orders", [PartitionResult(0, 0, 5, -1, 0, None)], uuid.uuid4())]
     frame = encode_produce_response(12, 1, 0, rows)
-    assert b"orders" in frame and rows[0].topic_id.bytes not in frame
+    topic_id = rows[0].topic_id
+    assert topic_id is not None
+    assert b"orders" in frame and topic_id.bytes not in frame
 
 
 @settings(max_examples=40, deadline=None)

@@ -56,7 +56,9 @@ async def test_restart_rebuilds_identical_image(config: BrokerConfig, open_syste
     await again.start()
     try:
         assert again.image.same_content(before)
-        assert again.image.topic("orders").topic_id == before.topic("orders").topic_id
+        orders_now, orders_before = again.image.topic("orders"), before.topic("orders")
+        assert orders_now is not None and orders_before is not None
+        assert orders_now.topic_id == orders_before.topic_id
         assert again.raft.epoch == epoch1 + 1  # a new election on every start
         state = json.loads((part_dir(config) / "quorum-state").read_text())
         # appliedOffset: the high watermark made durable by the new epoch's first batch.

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from strom.core.exceptions import CorruptMessageError
+from strom.core.metadata.codec import Message
 from strom.core.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -61,13 +62,13 @@ records = st.one_of(
 
 
 @given(records)
-def test_round_trip_at_highest_version(record: object) -> None:
+def test_round_trip_at_highest_version(record: Message) -> None:
     assert decode_record(encode_record(record)) == record
 
 
 @given(st.builds(TopicRecord, names, ids) | st.builds(ConfigRecord, st.integers(0, 4), names, names,
                                                        st.none() | names))
-def test_round_trip_version_zero_types(record: object) -> None:
+def test_round_trip_version_zero_types(record: Message) -> None:
     assert decode_record(encode_record(record, 0)) == record
 
 

@@ -137,7 +137,7 @@ def test_simple_round_trip(codec: int, records: list[SimpleRecord], base_offset:
     assert h.compression == codec and h.records_count == len(records)
     assert h.base_offset == base_offset and h.last_offset_delta == len(records) - 1
     assert h.base_timestamp == records[0].timestamp
-    assert h.max_timestamp == max(r.timestamp for r in records)
+    assert h.max_timestamp == max(r.timestamp for r in records if r.timestamp is not None)  # all set here
     got = list(decode_records(raw, check_crc=True))
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == [
         (base_offset + i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(records)
@@ -289,9 +289,11 @@ def test_control_batch_is_the_generic_encoding(commit: bool, producer_id: int, e
 def test_keyed_batch_is_the_generic_encoding(records: list[tuple[bytes | None, bytes | None]], timestamp: int,
                                              producer: bool) -> None:
     """The coordinators' batch builder makes what build_batch makes of the same records."""
-    kw = {"producer_id": 77, "producer_epoch": 3, "transactional": True} if producer else {}
-    generic = build_batch([SimpleRecord(k, v, (), timestamp) for k, v in records], **kw)
-    assert build_keyed_batch(records, timestamp=timestamp, **kw) == generic
+    pid, epoch = (77, 3) if producer else (-1, -1)
+    generic = build_batch([SimpleRecord(k, v, (), timestamp) for k, v in records], producer_id=pid,
+                          producer_epoch=epoch, transactional=producer)
+    assert build_keyed_batch(records, timestamp=timestamp, producer_id=pid, producer_epoch=epoch,
+                             transactional=producer) == generic
     with pytest.raises(ValueError):
         build_keyed_batch([])
 

@@ -54,7 +54,9 @@ def test_consumer_group_records_round_trip() -> None:
             [R.TopicMetadata(tid, "t", 3, [R.PartitionMetadata(0, ["r1"])])])),
     ]:
         k, v = R.encode_record(key, value)
-        record_type, decoded_key = R.decode_key(k)
+        known = R.decode_key(k)
+        assert known is not None
+        record_type, decoded_key = known
         assert decoded_key == key
         assert R.decode_value(record_type, v) == value
 

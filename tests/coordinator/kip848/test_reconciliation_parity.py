@@ -16,6 +16,7 @@ replayed; simulated clients; fake clock). Each test pins one behaviour read from
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -81,7 +82,7 @@ def beats_until_stable(cluster: Cluster, clients: list[Client], limit: int = 40)
     return cluster.heartbeats - start
 
 
-def count(parts: Parts) -> int:
+def count(parts: Mapping[uuid.UUID, frozenset[int]]) -> int:
     return sum(len(ps) for ps in parts.values())
 
 
