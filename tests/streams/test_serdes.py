@@ -163,6 +163,6 @@ def test_from_functions() -> None:
     assert serde.serialize(T, None) is None
     with pytest.raises(SerializationError, match=r"u16le serde.*int.*topic 't'"):
         serde.serialize(T, 70000)  # OverflowError inside the user function is wrapped
-    bad = Serdes.from_functions(lambda v: str(v), lambda b: b)
+    bad = Serdes.from_functions(lambda v: str(v), lambda b: b)  # type: ignore[arg-type,return-value]
     with pytest.raises(SerializationError, match="not bytes"):
         bad.serialize(T, 1)

@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from strom.streams import Consumed, KafkaStreams, Materialized, Produced, Serdes, StreamsBuilder, Topology
+from strom.streams import (
+    Consumed,
+    KafkaStreams,
+    KStream,
+    Materialized,
+    Produced,
+    ReadOnlyKeyValueStore,
+    Serdes,
+    StreamsBuilder,
+    Topology,
+)
 from strom.streams.dsl.windows import JoinWindows
 
 if TYPE_CHECKING:
@@ -89,8 +99,9 @@ def test_stream_stream_join(streams_e2e: StreamsE2E, tmp_path: Path, mode: str, 
         # matches are 50 ms apart; the large grace keeps every record in the window whatever the
         # order in which the two topics are consumed
         windows = JoinWindows.of_time_difference_and_grace(1000, 60_000)
-        method = {"inner": clicks.join, "left": clicks.left_join, "outer": clicks.outer_join}[mode]
-        method(views, joiner, windows).to(t["out"], Produced.with_(S, S))
+        joins: dict[str, Callable[..., KStream]] = {"inner": clicks.join, "left": clicks.left_join,
+                                                    "outer": clicks.outer_join}
+        joins[mode](views, joiner, windows).to(t["out"], Produced.with_(S, S))
         return b.build()
 
     try:
@@ -164,6 +175,7 @@ def test_stream_global_table_join(streams_e2e: StreamsE2E, tmp_path: Path, mode:
         running = app.start(build)
         # the global table holds every product before the purchases go in
         store = running.store("products-store")
+        assert isinstance(store, ReadOnlyKeyValueStore)
         streams_e2e.wait_for(lambda: store.get("p2") == "product2", 30, "the global table to load")
         app.produce("purchases", PURCHASES)
         assert _pairs(app.read(lambda r: len(r) >= len(want))) == Counter(want)

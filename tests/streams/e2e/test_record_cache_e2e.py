@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,16 @@ def driver_output(cache_bytes: int) -> dict[str, list[int]]:
 
 
 def decode(records: list[Rec]) -> list[tuple[str, int]]:
-    return [((k or b"").decode(), L.deserialize("out", v)) for k, v, _ in records]
+    out = []
+    for k, v, _ in records:
+        count = L.deserialize("out", v)
+        assert k is not None and count is not None
+        out.append((k.decode(), count))
+    return out
+
+
+def _at_least(n: int) -> Callable[[list[Rec]], bool]:
+    return lambda records: len(records) >= n
 
 
 @pytest.mark.parametrize("cache_bytes", [10 * 1024 * 1024, 0], ids=["cache-on", "cache-off"])
@@ -81,7 +91,7 @@ def test_cache_dependent_counts_match_driver(streams_e2e: StreamsE2E, tmp_path: 
             streams_e2e.produce(lines_t, [(k, v, now) for k, v in batch])
             expected_total += n
             # the round's output committed (read_committed) before the next round goes in
-            got = streams_e2e.read_committed(out_t, lambda r, n=expected_total: len(r) >= n)
+            got = streams_e2e.read_committed(out_t, _at_least(expected_total))
         assert per_key(decode(got)) == want
     finally:
         assert app.close(30)

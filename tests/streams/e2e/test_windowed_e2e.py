@@ -73,7 +73,9 @@ def _decode(records: list[Rec]) -> Counter[tuple[str, int, int]]:
     out: Counter[tuple[str, int, int]] = Counter()
     for k, v, _ in records:
         w = WINDOWED.deserialize("out", k)
-        out[(w.key, w.start, LONG.deserialize("out", v))] += 1
+        n = LONG.deserialize("out", v)
+        assert w is not None and n is not None  # final results: never a tombstone
+        out[(w.key, w.start, n)] += 1
     return out
 
 

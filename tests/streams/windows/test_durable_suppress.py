@@ -130,7 +130,12 @@ def test_final_results_exactly_once_across_crashes(tmp_path: Path, windows: Any)
     crashed = _run_with_crashes(topology, records, tmp_path / "crash", crash_every=23, commit_every=5)
 
     def decode(out: list[tuple[bytes | None, bytes | None, int]]) -> list[tuple[Windowed, int]]:
-        return [(serde.deserialize("out", k), L.deserialize("out", v)) for k, v, _ in out]
+        decoded = []
+        for k, v, _ in out:
+            w, n = serde.deserialize("out", k), L.deserialize("out", v)
+            assert w is not None and n is not None  # final results: never a tombstone
+            decoded.append((w, n))
+        return decoded
 
     ref, got = decode(reference), decode(crashed)
     assert ref, "no final results at all"
