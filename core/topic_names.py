@@ -11,7 +11,8 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
 def validate_topic_name(name: str) -> None:
-    """Raise InvalidTopicError unless ``name`` is a legal Kafka topic name."""
+    """Raise InvalidTopicError unless ``name`` is a legal Kafka topic name; the message is the one
+    CreateTopics answers with (the controller's)."""
     if not name:
         raise InvalidTopicError("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
@@ -21,7 +22,8 @@ def validate_topic_name(name: str) -> None:
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}")
     if not _LEGAL.match(name):
         raise InvalidTopicError(
-            f"Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'")
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'")
 
 
 def unify_collision_chars(name: str) -> str:

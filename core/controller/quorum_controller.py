@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,9 +56,8 @@ from strom.core.metadata.records import (
     encode_record,
 )
 from strom.core.raft.client import RaftClient
+from strom.core.topic_names import unify_collision_chars, validate_topic_name
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK_SIZE = 1000
 # Uuid values Kafka never hands out: ZERO and the metadata topic's id (1).
 ZERO_UUID = uuid.UUID(int=0)
@@ -69,26 +67,6 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 # FeatureUpdate.UpgradeType codes (UpdateFeatures v1+; v0 requests are taken as UPGRADE, as Kafka does).
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's ``Topic.validate``; raises INVALID_TOPIC_EXCEPTION with Kafka's wording."""
-    if not name:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError('Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}")
-    if not _LEGAL_TOPIC.match(name):
-        raise InvalidTopicError(
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-            "alphanumerics, '.', '_' and '-'")
-
-
-def unify_collision_chars(name: str) -> str:
-    return name.replace(".", "_")
 
 
 def new_topic_id() -> uuid.UUID:

@@ -98,6 +98,16 @@ _APPEND_ERRORS: dict[int, type[KafkaError]] = {
 }
 
 
+def _mark_deleted(group: Any) -> None:
+    """A group removed from the coordinator: a classic group closes (its members' waits end) and
+    is Dead; a KIP-848 group is marked deleted."""
+    if isinstance(group, ClassicGroup):
+        group.close()
+        group.state = GroupState.DEAD
+    else:
+        setattr(group, "deleted", True)  # noqa: B010 - a ConsumerGroup
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -375,14 +385,20 @@ class GroupCoordinator:
         return await group.join(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                                 rebalance_timeout_ms, protocol_type, protocols, require_known_member_id)
 
+    def _known_classic_group(self, group_id: str) -> ClassicGroup:
+        """The classic group a member request names; the coordinator's error, or
+        UNKNOWN_MEMBER_ID for a group that does not exist."""
+        self.check_available(group_id)
+        group = self._classic_group(group_id, create=False)
+        if group is None:
+            raise UnknownMemberIdError()
+        return group
+
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: dict[str, bytes]) -> SyncResult:
         try:
-            self.check_available(group_id)
-            group = self._classic_group(group_id, create=False)
-            if group is None:
-                raise UnknownMemberIdError()
+            group = self._known_classic_group(group_id)
         except KafkaError as e:
             return SyncResult(e.errno)
         return await group.sync(generation_id, member_id, group_instance_id, protocol_type, protocol_name,
@@ -390,10 +406,7 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
         try:
-            self.check_available(group_id)
-            group = self._classic_group(group_id, create=False)
-            if group is None:
-                raise UnknownMemberIdError()
+            group = self._known_classic_group(group_id)
         except KafkaError as e:
             return e.errno
         return group.heartbeat(generation_id, member_id, group_instance_id)
@@ -401,10 +414,7 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, error per member)."""
         try:
-            self.check_available(group_id)
-            group = self._classic_group(group_id, create=False)
-            if group is None:
-                raise UnknownMemberIdError()
+            group = self._known_classic_group(group_id)
         except KafkaError as e:
             return e.errno, [e.errno] * len(members)
         return 0, group.leave(members)
@@ -649,11 +659,7 @@ class GroupCoordinator:
             if not self._is_current(group_id, group) or not group.is_empty():
                 continue
             del self.groups[group_id]
-            if isinstance(group, ClassicGroup):
-                group.close()
-                group.state = GroupState.DEAD
-            else:
-                setattr(group, "deleted", True)  # noqa: B010 - a ConsumerGroup
+            _mark_deleted(group)
             deleted.append(group_id)
         if deleted:
             log.info("deleted %d empty group(s) with no offsets", len(deleted))
@@ -696,11 +702,7 @@ class GroupCoordinator:
                 await self._append(group_id, records)
                 if self.groups.get(group_id) is group:
                     del self.groups[group_id]
-                    if isinstance(group, ClassicGroup):
-                        group.close()
-                        group.state = GroupState.DEAD
-                    else:
-                        setattr(group, "deleted", True)  # noqa: B010 - a ConsumerGroup
+                    _mark_deleted(group)
                 self.offsets.delete_group(group_id)
                 out[group_id] = 0
             except KafkaError as e:

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,17 @@ PARTITION_WAIT_S = 30.0
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+async def _periodically(interval_ms: Callable[[], int], task: Callable[[], Awaitable[object]], what: str) -> None:
+    """Run ``task`` every ``interval_ms()`` until cancelled; a failed run is logged, the next one
+    still comes (the interval is read each time, as the coordinator's config may change it)."""
+    while True:
+        await asyncio.sleep(interval_ms() / 1000)
+        try:
+            await task()
+        except Exception:
+            log.exception("%s failed", what)
 
 
 class TransactionCoordinator:
@@ -466,20 +477,12 @@ class TransactionCoordinator:
         return expired
 
     async def _timeout_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.abort_interval_ms / 1000)
-            try:
-                await self.abort_timed_out_transactions()
-            except Exception:
-                log.exception("aborting timed-out transactions failed")
+        await _periodically(lambda: self.abort_interval_ms, self.abort_timed_out_transactions,
+                            "aborting timed-out transactions")
 
     async def _expiration_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.expire_interval_ms / 1000)
-            try:
-                await self.expire_transactional_ids()
-            except Exception:
-                log.exception("expiring transactional ids failed")
+        await _periodically(lambda: self.expire_interval_ms, self.expire_transactional_ids,
+                            "expiring transactional ids")
 
     # -- Describe / List ----------------------------------------------------------------------
 
