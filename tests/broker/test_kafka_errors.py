@@ -3,8 +3,10 @@ with Kafka's numbers, names and retriability, under the broker's error root."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -91,3 +93,17 @@ def test_either_module_imports_first(first: str) -> None:
     code = (f"import {first}\nfrom strom.core.exceptions import NotLeaderOrFollowerError as E\n"
             "from strom.core.errors import for_code\nassert for_code(6) is E\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+REPO = Path(__file__).resolve().parents[2]
+KAFKA_LIB = REPO / ".cache" / "kafka-ref" / "lib"
+
+
+@pytest.mark.reference
+@pytest.mark.skipif(shutil.which("java") is None or not any(KAFKA_LIB.glob("kafka-clients-*.jar")),
+                    reason="needs java and Kafka's jars (scripts/setup-test-deps.sh)")
+def test_checked_in_module_is_what_the_generator_writes_from_kafkas_table() -> None:
+    # Runs Kafka's own Errors table: codes, retriability and class names against kio and core/errors.py.
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_kafka_errors.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
