@@ -24,7 +24,6 @@ task with caching on does within one commit interval.
 from __future__ import annotations
 
 import contextlib
-import logging
 import shutil
 import tempfile
 import time
@@ -48,8 +47,6 @@ from strom.streams.state.changelogging import changelog_topic
 from strom.streams.state.checkpoint import task_dir
 from strom.streams.topology.runtime import Headers, TopologyRuntime
 from strom.streams.topology.topology import StoreSpec, Topology
-
-log = logging.getLogger(__name__)
 
 #: Kafka's ``statestore.cache.max.bytes`` default (and its older name)
 _CACHE_KEYS = ("statestore.cache.max.bytes", "cache.max.bytes.buffering")

@@ -10,6 +10,7 @@ is dropped, as Kafka does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from strom.streams.dsl.windows import (
     WindowedSerdes,
 )
 from strom.streams.exceptions import TopologyError
-from strom.streams.processor.api import Processor, Record
+from strom.streams.processor.api import Processor, ProcessorContext, Record
 from strom.streams.processor.stores import SessionStoreFacade, WindowStoreFacade
 from strom.streams.serdes import Serdes
 from strom.streams.state.factory import DslStoreSupplier
@@ -39,6 +40,17 @@ if TYPE_CHECKING:
 
 Fn = Callable[..., Any]
 _NO_TIME = -(1 << 63)
+log = logging.getLogger(__name__)
+
+
+def _log_expired(context: ProcessorContext, timestamp: int, start: int, end: int, expiration: int,
+                 stream_time: int) -> None:
+    """Kafka's warning for a record dropped because its window has closed."""
+    md = context.record_metadata()
+    log.warning("Skipping record for expired window. topic=[%s] partition=[%s] offset=[%s] timestamp=[%s] "
+                "window=[%s,%s] expiration=[%s] streamTime=[%s]", md.topic if md else None,
+                md.partition if md else None, md.offset if md else None, timestamp, start, end, expiration,
+                stream_time)
 
 
 def _no_getter(ctx: Any) -> Callable[[Any], Any]:
@@ -74,6 +86,7 @@ class TimeWindowAggregate(Processor[Any, Any]):
         close = self.observed - self.windows.grace
         for w in self.windows.windows_for(ts):
             if w.end <= close:  # window closed: the record is late for it
+                _log_expired(self.context, ts, w.start, w.end, close, self.observed)
                 continue
             old = self.store.fetch_one(key, w.start)
             old_agg, new_ts = (None, ts) if old is None else (old[0], max(ts, old[1]))
@@ -136,8 +149,9 @@ class SlidingWindowAggregate(Processor[Any, Any]):
             self.observed = ts
         diff = self.windows.time_difference
         close = self.observed - self.windows.grace
-        if ts + 1 + diff < close:
-            return  # even the record's right window is closed: late
+        if ts + 1 + diff < close:  # even the record's right window is closed: late
+            _log_expired(self.context, ts, ts + 1, ts + 1 + diff, close, self.observed)
+            return
         left_start = max(0, ts - diff)
         existing = {s: (a, t) for s, a, t in self.store.fetch(key, left_start, ts + 1)}
         updates: dict[int, tuple[Any, Any, int]] = {}  # start -> (new, old, timestamp)
@@ -201,8 +215,9 @@ class SessionWindowAggregate(Processor[Any, Any]):
         agg: Any = None
         for s, e, _ in merged:
             start, end = min(start, s), max(end, e)
-        if end < close:
-            return  # the merged session is already closed: late record
+        if end < close:  # the merged session is already closed: late record
+            _log_expired(self.context, ts, start, end, close, self.observed)
+            return
         fwd = self.context.forward
         for s, e, a in merged:
             if self.reducer is not None:

@@ -84,7 +84,7 @@ class _ChangeLogging:
         """Apply changelog records in batches; returns the number restored.
 
         After each batch the inner store commits ``{changelog_partition: last offset + 1}``
-        and ``on_progress`` gets the running total (the runtime prints the progress line).
+        and ``on_progress`` gets the running total (the runtime logs the progress line).
         """
         restored = 0
         in_batch = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import Any
 
@@ -167,3 +168,14 @@ def test_windowed_serdes_wire_format() -> None:
         tw.deserialize("t", b"short")
     with pytest.raises(SerializationError):
         sw.deserialize("t", b"0123456789")
+
+
+def test_record_for_expired_window_is_logged_as_kafka_does(caplog: pytest.LogCaptureFixture) -> None:
+    topology, out_serde = _count_topology(TimeWindows.of_size_and_grace(10, 0))
+    with caplog.at_level(logging.WARNING, logger="strom.streams.dsl.windowed"):
+        got, driver = _run(topology, out_serde, [("a", "x", 25), ("a", "late", 3)])
+        driver.close()
+    assert len(got) == 1  # the late record updated nothing
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("Skipping record for expired window. topic=[in] partition=[0] offset=[1] timestamp=[3]")
+    assert "window=[0,10] expiration=[25] streamTime=[25]" in line
