@@ -8,36 +8,31 @@ not persisted (as in Kafka). Statuses are kept in memory from the worker's liste
 a failed connector or task carries its trace.
 
 Sink connector offsets (REST ``/offsets``) are the consumer group ``connect-<name>``'s, read and
-changed with confluent-kafka's AdminClient; source offsets are those of the file.
+changed with confluent-kafka's AdminClient; source offsets are those of the file (both through
+:class:`~strom.connect.runtime.herder.AbstractHerder`, shared with the distributed herder).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from strom.connect.api.config import ConfigValue, config_infos
-from strom.connect.api.connector import SinkConnectorContext, SourceConnectorContext
 from strom.connect.exceptions import (
     AlreadyExistsError,
-    BadRequestError,
-    ConfigException,
-    ConnectException,
     NotFoundError,
 )
-from strom.connect.runtime.config import ConnectorConfig, WorkerConfig, connector_config_def
+from strom.connect.runtime.config import ConnectorConfig, WorkerConfig
 from strom.connect.runtime.errors import format_trace
 from strom.connect.runtime.herder import (
+    AbstractHerder,
     ConnectorInfo,
-    ConnectorOffset,
-    ConnectorOffsets,
     ConnectorState,
     ConnectorStateInfo,
     ConnectorTaskId,
-    ConnectorType,
     State,
+    StatusListener,
     TargetState,
     TaskInfo,
     TaskState,
@@ -46,89 +41,18 @@ from strom.connect.runtime.offsets import (
     FileOffsetBackingStore,
     MemoryOffsetBackingStore,
     OffsetBackingStore,
-    OffsetStorageReaderImpl,
-    connector_offsets,
-    serialize_key,
-    serialize_offset,
 )
-from strom.connect.runtime.worker import Worker, connector_kind
+from strom.connect.runtime.worker import Worker
 
 log = logging.getLogger("strom.connect.standalone")
 
-ALTERED = "The offsets for this connector have been altered successfully"
-RESET = "The offsets for this connector have been reset successfully"
-NOT_STOPPED = ("Connectors must be in the STOPPED state before their offsets can be modified. This can be "
-               "done for the specified connector by issuing a 'PUT' request to the "
-               "'/connectors/{name}/stop' endpoint")
 
-
-class StatusListener:
-    """Turns the worker's status callbacks into connector/task states, handed to ``set_status``.
-
-    The standalone herder keeps them in memory; the distributed one writes them to the status
-    topic.
-    """
-
-    def __init__(self, set_status: Callable[[Any, State, str | None], None]) -> None:
-        self._set = set_status
-
-    def on_startup(self, id: Any) -> None:
-        self._set(id, State.RUNNING, None)
-
-    def on_pause(self, id: Any) -> None:
-        self._set(id, State.PAUSED, None)
-
-    def on_resume(self, id: Any) -> None:
-        self._set(id, State.RUNNING, None)
-
-    def on_failure(self, id: Any, exc: BaseException) -> None:
-        self._set(id, State.FAILED, format_trace(exc))
-
-    def on_shutdown(self, id: Any) -> None:
-        self._set(id, State.UNASSIGNED, None)
-
-    def on_stop(self, id: Any) -> None:
-        self._set(id, State.STOPPED, None)
-
-    def on_restart(self, id: Any) -> None:
-        self._set(id, State.RESTARTING, None)
-
-
-class _ConnectorContext:
-    """``ConnectorContext`` of one connector: reconfiguration requests and background failures."""
-
-    def __init__(self, herder: StandaloneHerder, name: str) -> None:
-        self.herder = herder
-        self.name = name
-
-    def request_task_reconfiguration(self) -> None:
-        # Off the connector's thread: reconfiguring stops tasks and may call back into it.
-        threading.Thread(target=self.herder._reconfigure, args=(self.name,), daemon=True,
-                         name=f"reconfigure-{self.name}").start()
-
-    def raise_error(self, exc: BaseException) -> None:
-        self.herder._set_status(self.name, State.FAILED, format_trace(exc))
-
-
-class _SourceContext(_ConnectorContext, SourceConnectorContext):
-    @property
-    def offset_storage_reader(self) -> OffsetStorageReaderImpl:
-        return OffsetStorageReaderImpl(self.herder.worker.offset_store, self.name)
-
-
-class _SinkContext(_ConnectorContext, SinkConnectorContext):
-    pass
-
-
-class StandaloneHerder:
+class StandaloneHerder(AbstractHerder):
     """The herder of ``strom connect standalone`` (see the module doc)."""
 
     def __init__(self, config: WorkerConfig, registry: Any, worker: Worker | None = None) -> None:
-        self.config = config
-        self.registry = registry
+        super().__init__(config, registry)
         self.worker = worker or Worker(config, registry, self._offset_store_factory)
-        self.worker_id = _worker_id(config)
-        self._lock = threading.RLock()
         self._status_lock = threading.Lock()
         self._listener = StatusListener(self._set_status)
         self._configs: dict[str, dict[str, str]] = {}
@@ -136,9 +60,6 @@ class StandaloneHerder:
         self._task_configs: dict[str, list[dict[str, str]]] = {}
         self._status: dict[Any, tuple[State, str | None]] = {}
         self._active_topics: dict[str, set[str]] = {}
-        self._cluster_id: str | None = None
-        self._admin_client: Any = None
-        self._stopped = False
 
     def _offset_store_factory(self) -> OffsetBackingStore:
         path = self.config.offset_storage_file_filename
@@ -180,18 +101,11 @@ class StandaloneHerder:
         state, trace = self._status.get(id, (State.UNASSIGNED, None))
         return TaskState(id.task, state, self.worker_id, trace)
 
-    def _require(self, name: str) -> dict[str, str]:
-        cfg = self._configs.get(name)
-        if cfg is None:
-            raise NotFoundError(f"Connector {name} not found")
-        return cfg
+    def _connector_config(self, name: str) -> dict[str, str] | None:
+        return self._configs.get(name)
 
-    def _type(self, name: str) -> ConnectorType:
-        try:
-            cls = self.registry.connector_class(self._configs[name]["connector.class"])
-            return ConnectorType(connector_kind(cls))
-        except Exception:
-            return ConnectorType.UNKNOWN
+    def _target_state(self, name: str) -> TargetState:
+        return self._targets[name]
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -233,17 +147,8 @@ class StandaloneHerder:
 
     def put_connector_config(self, name: str, config: Mapping[str, str], allow_replace: bool,
                              initial_state: TargetState | None = None) -> tuple[bool, ConnectorInfo]:
-        cfg = {str(k): _str(v) for k, v in config.items()}
-        if cfg.get("name", name) != name:
-            raise BadRequestError(f"Connector name configuration ({cfg['name']}) doesn't match connector "
-                                  f"name in the URL ({name})")
-        cfg["name"] = name
-        result = self.validate_connector_config(cfg)
-        if result["error_count"]:
-            errors = [f"{c['value']['name']}: {e}" for c in result["configs"]
-                      if c.get("value") for e in c["value"]["errors"]]
-            raise BadRequestError(f"Connector configuration is invalid and contains the following "
-                                  f"{result['error_count']} error(s):\n" + "\n".join(errors))
+        cfg = self._named_config(name, config)
+        self._validate_or_raise(cfg)
         with self._lock:
             exists = name in self._configs
             if exists and not allow_replace:
@@ -261,12 +166,7 @@ class StandaloneHerder:
 
     def patch_connector_config(self, name: str, patch: Mapping[str, str | None]) -> ConnectorInfo:
         with self._lock:
-            cfg = dict(self._require(name))
-        for k, v in patch.items():
-            if v is None:
-                cfg.pop(k, None)
-            else:
-                cfg[k] = v
+            cfg = self._patched(self._require(name), patch)
         return self.put_connector_config(name, cfg, True)[1]
 
     def delete_connector(self, name: str) -> None:
@@ -279,11 +179,6 @@ class StandaloneHerder:
             for key in [k for k in self._status if k == name or
                         (isinstance(k, ConnectorTaskId) and k.connector == name)]:
                 del self._status[key]
-
-    def _ctx(self, name: str) -> _ConnectorContext:
-        if self._type(name) == ConnectorType.SOURCE:
-            return _SourceContext(self, name)
-        return _SinkContext(self, name)
 
     def _start_connector(self, name: str) -> None:
         target = self._targets[name]
@@ -400,111 +295,7 @@ class StandaloneHerder:
             if not self.worker.is_running(name):
                 self._status[name] = (State.STOPPED, None)
 
-    # -- offsets --------------------------------------------------------------------------------
-
-    def connector_offsets(self, name: str) -> ConnectorOffsets:
-        with self._lock:
-            self._require(name)
-            kind = self._type(name)
-        if kind == ConnectorType.SINK:
-            return ConnectorOffsets(tuple(
-                ConnectorOffset({"kafka_topic": t, "kafka_partition": p}, {"kafka_offset": o})
-                for (t, p), o in sorted(self._group_offsets(name).items())))
-        return ConnectorOffsets(tuple(ConnectorOffset(p, o)
-                                      for p, o in connector_offsets(self.worker.offset_store, name)))
-
-    def _require_stopped(self, name: str) -> ConnectorType:
-        self._require(name)
-        if self._targets[name] != TargetState.STOPPED:
-            raise BadRequestError(NOT_STOPPED.format(name=name))
-        return self._type(name)
-
-    def alter_connector_offsets(self, name: str, offsets: ConnectorOffsets) -> str:
-        with self._lock:
-            kind = self._require_stopped(name)
-            cfg = dict(self._configs[name])
-        if not offsets.offsets:
-            raise BadRequestError("Partitions / offsets need to be provided for an alter offsets request")
-        connector = self.registry.connector_class(cfg["connector.class"])()
-        if kind == ConnectorType.SINK:
-            from confluent_kafka import TopicPartition as KTP
-
-            from strom.connect.api.records import TopicPartition as TP
-
-            parsed: dict[Any, int | None] = {}
-            for o in offsets.offsets:
-                try:
-                    tp = TP(str(o.partition["kafka_topic"]), int(o.partition["kafka_partition"]))
-                    parsed[tp] = None if o.offset is None else int(o.offset["kafka_offset"])
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise BadRequestError(f"Invalid sink partition/offset {o.to_json()}: {exc}") from None
-            connector.alter_offsets(cfg, parsed)
-            if any(v is None for v in parsed.values()):
-                raise BadRequestError("Resetting single partitions of a sink connector is not supported by "
-                                      "this worker; use DELETE /connectors/{name}/offsets")
-            self._alter_group(name, [KTP(tp.topic, tp.partition, off) for tp, off in parsed.items() if off is not None])
-            return ALTERED
-        pairs = [(dict(o.partition), None if o.offset is None else dict(o.offset)) for o in offsets.offsets]
-        connector.alter_offsets(cfg, pairs)
-        self.worker.offset_store.set({serialize_key(name, p): serialize_offset(off) for p, off in pairs})
-        return ALTERED
-
-    def reset_connector_offsets(self, name: str) -> str:
-        with self._lock:
-            kind = self._require_stopped(name)
-            cfg = dict(self._configs[name])
-        connector = self.registry.connector_class(cfg["connector.class"])()
-        if kind == ConnectorType.SINK:
-            current = self._group_offsets(name)
-            from strom.connect.api.records import TopicPartition as TP
-
-            connector.alter_offsets(cfg, {TP(t, p): None for (t, p) in current})
-            self._delete_group(name)
-            return RESET
-        current_src = connector_offsets(self.worker.offset_store, name)
-        connector.alter_offsets(cfg, [(p, None) for p, _ in current_src])
-        self.worker.offset_store.set({serialize_key(name, p): None for p, _ in current_src})
-        return RESET
-
-    def _admin(self) -> Any:
-        # One client kept for the herder's life: a dropped AdminClient never completes its futures.
-        if self._admin_client is None:
-            from confluent_kafka.admin import AdminClient
-
-            self._admin_client = AdminClient(self.config.admin_config())
-        return self._admin_client
-
-    def _group_offsets(self, name: str) -> dict[tuple[str, int], int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        futs = self._admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(f"connect-{name}")])
-        out: dict[tuple[str, int], int] = {}
-        for fut in futs.values():
-            res = fut.result(30)
-            for tp in res.topic_partitions or ():
-                if tp.offset >= 0:
-                    out[(tp.topic, tp.partition)] = tp.offset
-        return out
-
-    def _alter_group(self, name: str, tps: list[Any]) -> None:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        futs = self._admin().alter_consumer_group_offsets([ConsumerGroupTopicPartitions(f"connect-{name}", tps)])
-        for fut in futs.values():
-            fut.result(30)
-
-    def _delete_group(self, name: str) -> None:
-        from confluent_kafka import KafkaException
-
-        futs = self._admin().delete_consumer_groups([f"connect-{name}"], request_timeout=30)
-        for fut in futs.values():
-            try:
-                fut.result(30)
-            except KafkaException as exc:
-                if "GROUP_ID_NOT_FOUND" not in str(exc):
-                    raise ConnectException(f"resetting the offsets of {name} failed: {exc}") from exc
-
-    # -- topics, validation, plugins ---------------------------------------------------------
+    # -- topics -------------------------------------------------------------------------------
 
     def _collect_active_topics(self, name: str) -> None:
         topics = self._active_topics.setdefault(name, set())
@@ -526,79 +317,7 @@ class StandaloneHerder:
                 if tid.connector == name:
                     self.worker.task_active_topics(tid).clear()
 
-    def validate_connector_config(self, config: Mapping[str, str]) -> dict[str, Any]:
-        props = {str(k): _str(v) for k, v in config.items()}
-        class_name = props.get("connector.class")
-        if not class_name:
-            raise BadRequestError("Connector config " + str(props) + " contains no connector type")
-        try:
-            cls = self.registry.connector_class(class_name)
-        except ConfigException as exc:
-            raise BadRequestError(str(exc)) from None
-        kind = connector_kind(cls)
-        cdef = connector_config_def(kind)
-        values: list[ConfigValue] = list(cdef.validate(props))
-        by_name = {v.name: v for v in values}
-        extra: list[ConfigValue] = []
-        for problem in ConnectorConfig.errors(props, kind):
-            key = problem.key or "connector.class"
-            cv = by_name.get(key)
-            if cv is None:
-                cv = ConfigValue(key, props.get(key))
-                extra.append(cv)
-                by_name[key] = cv
-            if not cv.errors:  # the ConfigDef may have reported the same problem already
-                cv.add_error_message(problem.message or str(problem))
-        for plural, lookup in (("transforms", self.registry.transformation_class),
-                               ("predicates", self.registry.predicate_class)):
-            for alias in [a.strip() for a in props.get(plural, "").split(",") if a.strip()]:
-                key = f"{plural}.{alias}.type"
-                cv = ConfigValue(key, props.get(key))
-                try:
-                    plugin = lookup(props[key])()
-                    own = {k[len(f"{plural}.{alias}."):]: v for k, v in props.items()
-                           if k.startswith(f"{plural}.{alias}.")}
-                    for v in plugin.config().validate(own):
-                        if v.errors:
-                            extra.append(ConfigValue(f"{plural}.{alias}.{v.name}", v.value, [], list(v.errors)))
-                except Exception as exc:
-                    cv.add_error_message(str(exc))
-                extra.append(cv)
-        connector = cls()
-        cdef.merge(connector.config())
-        try:
-            conn_values = connector.validate(props).config_values
-        except Exception as exc:
-            by_name["connector.class"].add_error_message(str(exc))
-            conn_values = []
-        known = {v.name for v in values}
-        merged = values + [v for v in conn_values if v.name not in known] + extra
-        return config_infos(class_name, cdef, merged)
-
-    def plugins(self) -> Sequence[Any]:
-        return self.registry.plugin_descs()
-
-    def kafka_cluster_id(self) -> str:
-        if self._cluster_id is None:
-            md = self._admin().list_topics(timeout=30)
-            self._cluster_id = md.cluster_id or ""
-        return self._cluster_id
-
     def leader_url(self) -> str | None:
         return None
 
 
-def _str(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _worker_id(config: WorkerConfig) -> str:
-    """Kafka's worker id: the advertised REST host:port."""
-    listener = config.listeners.split(",")[0].strip()
-    hostport = listener.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    host = config.rest_advertised_host_name or host or "localhost"
-    port = str(config.rest_advertised_port or port or 8083)
-    return f"{host}:{port}"

@@ -44,7 +44,6 @@ from typing import Any, cast
 
 from strom.connect.exceptions import (
     AlreadyExistsError,
-    BadRequestError,
     ConfigException,
     ConnectException,
     NotFoundError,
@@ -79,6 +78,7 @@ from strom.connect.runtime.distributed.offset_store import KafkaOffsetBackingSto
 from strom.connect.runtime.distributed.status_store import KafkaStatusBackingStore, Status, TopicStatus
 from strom.connect.runtime.errors import format_trace
 from strom.connect.runtime.herder import (
+    AbstractHerder,
     ConnectorInfo,
     ConnectorOffsets,
     ConnectorState,
@@ -86,21 +86,13 @@ from strom.connect.runtime.herder import (
     ConnectorTaskId,
     ConnectorType,
     State,
+    StatusListener,
     TargetState,
     TaskInfo,
     TaskState,
 )
 from strom.connect.runtime.offsets import OffsetBackingStore
-from strom.connect.runtime.standalone import (
-    NOT_STOPPED,
-    StandaloneHerder,
-    StatusListener,
-    _SinkContext,
-    _SourceContext,
-    _str,
-    _worker_id,
-)
-from strom.connect.runtime.worker import Worker, connector_kind
+from strom.connect.runtime.worker import Worker
 
 log = logging.getLogger("strom.connect.distributed")
 
@@ -108,11 +100,11 @@ WRITE_TIMEOUT = 30.0
 REBALANCE_WAIT = 15.0  # how long a REST write waits for a rebalance to finish
 
 
-class DistributedHerder(StandaloneHerder):
+class DistributedHerder(AbstractHerder):
     """The herder of ``strom connect distributed`` (see the module doc).
 
-    Validation, plugin listing, cluster id and sink-offset admin calls are the standalone
-    herder's; everything stateful is the cluster's.
+    Validation, plugin listing, cluster id and connector offsets are the
+    :class:`~strom.connect.runtime.herder.AbstractHerder`'s; everything stateful is the cluster's.
     """
 
     def __init__(self, config: WorkerConfig, registry: Any, worker: Worker | None = None) -> None:
@@ -121,15 +113,9 @@ class DistributedHerder(StandaloneHerder):
                            ("status.storage.topic", config.status_storage_topic)):
             if not value:
                 raise ConfigException(key, value, "distributed mode requires it")
-        self.config = config
-        self.registry = registry
-        self.worker_id = _worker_id(config)
+        super().__init__(config, registry)
         self.url = f"http://{self.worker_id}"
-        self._lock = threading.RLock()
         self._task_restart_lock = threading.Lock()
-        self._admin_client: Any = None
-        self._cluster_id: str | None = None
-        self._stopped = False
         producer = config.producer_config()
         consumer = config.consumer_config()
         admin = config.admin_config()
@@ -623,28 +609,11 @@ class DistributedHerder(StandaloneHerder):
     def _snap(self) -> ClusterConfigState:
         return self.config_store.snapshot()
 
-    @property
-    def _configs(self) -> dict[str, dict[str, str]]:
-        # The standalone herder's offset helpers read connector configs from here.
-        return self._snap().connector_configs
+    def _connector_config(self, name: str) -> dict[str, str] | None:
+        return self._snap().connector_configs.get(name)
 
-    def _require(self, name: str) -> dict[str, str]:
-        cfg = self._snap().connector_configs.get(name)
-        if cfg is None:
-            raise NotFoundError(f"Connector {name} not found")
-        return cfg
-
-    def _type(self, name: str) -> ConnectorType:
-        try:
-            cls = self.registry.connector_class(self._snap().connector_configs[name]["connector.class"])
-            return ConnectorType(connector_kind(cls))
-        except Exception:
-            return ConnectorType.UNKNOWN
-
-    def _ctx(self, name: str) -> Any:
-        if self._type(name) == ConnectorType.SOURCE:
-            return _SourceContext(self, name)
-        return _SinkContext(self, name)
+    def _target_state(self, name: str) -> TargetState:
+        return TargetState(self._snap().target_state(name))
 
     def _reconfigure(self, name: str) -> None:
         # ConnectorContext.request_task_reconfiguration (called off the connector's thread).
@@ -735,18 +704,9 @@ class DistributedHerder(StandaloneHerder):
 
     def put_connector_config(self, name: str, config: Mapping[str, str], allow_replace: bool,
                              initial_state: TargetState | None = None) -> tuple[bool, ConnectorInfo]:
-        cfg = {str(k): _str(v) for k, v in config.items()}
-        if cfg.get("name", name) != name:
-            raise BadRequestError(f"Connector name configuration ({cfg['name']}) doesn't match connector "
-                                  f"name in the URL ({name})")
-        cfg["name"] = name
+        cfg = self._named_config(name, config)
         self._check_leader()
-        result = self.validate_connector_config(cfg)
-        if result["error_count"]:
-            errors = [f"{c['value']['name']}: {e}" for c in result["configs"]
-                      if c.get("value") for e in c["value"]["errors"]]
-            raise BadRequestError(f"Connector configuration is invalid and contains the following "
-                                  f"{result['error_count']} error(s):\n" + "\n".join(errors))
+        self._validate_or_raise(cfg)
         with self._lock:
             self._await_config()
             exists = name in self._snap().connector_configs
@@ -758,13 +718,7 @@ class DistributedHerder(StandaloneHerder):
         return not exists, self.connector_info(name)
 
     def patch_connector_config(self, name: str, patch: Mapping[str, str | None]) -> ConnectorInfo:
-        cfg = dict(self._require(name))
-        for k, v in patch.items():
-            if v is None:
-                cfg.pop(k, None)
-            else:
-                cfg[k] = v
-        return self.put_connector_config(name, cfg, True)[1]
+        return self.put_connector_config(name, self._patched(self._require(name), patch), True)[1]
 
     def delete_connector(self, name: str) -> None:
         self._require(name)
@@ -821,16 +775,6 @@ class DistributedHerder(StandaloneHerder):
         self._set_target(name, TargetState.STOPPED)
 
     # -- offsets --------------------------------------------------------------------------------
-
-    def _require_stopped(self, name: str) -> ConnectorType:
-        self._require(name)
-        if self._snap().target_state(name) != TargetState.STOPPED:
-            raise BadRequestError(NOT_STOPPED.format(name=name))
-        return self._type(name)
-
-    def connector_offsets(self, name: str) -> ConnectorOffsets:
-        self._require(name)
-        return super().connector_offsets(name)
 
     def alter_connector_offsets(self, name: str, offsets: ConnectorOffsets) -> str:
         self._check_leader()
