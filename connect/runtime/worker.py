@@ -162,12 +162,20 @@ class WorkerTask(threading.Thread):
         self.failure: BaseException | None = None
         self.on_exit = on_exit
         self.active_topics: set[str] = set()  # REST /connectors/{c}/topics
+        self.cancelled = False
 
     # -- control (any thread) -----------------------------------------------------------
 
     def stop(self) -> None:
         self.stopping.set()
         self.state_changed.set()
+
+    def cancel(self) -> None:
+        """The worker gave up waiting for this task to stop (Kafka's ``WorkerTask.cancel``): its
+        thread may still finish, but it reports no more status, so a late failure or shutdown
+        of this instance never replaces the state of the instance that runs the task now."""
+        self.cancelled = True
+        self.stop()
 
     def transition_to(self, state: TargetState) -> None:
         if state == self.target_state:
@@ -198,7 +206,10 @@ class WorkerTask(threading.Thread):
                 log.exception("closing task %s-%d failed", self.id.connector, self.id.task)
                 if self.failure is None:
                     self.failure = exc
-            if self.failure is not None:
+            if self.cancelled:
+                log.info("task %s-%d (cancelled) ended%s", self.id.connector, self.id.task,
+                         f" with {self.failure!r}" if self.failure is not None else "")
+            elif self.failure is not None:
                 _notify(self.status_listener, "on_failure", self.id, self.failure)
             else:
                 _notify(self.status_listener, "on_shutdown", self.id)
@@ -541,8 +552,9 @@ class Worker:
         entry.task.stop()
         wait = self.config.task_shutdown_graceful_timeout_ms / 1000 if timeout is None else timeout
         if not entry.task.await_stop(max(wait, 0.001)):
-            log.error("task %s-%d did not stop within %.1f s; abandoning its thread",
+            log.error("task %s-%d did not stop within task.shutdown.graceful.timeout.ms (%.1f s); cancelling it",
                       task_id.connector, task_id.task, wait)
+            entry.task.cancel()
             return False
         return True
 

@@ -172,6 +172,8 @@ _RETRIABLE_CODES = frozenset({
     KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.REQUEST_TIMED_OUT,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NETWORK_EXCEPTION,
 })
+# A newer producer with the same transactional.id exists: this instance is a zombie.
+_FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 DEFAULT_DELIVERY_TIMEOUT_MS = 300000  # librdkafka's message.timeout.ms (alias delivery.timeout.ms)
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's and Kafka's transaction.timeout.ms
 
@@ -183,6 +185,16 @@ def is_retriable(exc: BaseException) -> bool:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         err: KafkaError = exc.args[0]
         return bool(err.retriable()) or err.code() in _RETRIABLE_CODES
+    return False
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """True if ``exc`` (or its cause) says a newer producer with the same transactional.id fenced ours."""
+    while exc is not None:
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError) \
+                and exc.args[0].code() in _FENCED_CODES:
+            return True
+        exc = exc.__cause__  # type: ignore[assignment]
     return False
 
 
@@ -236,6 +248,7 @@ class AbstractWorkerSourceTask(WorkerTask):
         self._value_batch = getattr(value_converter, "from_connect_data_batch", None)
         self._delivery_error: Exception | None = None
         self._task_started = False
+        self._producer_unusable = False  # fenced, or a transactional call left in flight
         # commit_record is per-record work: call it only for tasks that override it.
         base = getattr(type(task), "__mro__", ())
         self._wants_commit_record = any("commit_record" in vars(c) for c in base[:-1]
@@ -526,10 +539,24 @@ class AbstractWorkerSourceTask(WorkerTask):
                 self.transforms.close()
                 self.operator.close()
                 if self.producer is not None:
-                    self.producer.flush(1)
-                    close = getattr(self.producer, "close", None)
-                    if close is not None:
-                        close()
+                    self._close_producer()
+
+    def _close_producer(self) -> None:
+        producer = self.producer
+        try:
+            if self._producer_unusable:
+                # Fenced, or a transactional call still in flight: flushing would wait for what
+                # can never be acknowledged, so the queue is dropped (the broker aborts the
+                # transaction) and the producer closed.
+                producer.purge(in_queue=True, in_flight=True)
+            else:
+                producer.flush(1)
+            close = getattr(producer, "close", None)
+            if close is not None:
+                close()
+        except KafkaException as exc:
+            # close() of a fenced producer reports the fencing again; the task's state is settled.
+            log.info("task %s-%d: closing the producer: %s", self.id.connector, self.id.task, exc)
 
 
 class WorkerSourceTask(AbstractWorkerSourceTask):
@@ -756,6 +783,7 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
                 if not retriable:
                     raise
                 if time.monotonic() >= deadline or (self.stopping.is_set() and name != "commit_transaction"):
+                    self._producer_unusable = True  # the call stays in flight inside librdkafka
                     raise ConnectException(
                         f"task {self.id.connector}-{self.id.task}: {name} did not complete within "
                         f"transaction.timeout.ms={self.transaction_timeout_ms}: {err}") from exc
@@ -776,11 +804,25 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
                     in_txn = bool(produce_in_txn(self.producer, self.writer.flushing()))
             self._transactional_call("commit_transaction", self.producer.commit_transaction)
             self._txn_open = False
-        except BaseException:
+        except BaseException as exc:
             if flushing:
                 self.writer.cancel_flush()
-            self._abort_transaction()
-            raise
+            if not is_fenced(exc):
+                self._abort_transaction()
+                raise
+            # A newer instance took the transactional.id over (zombie fencing, or this task was
+            # restarted elsewhere): the broker aborted the open transaction, and aborting from a
+            # fenced producer only fails again. Stopping, that is how a generation ends; running,
+            # this instance must not go on.
+            self._txn_open = False
+            self._txn_offsets.clear()
+            self._producer_unusable = True
+            if self.stopping.is_set():
+                log.info("task %s-%d was fenced by a newer instance of transactional.id %s while stopping; "
+                         "its last transaction is aborted", self.id.connector, self.id.task, self.transactional_id)
+                return
+            raise ConnectException(f"task {self.id.connector}-{self.id.task} was fenced: a newer producer with "
+                                   f"transactional.id {self.transactional_id} exists") from exc
         if flushing:
             if in_txn:
                 self.writer.complete_flush()
@@ -795,6 +837,7 @@ class ExactlyOnceWorkerSourceTask(AbstractWorkerSourceTask):
             try:
                 self.producer.abort_transaction(self.transaction_timeout_ms / 1000)
             except KafkaException as exc:
+                self._producer_unusable = True  # e.g. a commit still in flight: close() must not wait on it
                 log.error("task %s-%d: abort_transaction failed: %s", self.id.connector, self.id.task, exc)
 
 
@@ -811,6 +854,7 @@ __all__ = [
     "WorkerSourceTask",
     "WorkerSourceTaskContext",
     "WorkerTransactionContext",
+    "is_fenced",
     "is_retriable",
     "source_task_class",
 ]

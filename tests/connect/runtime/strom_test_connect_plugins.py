@@ -12,17 +12,23 @@ which is how the standalone-worker subprocess of the kill -9 test finds them.
   to the errant record reporter instead; ``put.retriable.times`` makes the first N non-empty
   ``put`` calls raise RetriableException.
 * ``FailOnValue``: a transformation raising DataException for values containing ``needle``.
+* ``GatedTxnSource``: for ``transaction.boundary=connector``: its task returns ``count`` records
+  in one poll (an open transaction), sets ``GATES[gate].in_transaction`` and, at its next poll,
+  waits for ``GATES[gate].release`` before asking for the commit — so a test can act (fence the
+  task) between the records and the commit of their transaction.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from strom.connect.api.config import ConfigDef
-from strom.connect.api.connector import SinkConnector, SourceConnector
+from strom.connect.api.connector import ConnectorTransactionBoundaries, SinkConnector, SourceConnector
 from strom.connect.api.records import SinkRecord, SourceRecord, TopicPartition
 from strom.connect.api.task import SinkTask, SourceTask, Task
 from strom.connect.api.transforms import Transformation
@@ -80,6 +86,60 @@ class SeqSource(SourceConnector):
 
     def config(self) -> ConfigDef:
         return ConfigDef().define("topic", "STRING", importance="HIGH", doc="Destination topic.")
+
+
+@dataclass
+class Gate:
+    in_transaction: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+GATES: dict[str, Gate] = {}
+
+
+class GatedTxnSourceTask(SourceTask):
+    def start(self, props: dict[str, str]) -> None:
+        self.topic = props["topic"]
+        self.count = int(props.get("count", "10"))
+        self.gate = GATES.setdefault(props["gate"], Gate())
+        self.sent = False
+        self.stopped = threading.Event()
+
+    def poll(self) -> list[SourceRecord] | None:
+        if not self.sent:
+            self.sent = True
+            return [SourceRecord({"gate": 0}, {"n": n}, self.topic, None, Schema.STRING_SCHEMA, f"k-{n}",
+                                 Schema.STRING_SCHEMA, f"gated-{n}") for n in range(self.count)]
+        if not self.gate.in_transaction.is_set():
+            self.gate.in_transaction.set()  # the records are in the open transaction now
+            self.gate.release.wait(60)
+            assert self.context is not None
+            txn = self.context.transaction_context()
+            assert txn is not None, "GatedTxnSource needs transaction.boundary=connector"
+            txn.commit_transaction()
+            return None
+        self.stopped.wait(0.05)
+        return None
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+class GatedTxnSource(SourceConnector):
+    def start(self, props: dict[str, str]) -> None:
+        self.props = dict(props)
+
+    def task_class(self) -> type[Task]:
+        return GatedTxnSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def can_define_transaction_boundaries(self, props: Any) -> ConnectorTransactionBoundaries:
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+    def stop(self) -> None:
+        pass
 
 
 class FileCollectSinkTask(SinkTask):
@@ -170,4 +230,4 @@ class FailOnValue(Transformation):
 
 @hookimpl
 def strom_connect_plugins() -> list[type]:
-    return [SeqSource, FileCollectSink, FailOnValue]
+    return [SeqSource, FileCollectSink, FailOnValue, GatedTxnSource]

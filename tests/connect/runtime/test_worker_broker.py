@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import strom_test_connect_plugins as tp  # loaded by this folder's conftest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-
-sys.path.insert(0, str(Path(__file__).parent))
-import strom_test_connect_plugins as tp
 
 from strom.connect.converters import PLUGINS as CONVERTERS
 from strom.connect.plugins import PluginRegistry
@@ -41,7 +40,7 @@ def uid(prefix: str) -> str:
 
 
 def registry() -> PluginRegistry:
-    return PluginRegistry(classes=[*CONVERTERS, tp.SeqSource, tp.FileCollectSink, tp.FailOnValue])
+    return PluginRegistry(classes=[*CONVERTERS, tp.SeqSource, tp.FileCollectSink, tp.FailOnValue, tp.GatedTxnSource])
 
 
 @pytest.fixture
@@ -129,12 +128,19 @@ def test_source_records_reach_the_topic_and_offsets_the_file(
     store.start()
     reader = OffsetStorageReaderImpl(store, "seq")
     assert reader.offset({"task": 0}) == {"n": 299} and reader.offset({"task": 1}) == {"n": 299}
-    # A restarted worker resumes after the committed offsets: nothing is sent again.
+    # A restarted worker resumes after the committed offsets: nothing is sent again. One more
+    # record per task (n=300) shows the restarted tasks ran: once both are in the topic, a task
+    # that resumed from the start instead would have re-sent its 300 earlier records before them.
     again = make_herder(**overrides)
-    again.put_connector_config("seq", {"connector.class": "SeqSource", "topic": topic, "count": "300",
+    again.put_connector_config("seq", {"connector.class": "SeqSource", "topic": topic, "count": "301",
                                        "tasks.max": "2"}, False)
-    time.sleep(1.5)
-    assert len(consume_all(broker.bootstrap, topic, 601, read_committed=eos, timeout=3)) == 600
+    last = {b"v-0-300", b"v-1-300"}
+    wait_until(lambda: last <= {m.value() for m in consume_all(broker.bootstrap, topic, 602,
+                                                                   read_committed=eos, timeout=5)},
+               timeout=60, what="the restarted tasks' records n=300")
+    after = sorted(m.value().decode() for m in consume_all(broker.bootstrap, topic, 603, read_committed=eos,
+                                                           timeout=3))
+    assert after == sorted(f"v-{t}-{n}" for t in range(2) for n in range(301))
 
 
 def test_sink_offsets_are_committed_only_after_flush(
@@ -369,3 +375,43 @@ def test_exactly_once_aborts_the_transaction_of_a_failed_task(
     store = FileOffsetBackingStore(tmp_path / "offsets")
     store.start()  # only the committed transaction's offset reached the file
     assert OffsetStorageReaderImpl(store, "eos").offset({"task": 0}) == {"n": 9}
+
+
+@pytest.mark.parametrize("stopping", [False, True], ids=["running", "stopping"])
+def test_exactly_once_task_fenced_during_its_commit(
+        broker: BrokerProcess, make_herder: Callable[..., StandaloneHerder], stopping: bool) -> None:
+    """A newer producer takes the task's transactional.id between the records of a transaction
+    and its commit (zombie fencing): the commit is refused, the broker aborted the transaction
+    (read_committed sees none of it), and the task's producer is closed without hanging. A running
+    task fails with a trace naming the fencing; a task being stopped ends as a stopped one, not
+    FAILED (the flake of test_zombie_of_old_generation_is_fenced: its old tasks are stopped while
+    the round fences them)."""
+    from strom.connect.runtime.distributed.fencing import fence_producers
+
+    topic, gate_name = uid("fenced"), uid("gate")
+    gate = tp.GATES.setdefault(gate_name, tp.Gate())
+    herder = make_herder(**{"exactly.once.source.support": "enabled", "task.shutdown.graceful.timeout.ms": "20000"})
+    herder.put_connector_config("gated", {"connector.class": "GatedTxnSource", "topic": topic, "count": "10",
+                                          "gate": gate_name, "transaction.boundary": "connector"}, False)
+    tid = ConnectorTaskId("gated", 0)
+    assert gate.in_transaction.wait(60), "the task never opened its transaction"
+    assert len(consume_all(broker.bootstrap, topic, 10, timeout=30)) == 10  # in the log, uncommitted
+    fence_producers({"bootstrap.servers": broker.bootstrap}, ["connect-standalone-gated-0"], 30)
+    task = herder.worker._tasks[tid].task  # the task's thread, to see how it ended
+    if stopping:
+        # The stop waits for the task's thread, which is parked in poll until the gate opens.
+        stopper = threading.Thread(target=herder.stop_connector, args=("gated",), daemon=True)
+        stopper.start()
+        wait_until(task.stopping.is_set, what="the task asked to stop")
+        gate.release.set()
+        stopper.join(30)
+        assert not stopper.is_alive(), "stopping a fenced task hung"
+        assert not task.is_alive() and tid not in herder.worker.task_ids()
+        assert task.failure is None, f"a task fenced while stopping failed: {task.failure!r}"
+    else:
+        gate.release.set()
+        wait_until(lambda: herder.task_status(tid).state == State.FAILED, timeout=60, what="the fenced task FAILED")
+        trace = herder.task_status(tid).trace or ""
+        assert "was fenced" in trace and "connect-standalone-gated-0" in trace, trace
+        wait_until(lambda: not task.is_alive(), timeout=30, what="the fenced task's thread ended")
+    assert consume_all(broker.bootstrap, topic, 1, read_committed=True, timeout=3) == []
