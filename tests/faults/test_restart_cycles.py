@@ -5,17 +5,20 @@ a few kill -9 cycles with records produced between them into a topic of small se
 each restart, deterministically: every index of a segment that is no longer active is trimmed
 to its entries (no preallocated zero tail for the next start to call corrupt), the files of
 segments wholly below the checkpointed recovery point were neither rebuilt nor rewritten (same
-size and mtime), and no index was found corrupt. The restart time is compared with the first
-restart's too, with slack for a shared machine; the figures themselves live in the bench script.
+size and mtime), and no index was found corrupt. Restart times are logged, never asserted: the
+figures (first vs worst of 20) live in the bench script.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import restart_cycles as rc
 
 from strom.core.testing import BrokerProcess
+
+log = logging.getLogger(__name__)
 
 CI_CYCLES = 4  # the bug shows from the third restart on; bench/restart_cycles.py runs 20
 RECORDS_PER_CYCLE = 1500  # ~1.5 MB: six segments of 256 KB per cycle
@@ -55,7 +58,4 @@ def test_restart_after_kill9_cycles_is_bounded(fresh_broker: BrokerProcess) -> N
     restarts = rc.run_cycles(fresh_broker, CI_CYCLES, RECORDS_PER_CYCLE, check)
     assert len(restarts[-1].after) >= CI_CYCLES * 5, "the cycles did not roll segments"
     assert any(r.recovery_point > 0 and len(r.before) > 2 for r in restarts[1:]), "nothing below a recovery point"
-    first = restarts[0].seconds
-    for r in restarts[1:]:
-        # Twice the first restart, plus a second of slack for a busy shared machine.
-        assert r.seconds <= 2 * first + 1.0, [round(x.seconds, 2) for x in restarts]
+    log.info("restart seconds per cycle: %s", [round(r.seconds, 2) for r in restarts])
