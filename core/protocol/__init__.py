@@ -1,1 +1,5 @@
-"""Request/response codecs on top of kio, API version table, error-code mapping."""
+"""The wire layer on top of kio: request framing and schema checks (``codec``, ``frame_check``),
+version-independent response building (``messages``), hand-written Produce/Fetch response
+encoders, and the request fuzzer. The supported API versions are not a table here: ApiVersions
+advertises the handler registry (:mod:`strom.core.server.handlers`). Kafka's error codes are
+exception classes in :mod:`strom.core.errors`."""
