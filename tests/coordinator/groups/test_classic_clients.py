@@ -194,6 +194,8 @@ def test_static_member_rejoins_without_rebalance(group_broker: BrokerProcess) ->
         a.start()
         b.start()
         wait_for(lambda: len(a.assigned) == 3 and len(b.assigned) == 3, what="a stable group of two")
+        # An observation window, not a wait for a condition: callbacks still in flight land
+        # before the baseline is taken.
         time.sleep(1.0)
         a_rebalances, b_partitions = a.rebalances, set(b.assigned)
         b.leave()  # a static member's close sends no LeaveGroup: the group keeps its slot
@@ -206,6 +208,7 @@ def test_static_member_rejoins_without_rebalance(group_broker: BrokerProcess) ->
         members.append(b2)
         b2.start()
         wait_for(lambda: b2.assigned == b_partitions, what="the rejoined static member gets b's partitions")
+        # An observation window: that nothing happens (no rebalance of a) cannot be polled for.
         time.sleep(1.5)
         assert a.rebalances == a_rebalances, "a static rejoin must not rebalance the other members"
     finally:
