@@ -6,7 +6,24 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from strom.streams import Consumed, Grouped, Produced, Serdes, StreamsBuilder, Topology, TopologyTestDriver
+import pytest
+
+from strom.streams import (
+    Consumed,
+    Grouped,
+    Processor,
+    ProcessorContext,
+    Produced,
+    PunctuationType,
+    Record,
+    Serdes,
+    StoreSpec,
+    StreamsBuilder,
+    Topology,
+    TopologyTestDriver,
+)
+from strom.streams.dsl import processors as P
+from strom.streams.dsl.graph import count_one, zero
 from strom.streams.topology.runtime import TopologyRuntime
 
 
@@ -113,3 +130,45 @@ def test_driver_commits_stores_with_their_changelog_offsets(tmp_path: Path) -> N
         assert store.committed_offsets() == {("wc-counts-changelog", 0): 2}
         lines.pipe_input("k1", "f")
         assert store.committed_offsets() == {("wc-counts-changelog", 0): 3}
+
+
+class _HoldUntilWallClock(Processor[str, str]):
+    """Forwards what it received only from a wall-clock punctuation (every second)."""
+
+    def init(self, context: ProcessorContext) -> None:
+        super().init(context)
+        self.held: list[Record[str, str]] = []
+        context.schedule(1000, PunctuationType.WALL_CLOCK_TIME, self._release)
+
+    def process(self, record: Record[str, str]) -> None:
+        self.held.append(record)
+
+    def _release(self, now: int) -> None:
+        held, self.held = self.held, []
+        for record in held:
+            self.context.forward(record)
+
+
+def _punctuated_count() -> Topology:
+    t = Topology()
+    t.add_source("src", "in", key_serde=Serdes.string(), value_serde=Serdes.string())
+    t.add_processor("hold", _HoldUntilWallClock, "src")
+    t.add_processor("count", lambda: P.StreamAggregate("counts", zero, count_one, None), "hold")
+    t.add_state_store(StoreSpec("counts", key_serde=Serdes.string(), value_serde=Serdes.long()), "count")
+    t.add_processor("to-stream", lambda: P.TableToStream(None), "count")
+    t.add_sink("out", "out", "to-stream", key_serde=Serdes.string(), value_serde=Serdes.long())
+    return t
+
+
+@pytest.mark.parametrize("cache_bytes,want", [(10 * 1024 * 1024, [("k", 3)]),
+                                              (0, [("k", 1), ("k", 2), ("k", 3)])])
+def test_driver_commits_after_advancing_the_wall_clock(cache_bytes: int, want: list[tuple[str, int]]) -> None:
+    """Updates a wall-clock punctuation makes leave the cache at the commit that follows it."""
+    with TopologyTestDriver(_punctuated_count(), {"statestore.cache.max.bytes": cache_bytes},
+                            initial_wall_clock_ms=0) as driver:
+        driver.create_input_topic("in", Serdes.string(), Serdes.string()).pipe_key_value_list(
+            [("k", "a"), ("k", "b"), ("k", "c")])
+        out = driver.create_output_topic("out", Serdes.string(), Serdes.long())
+        assert out.is_empty()
+        driver.advance_wall_clock_time(1000)
+        assert out.read_key_values_to_list() == want
