@@ -43,7 +43,12 @@ from strom.streams.processor.stores import (
 )
 from strom.streams.runtime.config import StreamsConfig
 from strom.streams.runtime.task import make_store, wrap_logging
-from strom.streams.state.changelogging import changelog_topic
+from strom.streams.state.changelogging import (
+    ChangeLoggingKeyValueStore,
+    ChangeLoggingSessionStore,
+    ChangeLoggingWindowStore,
+    changelog_topic,
+)
 from strom.streams.state.checkpoint import task_dir
 from strom.streams.topology.runtime import Headers, TopologyRuntime
 from strom.streams.topology.topology import StoreSpec, Topology
@@ -189,7 +194,7 @@ class TopologyTestDriver:
         directory: Path = task_dir(str(state_dir), self.application_id, _TASK_ID)
         directory.mkdir(parents=True, exist_ok=True)
         #: store name -> its change-logging layer (stores with logging enabled)
-        self.logged: dict[str, Any] = {}
+        self.logged: dict[str, ChangeLoggingKeyValueStore | ChangeLoggingWindowStore | ChangeLoggingSessionStore] = {}
         #: changelog topic -> offset of its next record
         self._changelog_end: dict[str, int] = {}
 
