@@ -7,7 +7,9 @@ task's :class:`RetryWithToleranceOperator` (log, DLQ with the original bytes and
 
 Offsets are committed only after ``pre_commit`` (by default ``flush``) succeeded for them, every
 ``offset.flush.interval.ms``, on ``request_commit()``, on revocation and on stop; DLQ records
-are flushed before. If ``pre_commit`` fails, the consumer is rewound to the last committed
+are flushed before. A commit that fails (the coordinator away: librdkafka gives up after
+``socket.timeout.ms``) is logged and retried at the next commit; reading the committed offsets
+of newly assigned partitions is retried for ``default.api.timeout.ms``, then the task fails. If ``pre_commit`` fails, the consumer is rewound to the last committed
 offsets, so the records are delivered again (at-least-once). A ``RetriableException`` from
 ``put`` pauses the partitions and retries the same batch after ``context.timeout(ms)``.
 """
@@ -44,6 +46,7 @@ log = logging.getLogger("strom.connect.sink")
 _TS_TYPES = {0: NO_TIMESTAMP_TYPE, 1: CREATE_TIME, 2: LOG_APPEND_TIME}
 JAVA_ONLY_CONSUMER_KEYS = ("max.poll.records", "key.deserializer", "value.deserializer")
 FETCH_QUEUE_BACKOFF_MS = 1
+DEFAULT_API_TIMEOUT_MS = 60000  # Kafka's consumer default.api.timeout.ms
 
 
 class WorkerErrantRecordReporter(ErrantRecordReporter):
@@ -139,6 +142,8 @@ class WorkerSinkTask(WorkerTask):
         operator.stopping = self.stopping
         conf = dict(consumer_conf)
         self.batch_size = int(conf.pop("max.poll.records", 500))
+        # Kafka's bound of a blocking consumer call (librdkafka has no such key: the worker keeps it).
+        self.api_timeout_ms = int(conf.pop("default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS))
         for key in JAVA_ONLY_CONSUMER_KEYS:
             conf.pop(key, None)
         # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever its local
@@ -425,9 +430,33 @@ class WorkerSinkTask(WorkerTask):
 
     # -- rebalance callbacks (run inside consumer.consume on this thread) --------------------
 
+    def _committed(self, consumer: Any, partitions: list[Any]) -> list[Any]:
+        """The group's committed offsets of ``partitions``. The coordinator being away or moved is
+        retried for ``default.api.timeout.ms``; past it the task fails naming the bound."""
+        deadline = time.monotonic() + self.api_timeout_ms / 1000
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return list(consumer.committed(partitions, timeout=max(remaining, 1.0)))
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                transient = isinstance(err, KafkaError) and (err.retriable() or err.code() in (
+                    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD,
+                    KafkaError._ALL_BROKERS_DOWN, KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+                if not transient:
+                    raise
+                if time.monotonic() >= deadline or self.stopping.is_set():
+                    raise ConnectException(
+                        f"task {self.id.connector}-{self.id.task}: the committed offsets of {len(partitions)} "
+                        f"assigned partitions could not be read within default.api.timeout.ms="
+                        f"{self.api_timeout_ms}: {err}") from exc
+                log.warning("task %s-%d: reading committed offsets failed, retrying: %s",
+                            self.id.connector, self.id.task, err)
+
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         tps = [TP(p.topic, p.partition) for p in partitions]
-        committed = consumer.committed(partitions, timeout=30)
+        committed = self._committed(consumer, partitions)
         for p in committed:
             if p.offset != OFFSET_INVALID and p.offset >= 0:
                 self.last_committed[TP(p.topic, p.partition)] = p.offset

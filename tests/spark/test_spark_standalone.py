@@ -16,10 +16,11 @@ from pyspark.sql import SparkSession
 from spark_helpers import create_topic, produce, spark_builder
 
 import strom.spark_bridge
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, import_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "spark_ref"))
-from spark_standalone import SparkStandalone
+# scripts/spark_ref is not on the tests' import path: the script is imported by its path.
+SparkStandalone = import_script(Path(__file__).resolve().parents[2] / "scripts" / "spark_ref"
+                                / "spark_standalone.py").SparkStandalone
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,10 @@ worker's tasks resume on the other, and configs survive a restart of every worke
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from cluster_util import Cluster, datagen, wait_for
 
 from strom.connect.exceptions import AlreadyExistsError, NotLeaderError

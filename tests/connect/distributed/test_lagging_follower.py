@@ -16,15 +16,11 @@ connector to it at once, while the strom worker's config reader is held back on 
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from cluster_util import Cluster, datagen, wait_for
 
 from strom.connect.runtime.distributed.assignor import (

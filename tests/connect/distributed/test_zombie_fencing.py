@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from cluster_util import Cluster, wait_for
 from cluster_util import datagen as cluster_datagen
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition

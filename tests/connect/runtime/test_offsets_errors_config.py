@@ -265,7 +265,7 @@ def test_connector_files_in_kafkas_shapes(tmp_path: Path) -> None:
 
 
 def test_validation_and_errors_of_the_standalone_herder(tmp_path: Path) -> None:
-    import strom_test_connect_plugins as tp  # loaded by this folder's conftest
+    import strom_test_connect_plugins as tp
 
     from strom.connect.converters import PLUGINS
     from strom.connect.exceptions import AlreadyExistsError, BadRequestError, NotFoundError

@@ -1,6 +1,6 @@
 """The worker against a real broker: source → topic, topic → sink, DLQ, failures, kill -9.
 
-Connectors come from ``strom_test_connect_plugins`` (next to this file); converters are the
+Connectors come from ``strom_test_connect_plugins`` (tests/helpers); converters are the
 built-in ones. Each test uses its own topics on the session's broker.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import strom_test_connect_plugins as tp  # loaded by this folder's conftest
+import strom_test_connect_plugins as tp
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -32,7 +32,7 @@ from strom.connect.runtime.standalone import StandaloneHerder
 from strom.core.testing import BrokerProcess
 from strom.core.testing import wait_for as wait_until
 
-HERE = Path(__file__).parent
+HELPERS = Path(__file__).resolve().parents[2] / "helpers"  # strom_test_connect_plugins, for the subprocess
 
 
 def uid(prefix: str) -> str:
@@ -259,7 +259,7 @@ def test_standalone_kill_9_loses_nothing(broker: BrokerProcess, tmp_path: Path) 
     sink = tmp_path / "sink.json"
     sink.write_text(json.dumps({"name": "collect", "config": {
         "connector.class": "FileCollectSink", "topics": topic, "file": str(out)}}))
-    env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = {**os.environ, "PYTHONPATH": str(HELPERS) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "STROM_PLUGINS": "strom_test_connect_plugins", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "strom.connect.cli", "standalone", str(worker), str(source), str(sink)]
     log = tmp_path / "worker.log"
