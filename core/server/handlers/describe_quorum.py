@@ -67,14 +67,14 @@ def voter_endpoints(deps: QuorumDeps) -> dict[int, list[tuple[str, str, int]]]:
     return out
 
 
-def _wants_metadata_partition(request: Any) -> bool:
+def _wants_metadata_partition(request: DescribeQuorumRequest) -> bool:
     """Kafka's ``hasValidTopicPartition``: one topic, one partition, and it is ours."""
     topics = request.topics
     return (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
             and len(topics[0].partitions) == 1 and int(topics[0].partitions[0].partition_index) == METADATA_PARTITION)
 
 
-def _partition_errors(m: Messages, request: Any, code: ErrorCode) -> Any:
+def _partition_errors(m: Messages, request: DescribeQuorumRequest, code: ErrorCode) -> Any:
     """Every requested partition with ``code`` (Kafka's ``getPartitionLevelErrorResponse``)."""
     topics = tuple(
         m.make("TopicData", topic_name=t.topic_name, partitions=tuple(

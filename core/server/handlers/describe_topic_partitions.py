@@ -60,7 +60,8 @@ def authorized_topic_operations(deps: ImageDeps, ctx: RequestContext, topic: str
                if deps.authorize(ctx, op, "TOPIC", [topic])[0])
 
 
-def _failed(m: Any, ctx: RequestContext, deps: ImageDeps, request: Any, code: ErrorCode) -> Any:
+def _failed(m: Any, ctx: RequestContext, deps: ImageDeps, request: DescribeTopicPartitionsRequest,
+            code: ErrorCode) -> Any:
     """Kafka's getErrorResponse: one error entry per requested topic, in request order."""
     topics = tuple(m.make("DescribeTopicPartitionsResponseTopic", error_code=int(code), name=t.name,
                           topic_id=ZERO_UUID, is_internal=False, partitions=(),

@@ -71,7 +71,7 @@ def elect(image: MetadataImage, topic: str, index: int, election_type: int) -> R
     return int(code), _MESSAGES[code]
 
 
-def _error_response(m: Any, throttle: int, request: Any, code: int, message: str | None) -> Any:
+def _error_response(m: Any, throttle: int, request: ElectLeadersRequest, code: int, message: str | None) -> Any:
     """Kafka's ``ElectLeadersRequest.getErrorResponse``: the error on every named partition."""
     results = tuple(
         m.make("ReplicaElectionResult", topic=t.topic, partition_result=tuple(

@@ -108,7 +108,7 @@ _GROUP_API_CODE = {
 }
 
 
-async def _enlist_offsets_partition(deps: TxnOffsetCommitDeps, request: Any, version: int) -> int:
+async def _enlist_offsets_partition(deps: TxnOffsetCommitDeps, request: TxnOffsetCommitRequest, version: int) -> int:
     """Add (v5) or verify the group's ``__consumer_offsets`` partition in the producer's
     transaction; 0 to go ahead, else the error code for every partition of the request."""
     add = version >= ADDS_PARTITION_SINCE
