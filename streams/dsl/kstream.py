@@ -193,9 +193,7 @@ class KStream:
     def _join_global(self, table: GlobalKTable, joiner: Fn, key_mapper: Fn | None, left: bool) -> KStream:
         if key_mapper is None:
             raise TopologyError("a join with a GlobalKTable needs key_mapper(key, value) -> table key")
-        store = table.store_name
-
-        getter = store_getter(store)
+        getter = store_getter(table.store_name)
         name = self.builder.new_name("KSTREAM-JOIN" if not left else "KSTREAM-LEFTJOIN")
         self.builder.topology.add_processor(name, lambda: P.StreamTableJoin(getter, joiner, left, key_mapper),
                                             self.node)
