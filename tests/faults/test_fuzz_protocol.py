@@ -73,6 +73,7 @@ def _api_versions_ok(sock: socket.socket, correlation_id: int) -> None:
     assert int(resp.error_code) == 0
 
 
+@pytest.mark.slow  # 19-31 s on the 2-CPU machine (40,000 frames, bounded to 45 s)
 def test_fuzzed_requests_do_not_hurt_the_broker(fuzz_broker: tuple[BrokerProcess, LogTap]) -> None:
     broker, tap = fuzz_broker
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
