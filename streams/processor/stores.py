@@ -122,12 +122,13 @@ class CachedKeyValueStoreFacade:
 
     __slots__ = ("_dirty", "_kser", "_listener", "_topic", "inner", "max_entries", "name")
 
-    def __init__(self, inner: KeyValueStoreFacade, max_entries: int,
+    def __init__(self, inner: KeyValueStoreFacade | CachedKeyValueStoreFacade, max_entries: int,
                  listener: Callable[[Any, Any, Any, int, Any], None]) -> None:
         self.inner = inner
-        self.name = inner.name
-        self._kser = inner._kser  # readers that order several stores by key bytes use these
-        self._topic = inner._topic
+        self.name: str = inner.name
+        # readers that order several stores by key bytes use these
+        self._kser: Serializer = inner._kser
+        self._topic: str = inner._topic
         self.max_entries = max_entries
         #: key -> [new value, value at the last flush, timestamp, headers]
         self._dirty: dict[Any, list[Any]] = {}
