@@ -24,7 +24,7 @@ from strom.core.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from strom.core.log.log import UnifiedLog
+from strom.core.log.log import LogOffsetSnapshot, UnifiedLog
 from strom.core.log.producer_state import ProducerStateEntry
 from strom.core.records.batch import BatchHeader, iter_headers
 from strom.core.records.validate import validate_produce_batches
@@ -276,6 +276,11 @@ class Partition:
         """Whole batches from ``offset`` up to the log end, control batches included (Kafka's
         FetchIsolation.LOG_END, as a coordinator loads its partition); empty past the end."""
         return self.log.read(offset, max_bytes, None, True).records
+
+    def fetch_offset_snapshot(self) -> LogOffsetSnapshot:
+        """Log start, LEO, HW and LSO with their place on disk where known, reading no segment
+        (Kafka's ``Partition.fetchOffsetSnapshot``: what a delayed fetch compares with)."""
+        return self.log.fetch_offset_snapshot()
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """``(offset, timestamp, leader epoch)`` of the first record at or after ``timestamp``
