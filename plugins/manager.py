@@ -172,12 +172,29 @@ def load_local_tier(pm: pluggy.PluginManager, config: Any) -> storage.LocalTier:
 def load_remote_storage_manager(pm: pluggy.PluginManager, config: Any) -> storage.RemoteStorageManager | None:
     """The remote storage manager named by ``remote.log.storage.manager.class.name``; ``None``
     when the key is empty (no remote tier)."""
-    if not str(config_properties(config).get(storage.REMOTE_CONFIG_KEY) or "").strip():
+    props = config_properties(config)
+    configured = str(props.get(storage.REMOTE_CONFIG_KEY) or "").strip()
+    if not configured:
         return None
-    built = _build(pm, config, hook_name="strom_remote_storage_managers", key=storage.REMOTE_CONFIG_KEY,
+    # Kafka's/Aiven's Java class names select strom's plugin of that role.
+    props[storage.REMOTE_CONFIG_KEY] = storage.plugin_name(configured, storage.REMOTE_STORAGE_MANAGER_ALIASES)
+    built = _build(pm, props, hook_name="strom_remote_storage_managers", key=storage.REMOTE_CONFIG_KEY,
                    default="", kind="remote storage manager",
                    protocol=storage.RemoteStorageManager)
     return cast(storage.RemoteStorageManager, built)
+
+
+def load_remote_log_metadata_manager(pm: pluggy.PluginManager, config: Any) -> storage.RemoteLogMetadataManager:
+    """The remote log metadata manager named by ``remote.log.metadata.manager.class.name``
+    (default ``topic-based``; Kafka's class name is an alias)."""
+    props = config_properties(config)
+    configured = str(props.get(storage.REMOTE_METADATA_CONFIG_KEY) or "").strip()
+    props[storage.REMOTE_METADATA_CONFIG_KEY] = storage.plugin_name(
+        configured or storage.DEFAULT_REMOTE_LOG_METADATA_MANAGER, storage.REMOTE_LOG_METADATA_MANAGER_ALIASES)
+    built = _build(pm, props, hook_name="strom_remote_log_metadata_managers",
+                   key=storage.REMOTE_METADATA_CONFIG_KEY, default=storage.DEFAULT_REMOTE_LOG_METADATA_MANAGER,
+                   kind="remote log metadata manager", protocol=storage.RemoteLogMetadataManager)
+    return cast(storage.RemoteLogMetadataManager, built)
 
 
 def load_assignors(pm: pluggy.PluginManager, config: Any = None
@@ -218,6 +235,7 @@ __all__ = [
     "load_authorizer",
     "load_local_tier",
     "load_quota_manager",
+    "load_remote_log_metadata_manager",
     "load_remote_storage_manager",
     "plugin_manager_for",
     "plugin_names",

@@ -243,7 +243,8 @@ def test_every_hookspec_is_documented_and_typed() -> None:
     pm = get_plugin_manager(autoload=False, env=NO_ENV)
     specs = {name: getattr(pm.hook, name) for name in dir(pm.hook) if name.startswith("strom_")}
     assert set(specs) == {"strom_authorizers", "strom_quota_managers", "strom_assignors",
-                          "strom_remote_storage_managers", "strom_local_tiers", "strom_connect_plugins"}
+                          "strom_remote_storage_managers", "strom_remote_log_metadata_managers",
+                          "strom_local_tiers", "strom_connect_plugins"}
     for module in HOOKSPEC_MODULES:
         assert module.__doc__
     for name, caller in specs.items():
