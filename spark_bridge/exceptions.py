@@ -7,6 +7,8 @@ exceptions; their message keeps ours, so each message names the option or partit
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError, KafkaException
+
 from strom.exceptions import StromError
 
 
@@ -32,3 +34,26 @@ class DataLossError(SparkBridgeError):
 
 class KafkaClientError(SparkBridgeError):
     """The Kafka client reported an error while reading or writing."""
+
+
+class ClientTimeoutError(KafkaClientError):
+    """A retriable condition (broker away, request timed out, full producer queue) outlasted its
+    bound; the message names the topic/partition and the option that sets the bound."""
+
+
+# Transient client conditions: retried within a bound, never a failure by themselves.
+TRANSIENT_CODES = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+    KafkaError._WAIT_COORD, KafkaError._RESOLVE, KafkaError._QUEUE_FULL, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NETWORK_EXCEPTION,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._NOENT,  # "No leaders found": the metadata of a broker that is away
+})
+
+
+def is_transient(err: object) -> bool:
+    """True for a ``KafkaError`` (or a ``KafkaException`` carrying one) that is worth retrying."""
+    if isinstance(err, KafkaException) and err.args:
+        err = err.args[0]
+    return isinstance(err, KafkaError) and (bool(err.retriable()) or err.code() in TRANSIENT_CODES)

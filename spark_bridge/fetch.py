@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from strom.spark_bridge.exceptions import DataLossError, KafkaClientError
+from strom.spark_bridge.exceptions import ClientTimeoutError, DataLossError, KafkaClientError, is_transient
 from strom.spark_bridge.planning import OffsetRange
 
 log = logging.getLogger(__name__)
@@ -114,15 +114,29 @@ def read_range(rng: OffsetRange, kafka: dict[str, str], schema: pa.Schema, *, in
         consumer.close()
 
 
+def _log_start(consumer: Consumer, rng: OffsetRange, poll_timeout_ms: int) -> int:
+    """The partition's log start offset; a broker away is retried within kafkaConsumer.pollTimeoutMs."""
+    tp = f"{rng.topic}-{rng.partition}"
+    deadline = time.monotonic() + poll_timeout_ms / 1000.0
+    while True:
+        try:
+            low, _high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
+                                                        timeout=max(deadline - time.monotonic(), 0.5), cached=False)
+            return int(low)
+        except KafkaException as exc:
+            if not is_transient(exc):
+                raise KafkaClientError(f"cannot read the offsets of {tp}: {exc}") from None
+            if time.monotonic() >= deadline:
+                raise ClientTimeoutError(f"cannot read the offsets of {tp} within {poll_timeout_ms} ms "
+                                         f"(kafkaConsumer.pollTimeoutMs): {exc}") from None
+            log.warning("reading the offsets of %s failed, retrying: %s", tp, exc)
+
+
 def _read(consumer: Consumer, rng: OffsetRange, schema: pa.Schema, include_headers: bool,
           fail_on_data_loss: bool, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
     tp = f"{rng.topic}-{rng.partition}"
     timeout = poll_timeout_ms / 1000.0
-    try:
-        low, _high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
-                                                    timeout=timeout, cached=False)
-    except KafkaException as exc:
-        raise KafkaClientError(f"cannot read the offsets of {tp}: {exc}") from None
+    low = _log_start(consumer, rng, poll_timeout_ms)
     start, end = rng.from_offset, rng.until_offset
     if start < low:
         _data_loss(f"offsets [{start}, {min(low, end)}) of {tp} are before the log start offset {low}",
@@ -142,10 +156,11 @@ def _read(consumer: Consumer, rng: OffsetRange, schema: pa.Schema, include_heade
         msgs = consumer.consume(num_messages=want, timeout=min(CONSUME_WAIT, timeout))
         if not msgs:
             if time.monotonic() > deadline:
-                raise KafkaClientError(f"no records from {tp} for {poll_timeout_ms} ms while reading "
-                                       f"[{position}, {end}) (kafkaConsumer.pollTimeoutMs)")
+                raise ClientTimeoutError(f"no records from {tp} for {poll_timeout_ms} ms while reading "
+                                         f"[{position}, {end}) (kafkaConsumer.pollTimeoutMs)")
             continue
-        deadline = time.monotonic() + timeout
+        if not all(m.error() is not None and is_transient(m.error()) for m in msgs):
+            deadline = time.monotonic() + timeout  # progress (records or the partition end)
         eof_at: int | None = None
         if any(map(_error, msgs)):
             good = []
@@ -155,6 +170,10 @@ def _read(consumer: Consumer, rng: OffsetRange, schema: pa.Schema, include_heade
                     good.append(m)
                 elif err.code() == KafkaError._PARTITION_EOF:
                     eof_at = m.offset()
+                elif is_transient(err):
+                    # The broker went away or restarts: librdkafka reconnects and fetches on from
+                    # its position; the pollTimeoutMs deadline bounds how long no record comes.
+                    log.warning("reading %s: %s (retrying)", tp, err)
                 elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     # Records deleted while we read: restart from the new log start.
                     low, _ = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),

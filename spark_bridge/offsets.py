@@ -9,18 +9,24 @@ timestamp) with one AdminClient ListOffsets request per question; latest honours
 
 from __future__ import annotations
 
+import logging
 import re
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
-from strom.spark_bridge.exceptions import KafkaClientError, OptionError
+from strom.spark_bridge.exceptions import ClientTimeoutError, KafkaClientError, OptionError, is_transient
 from strom.spark_bridge.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription
 
 PartitionOffsets = dict[tuple[str, int], int]
 TopicPart = tuple[str, int]
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def to_json_dict(offsets: PartitionOffsets) -> dict[str, dict[str, int]]:
@@ -55,6 +61,26 @@ class KafkaMetadata:
         self.isolation = (IsolationLevel.READ_COMMITTED if options.read_committed
                           else IsolationLevel.READ_UNCOMMITTED)
 
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        """``call()``, each attempt bounded by the client timeout; a transient failure (broker
+        away, request timed out) is retried ``fetchOffset.numRetries`` times
+        ``fetchOffset.retryIntervalMs`` apart, as spark-sql-kafka's driver does."""
+        retries = self.options.fetch_offset_num_retries
+        for attempt in range(retries + 1):
+            try:
+                return call()
+            except KafkaException as exc:
+                if not is_transient(exc):
+                    raise
+                if attempt == retries:
+                    raise ClientTimeoutError(
+                        f"{what}: still failing after {retries} retries (fetchOffset.numRetries, "
+                        f"fetchOffset.retryIntervalMs={self.options.fetch_offset_retry_interval_ms}; each "
+                        f"attempt {self.timeout:.0f} s): {exc}") from None
+                log.warning("%s failed (attempt %d of %d), retrying: %s", what, attempt + 1, retries + 1, exc)
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)  # the option's back-off
+        raise AssertionError("unreachable")
+
     # -- partitions --------------------------------------------------------------------------
 
     def partitions(self, subscription: Subscription | None = None) -> list[TopicPart]:
@@ -62,7 +88,7 @@ class KafkaMetadata:
         if sub.kind == "assign":
             return sorted(set(sub.partitions))
         try:
-            md = self.admin.list_topics(timeout=self.timeout)
+            md = self._retrying("reading cluster metadata", lambda: self.admin.list_topics(timeout=self.timeout))
         except KafkaException as exc:
             raise KafkaClientError(f"cannot read cluster metadata: {exc}") from None
         if sub.kind == "subscribe":
@@ -87,10 +113,14 @@ class KafkaMetadata:
         if not specs:
             return {}
         request = {TopicPartition(t, p): s for (t, p), s in specs.items()}
-        try:
+
+        def list_offsets() -> dict[TopicPart, int]:
             futures = self.admin.list_offsets(request, isolation_level=self.isolation,
                                               request_timeout=self.timeout)
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            return {(tp.topic, tp.partition): f.result(self.timeout + 5).offset for tp, f in futures.items()}
+
+        try:
+            return self._retrying(f"ListOffsets of {_fmt(sorted(specs))}", list_offsets)
         except KafkaException as exc:
             raise KafkaClientError(f"ListOffsets failed for {sorted(specs)}: {exc}") from None
 

@@ -86,6 +86,9 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     poll_timeout_ms: int = 120_000
     group_id_prefix: str = "spark-kafka-source"
+    # spark-sql-kafka's driver-side retries of an offset lookup (its defaults).
+    fetch_offset_num_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
 
     @property
     def read_committed(self) -> bool:
@@ -292,12 +295,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise OptionError(_name(key), "not supported by the strom source (PySpark's Python data sources "
                           "take one read limit; use maxOffsetsPerTrigger)")
     poll = parse_positive_int(opts, "kafkaconsumer.polltimeoutms")
+    fetch: dict[str, int] = {}
     for key in ("fetchoffset.numretries", "fetchoffset.retryintervalms"):
         if key in opts:
             try:
-                int(str(opts[key]))
+                fetch[key] = int(str(opts[key]))
             except ValueError:
                 raise OptionError(_name(key), f"expected an integer, got {opts[key]!r}") from None
+            if fetch[key] < 0:
+                raise OptionError(_name(key), f"must be >= 0, got {fetch[key]}")
     return SourceOptions(
         kafka=kafka,
         subscription=subscription,
@@ -311,6 +317,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_offsets_per_trigger=parse_positive_int(opts, "maxoffsetspertrigger"),
         poll_timeout_ms=poll if poll is not None else 120_000,
         group_id_prefix=str(opts.get("groupidprefix", "spark-kafka-source")),
+        fetch_offset_num_retries=fetch.get("fetchoffset.numretries", 3),
+        fetch_offset_retry_interval_ms=fetch.get("fetchoffset.retryintervalms", 10),
     )
 
 

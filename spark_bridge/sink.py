@@ -10,6 +10,7 @@ Producer per task; the task ends with ``flush()`` and fails if any record was no
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from strom.spark_bridge.exceptions import KafkaClientError, OptionError, SinkSchemaError
+from strom.spark_bridge.exceptions import ClientTimeoutError, KafkaClientError, OptionError, SinkSchemaError
 from strom.spark_bridge.options import SinkOptions
 
 
@@ -49,10 +50,36 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
         raise SinkSchemaError("headers attribute type must be array<struct<key:string,value:binary>>")
 
 
-def _producer_config(options: SinkOptions) -> dict[str, Any]:
+DEFAULT_MAX_BLOCK_MS = 60000  # Kafka's producer max.block.ms
+
+
+def _producer_config(options: SinkOptions) -> tuple[dict[str, Any], int]:
+    """The librdkafka config and Kafka's ``max.block.ms`` (kafka.max.block.ms; librdkafka has no
+    such key, so it is taken out here)."""
     conf: dict[str, Any] = {"linger.ms": 5}
     conf.update(options.kafka)
-    return conf
+    try:
+        max_block_ms = int(conf.pop("max.block.ms", DEFAULT_MAX_BLOCK_MS))
+    except ValueError:
+        raise OptionError("kafka.max.block.ms", f"expected an integer, got {options.kafka['max.block.ms']!r}") \
+            from None
+    return conf, max_block_ms
+
+
+def _produce_blocking(producer: Producer, max_block_ms: int, topic: str, value: Any, key: Any,
+                      on_delivery: Any, kwargs: dict[str, Any]) -> None:
+    """The local queue is full: serve delivery reports until there is room (back-pressure), for at
+    most ``max.block.ms``; past it the task fails naming the topic and the option."""
+    deadline = time.monotonic() + max_block_ms / 1000
+    while True:
+        producer.poll(0.1)
+        try:
+            producer.produce(topic, value, key, on_delivery=on_delivery, **kwargs)
+            return
+        except BufferError:
+            if time.monotonic() >= deadline:
+                raise ClientTimeoutError(f"no room in the producer queue for a record to {topic} within "
+                                         f"{max_block_ms} ms (kafka.max.block.ms)") from None
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
@@ -72,8 +99,9 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row of ``batches``; returns the count once all are acknowledged."""
+    conf, max_block_ms = _producer_config(options)
     try:
-        producer = Producer(_producer_config(options))
+        producer = Producer(conf)
     except KafkaException as exc:
         raise OptionError("kafka.*", f"rejected by the Kafka client: {exc}") from None
     errors: list[str] = []
@@ -102,13 +130,10 @@ def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> in
                 kwargs["partition"] = parts[i]
             if headers is not None and headers[i]:
                 kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            while True:
-                try:
-                    produce(topic, values[i], keys[i], on_delivery=on_delivery, **kwargs)
-                    break
-                except BufferError:
-                    # Local queue full: serve delivery reports until there is room.
-                    producer.poll(0.1)
+            try:
+                produce(topic, values[i], keys[i], on_delivery=on_delivery, **kwargs)
+            except BufferError:
+                _produce_blocking(producer, max_block_ms, topic, values[i], keys[i], on_delivery, kwargs)
             count += 1
         producer.poll(0)
     remaining = producer.flush(120)

@@ -1,4 +1,4 @@
-"""Helpers shared by the Spark bridge tests (imported by plain name; conftest puts this folder on sys.path)."""
+"""Helpers shared by the Spark bridge tests (imported by plain name: tests/helpers is on sys.path through tests/conftest.py)."""
 
 from __future__ import annotations
 
