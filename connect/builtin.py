@@ -18,6 +18,7 @@ BUILTIN_PACKAGES: tuple[str, ...] = (
     "strom.connect.converters",
     "strom.connect.transforms",  # transformations and predicates
     "strom.connect.connectors",
+    "strom.connect.mirror",  # MirrorMaker 2's three connectors
 )
 
 

@@ -1,0 +1,426 @@
+"""``MirrorSourceConnector`` and ``MirrorSourceTask`` (Kafka's): replicate topics of the source
+cluster into the target cluster the worker produces to.
+
+The connector discovers the source's topic partitions (topics / topics.exclude, never internal
+topics nor topics that came from the target: cycles), creates the remote topics on the target
+(``<source>.<topic>`` by the replication policy) with the source's partition count and synced
+configs, and hands the partitions to its tasks round robin. A background thread re-discovers
+every ``refresh.topics.interval.seconds`` (new topics, added partitions: task reconfiguration)
+and re-syncs configs every ``sync.topic.configs.interval.seconds``.
+
+A task consumes its partitions (assign, no group; its position is the Connect source offset
+``{"offset": n}`` of the partition ``{"cluster", "topic", "partition"}``) and returns each
+record as a SourceRecord to the same partition of the remote topic, key, value, headers and
+timestamp unchanged. From the producer's acknowledgements it writes offset syncs (Kafka's
+``OffsetSyncWriter``): one at the first record of a partition, whenever offsets stop being
+contiguous upstream or go backwards downstream, and at least every ``offset.lag.max``
+downstream records; the latest record's sync is written at each offset commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KTopicPartition
+
+from strom.connect.api.config import ConfigDef
+from strom.connect.api.connector import ExactlyOnceSupport, SourceConnector
+from strom.connect.api.records import Header, Headers, RecordMetadata, SourceRecord
+from strom.connect.api.task import SourceTask, Task
+from strom.connect.data import Schema
+from strom.connect.exceptions import ConnectException
+from strom.connect.mirror import clients
+from strom.connect.mirror.clients import MirrorRetriableError
+from strom.connect.mirror.config import (
+    SOURCE_CONFIG_DEF,
+    TASK_TOPIC_PARTITIONS,
+    MirrorSourceConfig,
+    decode_topic_partition,
+    encode_topic_partition,
+)
+from strom.connect.mirror.records import OffsetSync
+
+log = logging.getLogger(__name__)
+
+PARTITION_CLUSTER = "cluster"
+PARTITION_TOPIC = "topic"
+PARTITION_PARTITION = "partition"
+OFFSET_KEY = "offset"
+
+
+def wrap_partition(topic: str, partition: int, source_cluster_alias: str) -> dict[str, Any]:
+    """Kafka's ``MirrorUtils.wrapPartition``: the Connect source partition of a topic partition."""
+    return {PARTITION_CLUSTER: source_cluster_alias, PARTITION_TOPIC: topic, PARTITION_PARTITION: partition}
+
+
+def is_cycle(config: MirrorSourceConfig, topic: str) -> bool:
+    """Whether ``topic`` came (directly or through other clusters) from the target cluster."""
+    policy = config.replication_policy
+    source = policy.topic_source(topic)
+    if source is None:
+        return False
+    if source == config.target_cluster_alias:
+        return True
+    upstream = policy.upstream_topic(topic)
+    if upstream is None or upstream == topic:
+        return False  # IdentityReplicationPolicy: cannot tell from the name
+    return is_cycle(config, upstream)
+
+
+def should_replicate_topic(config: MirrorSourceConfig, topic: str) -> bool:
+    """Kafka's rule: (included, or a heartbeats topic) and not internal and not a cycle."""
+    policy = config.replication_policy
+    return ((config.topic_filter.should_replicate_topic(topic) or policy.is_heartbeats_topic(topic))
+            and not policy.is_internal_topic(topic) and not is_cycle(config, topic))
+
+
+class MirrorSourceConnector(SourceConnector):
+    """Replicates a set of topics from the source cluster to the target."""
+
+    KAFKA_CLASS_NAME = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
+
+    def __init__(self) -> None:
+        self.cfg: MirrorSourceConfig | None = None
+        self.known: dict[str, int] = {}  # source topic -> partition count
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def config(self) -> ConfigDef:
+        return SOURCE_CONFIG_DEF
+
+    def exactly_once_support(self, props: Mapping[str, str]) -> ExactlyOnceSupport | None:
+        """Supported when the source consumer reads committed records only (Kafka's rule)."""
+        level = (props.get("source.consumer.isolation.level") or props.get("consumer.isolation.level")
+                 or props.get("source.cluster.isolation.level") or "read_uncommitted")
+        return ExactlyOnceSupport.SUPPORTED if level == "read_committed" else ExactlyOnceSupport.UNSUPPORTED
+
+    def task_class(self) -> type[Task]:
+        return MirrorSourceTask
+
+    def start(self, props: dict[str, str]) -> None:
+        cfg = MirrorSourceConfig(props)
+        for key in MirrorSourceConfig.unknown_keys(props):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+        self.cfg = cfg
+        self._stop.clear()
+        if not cfg.enabled:
+            return
+        self._source_admin = clients.admin_client(cfg.source_admin_config("source-admin"))
+        self._target_admin = clients.admin_client(cfg.target_admin_config("target-admin"))
+        self._offset_syncs_admin = clients.admin_client(cfg.offset_syncs_admin_config())
+        try:
+            self._create_offset_syncs_topic()
+            self._refresh(first=True)
+        except MirrorRetriableError as exc:
+            log.warning("%s: initial topic discovery did not finish (%s); retrying in the background",
+                        cfg.connector_name, exc)
+        self._thread = threading.Thread(target=self._background, name=f"mirror-source-{cfg.connector_name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        cfg = self.cfg
+        if cfg is None or not cfg.enabled:
+            return []
+        with self._lock:
+            partitions = sorted((p, t) for t, n in self.known.items() for p in range(n))
+        if not partitions:
+            return []
+        n_tasks = min(max_tasks, len(partitions))
+        per_task: list[list[str]] = [[] for _ in range(n_tasks)]
+        # Kafka sorts by partition then topic and deals round robin, so a topic spreads over tasks.
+        for i, (p, t) in enumerate(partitions):
+            per_task[i % n_tasks].append(encode_topic_partition(t, p))
+        return [cfg.task_config(TASK_TOPIC_PARTITIONS, parts, i) for i, parts in enumerate(per_task)]
+
+    # -- discovery ------------------------------------------------------------------------------
+    def _create_offset_syncs_topic(self) -> None:
+        cfg = self.cfg
+        assert cfg is not None
+        if not cfg.emit_offset_syncs:
+            return
+        clients.create_topic(self._offset_syncs_admin, cfg.offset_syncs_topic, 1, cfg.offset_syncs_replication_factor,
+                             {"cleanup.policy": "compact"}, cfg.admin_timeout_s)
+
+    def _background(self) -> None:
+        cfg = self.cfg
+        assert cfg is not None
+        refresh, sync = cfg.refresh_topics_interval_s, cfg.sync_topic_configs_interval_s
+        now = time.monotonic()
+        next_refresh = now + refresh if refresh > 0 else float("inf")
+        next_sync = now + sync if sync > 0 else float("inf")
+        while not self._stop.wait(max(0.05, min(next_refresh, next_sync, now + 1.0) - time.monotonic())):
+            now = time.monotonic()
+            try:
+                if now >= next_refresh:
+                    next_refresh = now + refresh
+                    self._create_offset_syncs_topic()
+                    self._refresh(first=False)
+                if now >= next_sync:
+                    next_sync = now + sync
+                    self._sync_topic_configs()
+            except MirrorRetriableError as exc:
+                log.warning("%s: %s; retrying at the next round", cfg.connector_name, exc)
+            except Exception as exc:  # the connector's own thread: report the failure, never die silently
+                log.exception("%s: background refresh failed", cfg.connector_name)
+                if self.context is not None:
+                    self.context.raise_error(exc)
+                return
+
+    def _refresh(self, first: bool) -> None:
+        """Find the topics to replicate; create/grow remote topics; reconfigure tasks on change."""
+        cfg = self.cfg
+        assert cfg is not None
+        timeout = cfg.admin_timeout_s
+        source = {t: n for t, n in clients.topic_partitions(self._source_admin, timeout).items()
+                  if should_replicate_topic(cfg, t)}
+        with self._lock:
+            changed = source != self.known
+        if not changed and not first:
+            return
+        self._create_remote_topics(source)
+        with self._lock:
+            old, self.known = self.known, source
+        if source != old:
+            log.info("%s: replicating %d topic(s), %d partition(s)", cfg.connector_name, len(source),
+                     sum(source.values()))
+            if not first and self.context is not None:
+                self.context.request_task_reconfiguration()
+
+    def _create_remote_topics(self, source: Mapping[str, int]) -> None:
+        cfg = self.cfg
+        assert cfg is not None
+        timeout = cfg.admin_timeout_s
+        policy = cfg.replication_policy
+        existing = clients.topic_partitions(self._target_admin, timeout)
+        missing = {t: n for t, n in source.items() if policy.format_remote_topic(cfg.source_cluster_alias, t)
+                   not in existing}
+        configs = clients.topic_configs(self._source_admin, missing, timeout) if missing else {}
+        prop_filter = cfg.config_property_filter
+        from confluent_kafka.admin import NewTopic
+
+        new = [NewTopic(policy.format_remote_topic(cfg.source_cluster_alias, t), num_partitions=n,
+                        replication_factor=cfg.replication_factor,
+                        config={k: v for k, v in configs.get(t, {}).items()
+                                if prop_filter.should_replicate_config_property(k)})
+               for t, n in missing.items()]
+        for name in clients.create_topics(self._target_admin, new, timeout):
+            log.info("%s: created remote topic %s", cfg.connector_name, name)
+        grow = {}
+        for t, n in source.items():
+            remote = policy.format_remote_topic(cfg.source_cluster_alias, t)
+            if remote in existing and existing[remote] < n:
+                grow[remote] = n
+        if grow:
+            clients.add_partitions(self._target_admin, grow, timeout)
+            log.info("%s: added partitions to %s", cfg.connector_name, grow)
+
+    def _sync_topic_configs(self) -> None:
+        cfg = self.cfg
+        assert cfg is not None
+        with self._lock:
+            topics = list(self.known)
+        if not topics:
+            return
+        prop_filter = cfg.config_property_filter
+        configs = clients.topic_configs(self._source_admin, topics, cfg.admin_timeout_s)
+        remote = {cfg.replication_policy.format_remote_topic(cfg.source_cluster_alias, t):
+                  {k: v for k, v in values.items() if prop_filter.should_replicate_config_property(k)}
+                  for t, values in configs.items()}
+        clients.alter_topic_configs(self._target_admin, remote, cfg.admin_timeout_s)
+
+
+@dataclass
+class _PartitionState:
+    """Kafka's ``OffsetSyncWriter.PartitionState``: when does a partition need an offset sync."""
+
+    max_offset_lag: int
+    previous_upstream: int = -1
+    previous_downstream: int = -1
+    last_sync_downstream: int = -1
+    should_sync: bool = False
+
+    def update(self, upstream: int, downstream: int) -> bool:
+        no_previous = self.last_sync_downstream == -1
+        # A translation lands one past the last sync, hence the +1 (Kafka's comment).
+        too_stale = downstream - (self.last_sync_downstream + 1) >= self.max_offset_lag
+        skipped_upstream = upstream - self.previous_upstream != 1
+        truncated_downstream = downstream < self.previous_downstream
+        if no_previous or too_stale or skipped_upstream or truncated_downstream:
+            self.last_sync_downstream = downstream
+            self.should_sync = True
+        self.previous_upstream = upstream
+        self.previous_downstream = downstream
+        return self.should_sync
+
+    def reset(self) -> None:
+        self.should_sync = False
+
+
+@dataclass
+class OffsetSyncWriter:
+    """Queues and sends offset syncs (Kafka's ``OffsetSyncWriter``): a needed sync is sent at
+    once; otherwise the partition's latest sync waits for the next offset commit."""
+
+    producer: Producer | None
+    topic: str
+    max_offset_lag: int
+    states: dict[tuple[str, int], _PartitionState] = field(default_factory=dict)
+    pending: dict[tuple[str, int], OffsetSync] = field(default_factory=dict)
+    delayed: dict[tuple[str, int], OffsetSync] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def maybe_queue(self, topic: str, partition: int, upstream: int, downstream: int) -> None:
+        tp = (topic, partition)
+        sync = OffsetSync(topic, partition, upstream, downstream)
+        with self.lock:
+            state = self.states.get(tp)
+            if state is None:
+                state = self.states[tp] = _PartitionState(self.max_offset_lag)
+            if state.update(upstream, downstream):
+                self.pending[tp] = sync
+                self.delayed.pop(tp, None)
+            else:
+                self.delayed[tp] = sync
+
+    def promote_delayed(self) -> None:
+        with self.lock:
+            self.pending.update(self.delayed)
+            self.delayed.clear()
+
+    def fire_pending(self) -> None:
+        if self.producer is None:
+            return
+        with self.lock:
+            syncs, self.pending = self.pending, {}
+            for tp in syncs:
+                self.states[tp].reset()
+        for sync in syncs.values():
+            self._send(sync)
+        self.producer.poll(0)
+
+    def _send(self, sync: OffsetSync) -> None:
+        assert self.producer is not None
+        try:
+            self.producer.produce(self.topic, key=sync.record_key(), value=sync.record_value(),
+                                  partition=0, on_delivery=self._delivered)
+        except BufferError:
+            # A full queue is back-pressure: a later sync of the partition supersedes this one.
+            with self.lock:
+                self.pending.setdefault((sync.topic, sync.partition), sync)
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            log.warning("offset sync to %s not written: %s (a later sync supersedes it)", self.topic, err)
+
+    def close(self, timeout: float) -> None:
+        if self.producer is not None:
+            remaining = self.producer.flush(timeout)
+            if remaining:
+                log.warning("%d offset sync(s) to %s not written within %.0f s", remaining, self.topic, timeout)
+
+
+class MirrorSourceTask(SourceTask):
+    """Consumes assigned source partitions and returns their records for the remote topics."""
+
+    KAFKA_CLASS_NAME = "org.apache.kafka.connect.mirror.MirrorSourceTask"
+    MAX_RECORDS_PER_POLL = 5000
+
+    def __init__(self) -> None:
+        self.cfg: MirrorSourceConfig | None = None
+        self.consumer: Consumer | None = None
+        self.syncs: OffsetSyncWriter | None = None
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._remote: dict[str, str] = {}
+
+    def start(self, props: dict[str, str]) -> None:
+        cfg = self.cfg = MirrorSourceConfig(props)
+        self._stopping = False
+        assigned = [decode_topic_partition(s) for s in props.get(TASK_TOPIC_PARTITIONS, "").split(",") if s]
+        consumer_props = cfg.source_consumer_config("replication-consumer")
+        consumer_props.setdefault("group.id", f"mm2-{cfg.source_cluster_alias}-{cfg.target_cluster_alias}-unused")
+        self.consumer = Consumer(consumer_props)
+        reader = self.context.offset_storage_reader if self.context is not None else None
+        tps = []
+        for topic, partition in assigned:
+            committed = reader.offset(wrap_partition(topic, partition, cfg.source_cluster_alias)) if reader else None
+            offset = OFFSET_BEGINNING
+            if committed is not None and isinstance(committed.get(OFFSET_KEY), int) and committed[OFFSET_KEY] >= 0:
+                offset = committed[OFFSET_KEY] + 1
+            tps.append(KTopicPartition(topic, partition, offset))
+            self._remote[topic] = cfg.replication_policy.format_remote_topic(cfg.source_cluster_alias, topic)
+        self.consumer.assign(tps)
+        producer = None
+        if cfg.emit_offset_syncs and tps:
+            producer = Producer({**cfg.offset_syncs_producer_config(), "linger.ms": "10"})
+        self.syncs = OffsetSyncWriter(producer, cfg.offset_syncs_topic, cfg.max_offset_lag)
+        log.info("%s: task %s replicating %d partition(s)", cfg.connector_name, props.get("task.index"), len(tps))
+
+    def poll(self) -> Sequence[SourceRecord] | None:
+        cfg = self.cfg
+        assert cfg is not None
+        with self._lock:
+            if self._stopping or self.consumer is None:
+                return None
+            msgs = self.consumer.consume(self.MAX_RECORDS_PER_POLL, cfg.consumer_poll_timeout_s)
+        if self.syncs is not None:
+            self.syncs.fire_pending()
+        if not msgs:
+            return None
+        out: list[SourceRecord] = []
+        alias = cfg.source_cluster_alias
+        bytes_schema = Schema.OPTIONAL_BYTES_SCHEMA
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if err.fatal():
+                    raise ConnectException(f"consuming from {alias}: {err.str()}")
+                # librdkafka retries everything else itself: back-pressure, not a task failure.
+                log.warning("consuming from %s: %s (retrying)", alias, err.str())
+                continue
+            topic, partition = msg.topic(), msg.partition()
+            raw_headers = msg.headers()
+            headers = Headers([Header(k, bytes_schema, v) for k, v in raw_headers]) if raw_headers else None
+            ts_type, ts = msg.timestamp()
+            out.append(SourceRecord(
+                {PARTITION_CLUSTER: alias, PARTITION_TOPIC: topic, PARTITION_PARTITION: partition},
+                {OFFSET_KEY: msg.offset()}, self._remote[topic], partition, bytes_schema, msg.key(),
+                bytes_schema, msg.value(), ts if ts_type else None, headers))
+        return out
+
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        if metadata is None or self.syncs is None or record.source_partition is None or record.source_offset is None:
+            return  # dropped by a transform: nothing downstream to sync to
+        sp = record.source_partition
+        self.syncs.maybe_queue(sp[PARTITION_TOPIC], sp[PARTITION_PARTITION], record.source_offset[OFFSET_KEY],
+                               metadata.offset)
+
+    def commit(self) -> None:
+        if self.syncs is not None:
+            self.syncs.promote_delayed()
+            self.syncs.fire_pending()
+
+    def stop(self) -> None:
+        self._stopping = True
+        with self._lock:
+            consumer, self.consumer = self.consumer, None
+            if consumer is not None:
+                consumer.close()
+        if self.syncs is not None:
+            self.syncs.close(5.0)
