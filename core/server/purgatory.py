@@ -4,6 +4,11 @@ A waiting request registers a future under keys (topic-partitions). Whoever chan
 of a key (an append, a high-watermark move) calls :meth:`Purgatory.check_and_complete`, which
 wakes every waiter on that key; the waiter re-checks its own condition and either answers or
 waits again until its deadline. Waits never block the event loop. Event-loop only.
+
+A condition runs on every wake of any of its keys, so it must be cheap: it compares snapshots
+(Kafka's ``DelayedOperation.tryComplete``; a delayed fetch compares offset metadata, see
+:class:`strom.core.server.handlers.fetch.DelayedFetch`) and does no I/O; the waiter does its
+real work once, after the wait.
 """
 
 from __future__ import annotations

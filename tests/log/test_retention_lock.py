@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -42,11 +41,10 @@ def test_appends_complete_between_the_segment_deletions_of_one_retention_pass(
     resume = threading.Semaphore(0)
     delete_code = LogSegment.delete.__code__
 
-    def tracer(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
+    def tracer(frame: FrameType, event: str, arg: object) -> None:
         if event == "call" and frame.f_code is delete_code:
             paused.release()
             resume.acquire(timeout=DEADLINE_S * 2)
-        return None
 
     deleted: list[int] = []
 

@@ -4,9 +4,16 @@ Consumers read up to the high watermark (read_committed: the last stable offset)
 (replica id >= 0) up to the log end. Each partition gets at most ``partition_max_bytes`` and
 the response at most ``max_bytes``, except that the first partition with data always returns
 at least one whole batch (KIP-74) so a large batch can never stall a consumer. When fewer than
-``min_bytes`` are available the request waits in the purgatory until appends bring enough or
-``max_wait`` passes. Fetch sessions (KIP-227) are answered sessionless (session id 0), which
-clients accept as "send full fetches".
+``min_bytes`` are available the request waits in the purgatory as a :class:`DelayedFetch` until
+appends bring enough or ``max_wait`` passes. Fetch sessions (KIP-227) are answered sessionless
+(session id 0), which clients accept as "send full fetches".
+
+A waiting fetch never re-reads its partitions when woken: like Kafka's ``DelayedFetch.tryComplete``
+it compares, per partition, where the readable end was when it read (a
+:class:`~strom.core.log.local_log.LogOffsetMetadata`: offset, segment, position) with the
+partition's offset snapshot now, and estimates the bytes that arrived from the position
+difference (the partition's ``partition_max_bytes`` when the end moved to another segment or
+its position is not known). It reads once more only to answer.
 
 Fetch v18 adds ``high_watermark`` (a tagged field of each request partition: the high watermark
 a replica fetcher already knows, KIP-1166) so a leader can answer a follower early when it moved.
@@ -18,46 +25,122 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.log.local_log import LogOffsetMetadata
 from strom.core.protocol.fetch_response import PartitionRow, TopicRows, encode_fetch_response
 from strom.core.protocol.messages import ms
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.log.log import LogOffsetSnapshot
+    from strom.core.metadata.image import PartitionRegistration
+    from strom.core.replica.manager import ReplicaManager
+    from strom.core.replica.partition import Partition, ReadResult
+    from strom.core.server.handlers._deps import ReplicaDeps
+    from strom.core.server.handlers._kio_types import FetchRequest
 
 API_KEY = 1
 VERSIONS = (4, 18)
 ZERO_UUID = uuid.UUID(int=0)
+READ_COMMITTED = 1
+
+
+class FetchPartition(Protocol):
+    """The fields of a request partition this handler reads (every version's class has them)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
 
 
 class _Target:
-    __slots__ = ("error", "fp", "name", "topic_id")
+    """One requested partition: what was asked, and what the first read saw of it."""
 
-    def __init__(self, name: str, topic_id: uuid.UUID, fp: Any, error: int) -> None:
+    __slots__ = ("bytes_seen", "end_seen", "error", "fp", "name", "part", "topic_id")
+
+    def __init__(self, name: str, topic_id: uuid.UUID, fp: FetchPartition, error: int) -> None:
         self.name = name
         self.topic_id = topic_id
         self.fp = fp
         self.error = error
+        # Set when the fetch waits: the partition read, the readable end it read up to, and
+        # the bytes that read returned.
+        self.part: Partition | None = None
+        self.end_seen = LogOffsetMetadata(-1)
+        self.bytes_seen = 0
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    image = broker.image
+Row = tuple[_Target, "ReadResult | None", int, "str | None"]
+
+
+def _readable_end(snapshot: LogOffsetSnapshot, replica_id: int, isolation: int) -> LogOffsetMetadata:
+    """Kafka's FetchIsolation: followers read to the log end, consumers to the HW or the LSO."""
+    if replica_id >= 0:
+        return snapshot.log_end_offset
+    return snapshot.last_stable_offset if isolation == READ_COMMITTED else snapshot.high_watermark
+
+
+class DelayedFetch:
+    """A Fetch waiting for ``min_bytes`` (Kafka's ``DelayedFetch``): :meth:`try_complete` is the
+    purgatory's condition and reads no segment."""
+
+    def __init__(self, replica_manager: ReplicaManager, targets: list[_Target], min_bytes: int,
+                 replica_id: int, isolation: int) -> None:
+        self._replica_manager = replica_manager
+        self._targets = targets
+        self._min_bytes = min_bytes
+        self._replica_id = replica_id
+        self._isolation = isolation
+
+    def try_complete(self) -> bool:
+        """True when the fetch should be answered now: enough bytes have arrived (estimated from
+        offset snapshots), or a partition changed in a way only a read can report (leadership,
+        deletion, truncation below what was read)."""
+        accumulated = 0
+        for t in self._targets:
+            try:
+                part = self._replica_manager.get_partition(t.name, t.fp.partition)
+                if part is not t.part:
+                    return True  # deleted and created again meanwhile
+                part.check_leader_epoch(getattr(t.fp, "current_leader_epoch", -1))
+                end = _readable_end(part.fetch_offset_snapshot(), self._replica_id, self._isolation)
+            except Exception:  # whatever it is, the read answers it (as the re-read did)
+                return True
+            seen = t.end_seen
+            if end.message_offset < seen.message_offset or end.message_offset < t.fp.fetch_offset:
+                return True  # truncated: the read answers with the new state
+            if end.message_offset == seen.message_offset:
+                available = t.bytes_seen
+            elif end.on_same_segment(seen):
+                available = t.bytes_seen + end.position_diff(seen)
+            else:
+                # Kafka's bound when the end is on a later segment (or its position is not known).
+                available = t.fp.partition_max_bytes
+            accumulated += min(available, t.fp.partition_max_bytes)
+        return accumulated >= self._min_bytes
+
+
+async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) -> FetchRows:
+    image = deps.image
+    rm = deps.replica_manager
     replica_state = getattr(request, "replica_state", None)
-    replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
-    isolation = getattr(request, "isolation_level", 0)
-    max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
+    replica_id: int = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
+    isolation: int = getattr(request, "isolation_level", 0)
+    max_bytes: int = getattr(request, "max_bytes", 0x7FFFFFFF)
 
     targets: list[list[_Target]] = []
     names: list[str] = []
-    partitions: list[Mapping[int, Any]] = []  # each request topic's partitions in the image
+    partitions: list[Mapping[int, PartitionRegistration]] = []  # each request topic's partitions in the image
     for ft in request.topics:
-        topic_id = getattr(ft, "topic_id", None)
-        name = getattr(ft, "topic", None)
+        topic_id: uuid.UUID | None = getattr(ft, "topic_id", None)
+        name: str | None = getattr(ft, "topic", None)
         error = 0
         if name is None:
             found = image.topics_by_id.get(topic_id) if topic_id else None
@@ -71,7 +154,7 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         names.append(name)
         partitions.append(found.partitions if found is not None else {})
         targets.append([_Target(name, topic_id or ZERO_UUID, fp, error) for fp in ft.partitions])
-    denied = authorize_topics(broker, ctx, "READ", [n for n in set(names) if n])
+    denied = authorize_topics(deps, ctx, "READ", [n for n in set(names) if n])
     for group, known in zip(targets, partitions, strict=True):
         for t in group:
             if t.error:
@@ -83,21 +166,24 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 # answer as an unknown id or a denied topic (see the aborted list below).
                 t.error = int(ErrorCode.unknown_topic_or_partition)
 
-    def read_all() -> tuple[list[tuple[_Target, Any, int, str | None]], int, bool]:
-        out = []
+    def read_all() -> tuple[list[Row], int, bool]:
+        out: list[Row] = []
         total = 0
         errored = False
         for group in targets:
             for t in group:
-                result, code, message = None, t.error, None
+                result: ReadResult | None = None
+                code, message = t.error, None
                 if code == 0:
                     try:
-                        part = broker.replica_manager.get_partition(t.name, t.fp.partition)
+                        part = rm.get_partition(t.name, t.fp.partition)
                         part.check_leader_epoch(getattr(t.fp, "current_leader_epoch", -1))
                         budget = min(t.fp.partition_max_bytes, max(max_bytes - total, 0))
                         result = part.read_records(t.fp.fetch_offset, budget, replica_id=replica_id,
                                                    min_one_message=total == 0, isolation_level=isolation)
                         total += len(result.records)
+                        t.part = part
+                        t.bytes_seen = len(result.records)
                     except Exception as e:
                         code, message = error_of(e)
                 errored = errored or code != 0
@@ -108,19 +194,18 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     min_bytes = max(request.min_bytes, 1)
     max_wait_s = ms(request.max_wait) / 1000
     if total < min_bytes and not errored and max_wait_s > 0 and rows:
-        keys = [(t.name, t.fp.partition) for group in targets for t in group]
-        state = {"rows": rows, "total": total}
+        waiting = [t for group in targets for t in group]
+        for t in waiting:
+            # Still on the event loop since the read: the snapshot is the state it read.
+            assert t.part is not None  # every partition was read without error
+            t.end_seen = _readable_end(t.part.fetch_offset_snapshot(), replica_id, isolation)
+        delayed = DelayedFetch(rm, waiting, min_bytes, replica_id, isolation)
+        keys = [(t.name, t.fp.partition) for t in waiting]
+        await rm.fetch_purgatory.wait_until(keys, delayed.try_complete, max_wait_s)
+        # Kafka's DelayedFetch.onComplete: one read, whether completed or expired.
+        rows, total, _ = read_all()
 
-        def enough() -> bool:
-            r, tot, err = read_all()
-            state["rows"], state["total"] = r, tot
-            return tot >= min_bytes or err
-
-        await broker.replica_manager.fetch_purgatory.wait_until(keys, enough, max_wait_s)
-        rows = state["rows"]  # type: ignore[assignment]
-        total = state["total"]  # type: ignore[assignment]
-
-    throttle_ms = throttle(broker, ctx, "FETCH", total) if replica_id < 0 else 0
+    throttle_ms = throttle(deps, ctx, "FETCH", total) if replica_id < 0 else 0
     by_topic: dict[tuple[str, uuid.UUID], list[PartitionRow]] = {}
     for t, result, code, _message in rows:
         key = (t.name, t.topic_id)
@@ -131,7 +216,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         else:
             row = PartitionRow(t.fp.partition, 0, result.high_watermark, result.last_stable_offset,
                                result.log_start_offset,
-                               tuple(result.aborted_transactions or ()) if isolation == 1 else None, result.records)
+                               tuple(result.aborted_transactions or ()) if isolation == READ_COMMITTED else None,
+                               result.records)
         by_topic.setdefault(key, []).append(row)
     return FetchRows(throttle_ms, [TopicRows(name, tid, parts) for (name, tid), parts in by_topic.items()])
 
