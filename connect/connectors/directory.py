@@ -327,6 +327,8 @@ class DirectorySourceTask(SourceTask):
         if partition is None:
             return
         key = partition.get(PATH_FIELD)
+        if not isinstance(key, str):
+            return  # not a partition of this task's files
         with self._lock:
             left = self._outstanding.get(key, 0) - 1
             if left > 0:

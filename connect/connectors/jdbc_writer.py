@@ -93,7 +93,7 @@ class JdbcWriter:
     def table_name(self, record: SinkRecord) -> str:
         return self.settings.table_name_format.replace("${topic}", record.topic)
 
-    def _key_columns(self, record: SinkRecord) -> list[ColumnSpec | tuple[ColumnSpec, Any]]:
+    def _key_columns(self, record: SinkRecord) -> list[tuple[ColumnSpec, Any]]:
         s = self.settings
         if s.pk_mode == "kafka":
             names = s.pk_fields or list(KAFKA_PK_DEFAULT)

@@ -38,6 +38,7 @@ from strom.connect.data import (
     Timestamp,
     Type,
 )
+from strom.connect.data.schema import required_schema
 from strom.connect.exceptions import ConfigException, DataException
 
 
@@ -169,7 +170,7 @@ class _ToAvro:
             if t in (Type.INT8, Type.INT16):
                 out["connect.type"] = t.value
         elif t is Type.ARRAY:
-            out = {"type": "array", "items": self.schema(schema.value_schema)}
+            out = {"type": "array", "items": self.schema(required_schema(schema.value_schema, "array element"))}
         elif t is Type.MAP:
             ks, vs = schema.key_schema, schema.value_schema
             assert ks is not None and vs is not None
@@ -218,7 +219,7 @@ def _to_datum(schema: Schema, value: Any) -> Any:
         return value  # fastavro encodes the logical types itself
     t = schema.type
     if t is Type.ARRAY:
-        return [_to_datum(schema.value_schema, v) for v in value]
+        return [_to_datum(required_schema(schema.value_schema, "array element"), v) for v in value]
     if t is Type.MAP:
         ks, vs = schema.key_schema, schema.value_schema
         assert ks is not None and vs is not None
@@ -326,7 +327,7 @@ def _from_datum(schema: Schema, datum: Any) -> Any:
         return datum
     t = schema.type
     if t is Type.ARRAY:
-        return [_from_datum(schema.value_schema, v) for v in datum]
+        return [_from_datum(required_schema(schema.value_schema, "array element"), v) for v in datum]
     if t is Type.MAP:
         ks, vs = schema.key_schema, schema.value_schema
         assert ks is not None and vs is not None

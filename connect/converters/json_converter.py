@@ -33,6 +33,7 @@ from strom.connect.converters._javafmt import (
     to_float32,
 )
 from strom.connect.data import Date, Decimal, Schema, SchemaAndValue, SchemaBuilder, Struct, Time, Timestamp
+from strom.connect.data.schema import required_schema
 from strom.connect.exceptions import DataException
 
 SCHEMAS_ENABLE_CONFIG = "schemas.enable"
@@ -275,7 +276,7 @@ class JsonConverter(Converter, HeaderConverter):
             js["values"] = self.as_json_schema(schema.value_schema)
         elif tname == "STRUCT":
             fields = []
-            for f in schema.fields:
+            for f in schema.fields or ():
                 fjs = dict(self.as_json_schema(f.schema) or {})
                 fjs["field"] = f.name
                 fields.append(fjs)
@@ -312,13 +313,14 @@ class JsonConverter(Converter, HeaderConverter):
             items = js.get("items")
             if items is None:
                 raise DataException("Array schema did not specify the element type")
-            builder = SchemaBuilder.array(self.as_connect_schema(items))
+            builder = SchemaBuilder.array(required_schema(self.as_connect_schema(items), "array element"))
         elif tname == "map":
             if "keys" not in js:
                 raise DataException("Map schema did not specify the key type")
             if "values" not in js:
                 raise DataException("Map schema did not specify the value type")
-            builder = SchemaBuilder.map(self.as_connect_schema(js["keys"]), self.as_connect_schema(js["values"]))
+            builder = SchemaBuilder.map(required_schema(self.as_connect_schema(js["keys"]), "map key"),
+                                        required_schema(self.as_connect_schema(js["values"]), "map value"))
         elif tname == "struct":
             builder = SchemaBuilder.struct()
             fields = js.get("fields")
@@ -328,7 +330,7 @@ class JsonConverter(Converter, HeaderConverter):
                 fname = f.get("field") if isinstance(f, dict) else None
                 if not isinstance(fname, str):
                     raise DataException("Struct schema's field name not specified properly")
-                builder.field(fname, self.as_connect_schema(f))
+                builder.field(fname, required_schema(self.as_connect_schema(f), f"field {fname}"))
         else:
             raise DataException(f"Unknown schema type: {tname}")
         if js.get("optional") is True:
@@ -439,7 +441,7 @@ class JsonConverter(Converter, HeaderConverter):
                 raise DataException(f"Invalid type for STRUCT: {type(value).__name__}")
             if value.schema != schema:
                 raise DataException("Mismatching schema.")
-            return {f.name: self._to_json(f.schema, self._struct_get(value, f.name)) for f in schema.fields}
+            return {f.name: self._to_json(f.schema, self._struct_get(value, f.name)) for f in schema.fields or ()}
         raise DataException(f"Couldn't convert {value!r} to JSON.")
 
     def _struct_get(self, struct: Struct, name: str) -> Any:
@@ -560,7 +562,7 @@ class JsonConverter(Converter, HeaderConverter):
             if not isinstance(node, dict):
                 raise DataException(f"Structs should be encoded as JSON objects, but found {_node_type(node)}")
             struct = Struct(schema)
-            for f in schema.fields:
+            for f in schema.fields or ():
                 struct.put(f.name, self._to_connect(f.schema, node.get(f.name)))
             return struct
         raise DataException(f"Unknown schema type: {tname}")

@@ -442,6 +442,14 @@ def as_schema(schema: Schema | SchemaBuilder | None) -> Schema | None:
     return schema
 
 
+def required_schema(schema: Schema | None, what: str) -> Schema:
+    """``schema``, which the caller's type requires (an array's elements, a map's keys or values,
+    a field's schema); a DataException naming ``what`` if it is missing."""
+    if schema is None:
+        raise DataException(f"{what} schema is missing")
+    return schema
+
+
 def struct_validated(value: Any) -> Struct:
     """``value`` as a Struct, or a DataException (used by transformations)."""
     from strom.connect.data.struct import Struct

@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from strom.connect.exceptions import ConnectException
 from strom.connect.runtime.config import ConnectorConfig, WorkerConfig
@@ -81,7 +81,7 @@ def class_path(cls: type) -> str:
     return getattr(cls, "KAFKA_CLASS_NAME", None) or f"{cls.__module__}.{cls.__qualname__}"
 
 
-def connector_kind(connector_cls: type) -> str:
+def connector_kind(connector_cls: type) -> Literal["source", "sink"]:
     from strom.connect.api.connector import SinkConnector, SourceConnector
 
     if issubclass(connector_cls, SourceConnector):

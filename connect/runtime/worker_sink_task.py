@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message
@@ -250,12 +251,14 @@ class WorkerSinkTask(WorkerTask):
         if len(topics) != 1:
             return None
         topic = topics.pop()
+        if topic is None:
+            return None
         try:
             key_schema, keys = key_batch(topic, list(map(Message.key, msgs)))
             value_schema, values = value_batch(topic, list(map(Message.value, msgs)))
         except Exception:
             return None
-        parts = list(map(Message.partition, msgs))
+        parts: list[int] = list(map(Message.partition, msgs))  # type: ignore[arg-type]  # consumed: never None
         offsets: list[int] = list(map(Message.offset, msgs))  # type: ignore[arg-type]  # consumed: never None
         # The records themselves are built only if the task asks for them (see SinkRecordBatch).
         records = SinkRecordBatch(topic, parts, offsets, key_schema, keys, value_schema, values,
@@ -296,7 +299,7 @@ class WorkerSinkTask(WorkerTask):
                 pctx.consumer_message = msg
                 pctx.consumer_record = None
                 try:
-                    record = operator.recover(lambda m=msg, t=topic, p=part, o=off: convert(m, t, p, o), pctx, exc)
+                    record = operator.recover(partial(convert, msg, topic, part, off), pctx, exc)
                 except Tolerated:
                     record = None
                 pctx.consumer_message = None

@@ -40,6 +40,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -345,7 +346,7 @@ class AbstractWorkerSourceTask(WorkerTask):
             except Exception as exc:
                 pctx.source_record = record  # the context is filled only on failure (per-record loop)
                 try:
-                    out = operator.recover(lambda r=record: convert(r), pctx, exc)
+                    out = operator.recover(partial(convert, record), pctx, exc)
                 except Tolerated:
                     out = None
             if out is None:  # filtered or skipped: its offset is done

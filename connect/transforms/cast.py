@@ -258,8 +258,8 @@ class Cast(KeyOrValue, BaseTransformation):
         out = Struct(updated_schema)
         for f in struct.schema.fields or ():
             v = struct_get(struct, f.name, self.replace_null_with_default)
-            target = self.casts.get(f.name)
-            out.put(f.name, cast_value(f.schema, v, target) if target is not None else v)
+            cast_to = self.casts.get(f.name)
+            out.put(f.name, cast_value(f.schema, v, cast_to) if cast_to is not None else v)
         return self.new_record(record, updated_schema, out)
 
     def _cast_schema(self, source: Schema, target: Type) -> SchemaBuilder:

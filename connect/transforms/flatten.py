@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from strom.connect.api.config import ConfigDef, ConfigType, Importance
 from strom.connect.data import Schema, SchemaBuilder, Struct
+from strom.connect.data.schema import required_schema
 from strom.connect.exceptions import DataException
 from strom.connect.transforms._base import (
     BaseTransformation,
@@ -119,9 +120,10 @@ def _with(schema: Schema, optional: bool, default: Any) -> Schema:
     # Kafka's convertFieldSchema: copy basics and type, make optional, carry the default.
     builder = copy_schema_basics(schema, SchemaBuilder.of_type(schema.type))
     if schema.type.name == "ARRAY":
-        builder = copy_schema_basics(schema, SchemaBuilder.array(schema.value_schema))
+        builder = copy_schema_basics(schema, SchemaBuilder.array(required_schema(schema.value_schema, "array element")))
     elif schema.type.name == "MAP":
-        builder = copy_schema_basics(schema, SchemaBuilder.map(schema.key_schema, schema.value_schema))
+        builder = copy_schema_basics(schema, SchemaBuilder.map(required_schema(schema.key_schema, "map key"),
+                                                                  required_schema(schema.value_schema, "map value")))
     if optional:
         builder.optional()
     if default is not None:

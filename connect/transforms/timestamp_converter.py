@@ -142,7 +142,9 @@ class TimestampConverter(KeyOrValue, BaseTransformation):
             return Schema.OPTIONAL_STRING_SCHEMA if optional else Schema.STRING_SCHEMA
         if t == TYPE_UNIX:
             return Schema.OPTIONAL_INT64_SCHEMA if optional else Schema.INT64_SCHEMA
-        builder = {TYPE_DATE: Date, TYPE_TIME: Time, TYPE_TIMESTAMP: Timestamp}[t].builder()
+        logical: dict[str, type[Date] | type[Time] | type[Timestamp]] = {
+            TYPE_DATE: Date, TYPE_TIME: Time, TYPE_TIMESTAMP: Timestamp}
+        builder = logical[t].builder()
         return (builder.optional() if optional else builder).build()
 
     @staticmethod

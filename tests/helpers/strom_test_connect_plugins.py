@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,7 +213,7 @@ class FileCollectSink(SinkConnector):
 
 
 class FailOnValue(Transformation):
-    def configure(self, configs: dict[str, Any]) -> None:
+    def configure(self, configs: Mapping[str, Any]) -> None:
         self.needle = configs["needle"]
 
     def apply(self, record: Any) -> Any:

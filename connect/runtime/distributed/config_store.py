@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,7 +172,7 @@ class KafkaConfigBackingStore:
     def remove_connector_config(self, name: str) -> None:
         self.log.send_all([((CONNECTOR_PREFIX + name).encode(), None), ((TARGET_STATE_PREFIX + name).encode(), None)])
 
-    def put_task_configs(self, name: str, configs: list[Mapping[str, str]]) -> None:
+    def put_task_configs(self, name: str, configs: Sequence[Mapping[str, str]]) -> None:
         """Task configs then the commit record, as Kafka writes them (the commit makes them take effect)."""
         records: list[tuple[bytes | None, bytes | None]] = [
             (f"{TASK_PREFIX}{name}-{i}".encode(), _json({"properties": {str(k): str(v) for k, v in c.items()}}))

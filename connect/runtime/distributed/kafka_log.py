@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -220,7 +220,8 @@ class KafkaBasedLog:
         """Write one record and wait for its acknowledgement; returns (partition, offset)."""
         return self.send_all([(key, value)], timeout)[-1]
 
-    def send_all(self, records: list[tuple[bytes | None, bytes | None]], timeout: float = 30.0) -> list[tuple[int, int]]:
+    def send_all(self, records: Sequence[tuple[bytes | None, bytes | None]],
+                 timeout: float = 30.0) -> list[tuple[int, int]]:
         producer = self._producer
         if producer is None:
             raise ConnectException(f"log of {self.topic} is not started")

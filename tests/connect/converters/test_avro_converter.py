@@ -157,7 +157,9 @@ def test_unnamed_nested_structs_get_default_names(registry: tuple[Registry, str]
     _, url = registry
     inner = SchemaBuilder.struct().field("x", Schema.INT32_SCHEMA).build()
     outer = SchemaBuilder.struct().field("a", inner).field("b", SchemaBuilder.struct().field("y", Schema.INT16_SCHEMA).build()).build()
-    value = Struct(outer).put("a", Struct(inner).put("x", 1)).put("b", Struct(outer.field("b").schema).put("y", 2))
+    field_b = outer.field("b")
+    assert field_b is not None
+    value = Struct(outer).put("a", Struct(inner).put("x", 1)).put("b", Struct(field_b.schema).put("y", 2))
     c = make(url)
     back = c.to_connect_data("t", c.from_connect_data("t", outer, value))
     assert back.value == value
@@ -171,6 +173,7 @@ def test_errors(registry: tuple[Registry, str]) -> None:
     with pytest.raises(DataException, match="HTTP 404"):
         c.to_connect_data("t", b"\x00\x00\x00\x00\x63\x02")  # unknown schema id
     data = c.from_connect_data("people", PERSON, person())
+    assert data is not None
     with pytest.raises(DataException, match="Failed to deserialize Avro"):
         c.to_connect_data("people", data[:-3])  # truncated
     with pytest.raises(DataException, match="needs a schema"):

@@ -77,6 +77,7 @@ def test_struct_envelope_is_kafkas_layout() -> None:
 def test_map_with_non_string_keys_is_array_of_pairs() -> None:
     schema = SchemaBuilder.map(Schema.INT32_SCHEMA, Schema.STRING_SCHEMA).build()
     out = conv().from_connect_data("t", schema, {1: "a", 2: "b"})
+    assert out is not None
     assert json.loads(out)["payload"] == [[1, "a"], [2, "b"]]
     assert conv().to_connect_data("t", out).value == {1: "a", 2: "b"}
 
@@ -88,6 +89,7 @@ def test_logical_types_as_kafka_encodes_them() -> None:
     value = (Struct(schema).put("d", dt.date(2020, 1, 2)).put("t", dt.time(1, 2, 3, 4000))
              .put("ts", dt.datetime(2020, 1, 2, 3, 4, 5, 6000, tzinfo=UTC)).put("dec", decimal.Decimal("-1.56")))
     out = conv().from_connect_data("t", schema, value)
+    assert out is not None
     payload = json.loads(out)["payload"]
     assert payload == {"d": 18263, "t": 3723004, "ts": 1577934245006, "dec": "/2Q="}
     fields = json.loads(out)["schema"]["fields"]
@@ -100,6 +102,7 @@ def test_decimal_format_numeric() -> None:
     schema = Decimal.schema(3)
     c = conv(**{"decimal.format": "NUMERIC"})
     out = c.from_connect_data("t", schema, decimal.Decimal("12345678901234567890.125"))
+    assert out is not None
     assert out.endswith(b'"payload":12345678901234567890.125}')
     assert c.to_connect_data("t", out).value == decimal.Decimal("12345678901234567890.125")
     # A BASE64 reader still understands numeric decimals, and the other way round.
@@ -140,9 +143,9 @@ def test_null_is_tombstone_both_ways() -> None:
 
 def test_null_with_default_uses_default_unless_disabled() -> None:
     schema = SchemaBuilder.int32().optional().default_value(42).build()
-    assert json.loads(conv().from_connect_data("t", schema, None))["payload"] == 42
+    assert json.loads(conv().from_connect_data("t", schema, None) or b"")["payload"] == 42
     c = conv(**{"replace.null.with.default": "false"})
-    assert json.loads(c.from_connect_data("t", schema, None))["payload"] is None
+    assert json.loads(c.from_connect_data("t", schema, None) or b"")["payload"] is None
 
 
 def test_required_null_is_data_error() -> None:
@@ -219,6 +222,7 @@ def test_repeated_schema_fast_path_still_validates() -> None:
     c = conv()
     schema = SchemaBuilder.struct().field("x", Schema.INT32_SCHEMA).build()
     first = c.from_connect_data("t", schema, Struct(schema).put("x", 1))
+    assert first is not None
     assert c.to_connect_data("t", first).value.get("x") == 1
     same_schema = first.replace(b'"payload":{"x":1}', b'"payload":{"x":2}')
     assert c.to_connect_data("t", same_schema).value.get("x") == 2

@@ -129,7 +129,8 @@ def test_status_store(connect_broker: BrokerProcess, topic: str, read_all: Any) 
         try:
             assert s2.get("conn-x") == Status("conn-x", None, "RUNNING", "w1:8083", None, 3)
             assert [t.state for t in s2.get_all("conn-x")] == ["FAILED", "RUNNING"]
-            assert s2.get_task("conn-x", 0).trace == "Traceback..."
+            task_status = s2.get_task("conn-x", 0)
+            assert task_status is not None and task_status.trace == "Traceback..."
             assert s2.topics("conn-x") == ["orders"]
             s1.delete_connector("conn-x", 2)
             s1.delete_topics("conn-x")

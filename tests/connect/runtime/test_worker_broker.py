@@ -29,6 +29,7 @@ from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.herder import ConnectorTaskId, State
 from strom.connect.runtime.offsets import FileOffsetBackingStore, OffsetStorageReaderImpl
 from strom.connect.runtime.standalone import StandaloneHerder
+from strom.connect.runtime.worker_sink_task import WorkerSinkTask
 from strom.core.testing import BrokerProcess
 from strom.core.testing import wait_for as wait_until
 
@@ -151,9 +152,12 @@ def test_sink_offsets_are_committed_only_after_flush(
     herder = make_herder()
     conf = {"connector.class": "FileCollectSink", "topics": topic, "file": str(out)}
     herder.put_connector_config("collect", {**conf, "flush.fail.times": "1000000"}, False)
-    sink = herder.worker._tasks[ConnectorTaskId("collect", 0)].task
+    task = herder.worker._tasks[ConnectorTaskId("collect", 0)].task
+    assert isinstance(task, WorkerSinkTask)
+    failing: WorkerSinkTask = task
     # getattr: the task thread sets its counters in start(), which may not have run yet
-    wait_until(lambda: getattr(sink.task, "flushes", 0) >= 3 and sink.records_put >= 200, what="failing flushes")
+    wait_until(lambda: getattr(failing.task, "flushes", 0) >= 3 and failing.records_put >= 200,
+               what="failing flushes")
     herder.delete_connector("collect")  # the final commit's flush fails too
     assert file_lines(out) == []
     assert group_offsets(broker.bootstrap, "connect-collect") == {}  # nothing committed past a failed flush
@@ -164,7 +168,8 @@ def test_sink_offsets_are_committed_only_after_flush(
     wait_until(lambda: group_offsets(broker.bootstrap, "connect-collect") == {(topic, 0): 200},
                what="committed offsets")
     assert file_lines(out) == values  # each record exactly once: retried batches are not duplicated
-    assert herder.worker._tasks[ConnectorTaskId("collect", 0)].task.task.retriable_puts == 0
+    task = herder.worker._tasks[ConnectorTaskId("collect", 0)].task
+    assert isinstance(task, WorkerSinkTask) and task.task.retriable_puts == 0
     offsets = herder.connector_offsets("collect").to_json()
     assert offsets == {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
                                     "offset": {"kafka_offset": 200}}]}
@@ -349,7 +354,7 @@ def test_sink_tasks_share_partitions_through_rebalances(
     wait_until(lambda: group_offsets(broker.bootstrap, "connect-two") == {(topic, 0): 50, (topic, 1): 50},
                what="offsets of both partitions")
     tasks = [herder.worker._tasks[ConnectorTaskId("two", i)].task for i in range(2)]
-    assert sorted(tp.partition for t in tasks for tp in t.assigned) == [0, 1]
+    assert sorted(tp.partition for t in tasks if isinstance(t, WorkerSinkTask) for tp in t.assigned) == [0, 1]
     opened = [line for line in file_lines(events) if line.startswith("open")]
     assert opened and {int(x) for line in opened for x in line[5:].strip("[]").split(",") if x} == {0, 1}
     herder.delete_connector("two")

@@ -127,8 +127,10 @@ def test_cast_errors() -> None:
     with pytest.raises(DataException, match="Unexpected type"):
         make(CastValue, spec="int32").apply(sink(Schema.BYTES_SCHEMA, b"x"))
     nested = SchemaBuilder.struct().field("s", SchemaBuilder.struct().build()).build()
+    inner = nested.field("s")
+    assert inner is not None
     with pytest.raises(DataException, match="does not support casting from STRUCT"):
-        make(CastValue, spec="s:string").apply(sink(nested, Struct(nested).put("s", Struct(nested.field("s").schema))))
+        make(CastValue, spec="s:string").apply(sink(nested, Struct(nested).put("s", Struct(inner.schema))))
 
 
 def test_cast_tombstone() -> None:
