@@ -301,7 +301,8 @@ def _kill_cycles(rig: Rig) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("distributed,eos", [(False, False), (True, True)], ids=["standalone", "distributed-eos"])
+@pytest.mark.parametrize("distributed,eos", [(False, False), (True, False), (True, True)],
+                         ids=["standalone", "distributed", "distributed-eos"])
 def test_connect_survives_broker_kill9_cycles(rig_factory: Any, distributed: bool, eos: bool) -> None:
     rig: Rig = rig_factory(distributed=distributed, eos=eos)
     rig.create_connectors()
