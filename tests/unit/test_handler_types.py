@@ -26,9 +26,7 @@ HANDLERS = sorted(registry().items())
 IDS = [f"{key}-{getattr(h, '__name__', '').rpartition('.')[2]}" for key, h in HANDLERS]
 # Handlers whose signature waits on someone else's change, with what it waits for. A listed
 # handler that is typed fails the test too, so the list only shrinks.
-NOT_YET_TYPED: dict[int, str] = {
-    1: "Fetch: the delayed-fetch rework (offset snapshots) in fetch.py and purgatory.py lands first",
-}
+NOT_YET_TYPED: dict[int, str] = {}
 
 
 def _parameters(handler: Handler) -> list[inspect.Parameter]:
@@ -79,8 +77,6 @@ def test_every_declared_protocol_is_checked_against_the_broker() -> None:
 def test_no_handler_module_imports_the_broker() -> None:
     offenders = []
     for path in pathlib.Path(handlers_package.__file__).parent.glob("*.py"):
-        if path.stem in {"fetch"}:  # NOT_YET_TYPED[1]
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "strom.core.server.broker":
                 offenders.append(f"{path.name}:{node.lineno}")
