@@ -11,7 +11,6 @@ the same transformations, and nothing is read twice.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from functools import partial
@@ -19,12 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compat_workers import KConnectRef, StromConnectProcess, wait_for, worker_base
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from compat_workers import KConnectRef, StromConnectProcess, wait_for, worker_base
 
 from strom.core.testing import BrokerProcess
 

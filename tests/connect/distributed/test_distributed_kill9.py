@@ -163,7 +163,9 @@ def test_killed_worker_tasks_resume_on_the_survivor(workers: list[WorkerProcess]
     # Kill -9 the worker that runs the file source's task, in the middle of the file.
     victim = by_id[status(a, "fs")["tasks"][0]["worker_id"]]
     survivor = a if victim is b else b
-    time.sleep(0.5)
+    # Once the first lines are in the topic the task is mid-file (the writer takes ~8 s for all).
+    first = set(lines[:200])
+    assert first <= consume_values(connect_broker.bootstrap, topic_name, first, timeout=30), "no lines flowing"
     victim.kill()
 
     def resumed() -> Any:
