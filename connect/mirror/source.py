@@ -272,8 +272,9 @@ class _PartitionState:
 
 @dataclass
 class OffsetSyncWriter:
-    """Queues and sends offset syncs (Kafka's ``OffsetSyncWriter``): a needed sync is sent at
-    once; otherwise the partition's latest sync waits for the next offset commit."""
+    """Sends offset syncs (Kafka's ``OffsetSyncWriter``): a needed sync is sent at once;
+    otherwise the partition's latest sync waits for the next offset commit. A sync the
+    producer's full queue refused waits in ``pending`` for the next round (back-pressure)."""
 
     producer: Producer | None
     topic: str
@@ -290,11 +291,15 @@ class OffsetSyncWriter:
             state = self.states.get(tp)
             if state is None:
                 state = self.states[tp] = _PartitionState(self.max_offset_lag)
-            if state.update(upstream, downstream):
-                self.pending[tp] = sync
-                self.delayed.pop(tp, None)
-            else:
+            if not state.update(upstream, downstream):
                 self.delayed[tp] = sync
+                return
+            state.reset()
+            self.delayed.pop(tp, None)
+        # Sent at once (Kafka fires pending syncs from commitRecord): queuing them until the
+        # next poll would let later records of the batch overwrite them, and the syncs would
+        # end up further apart than offset.lag.max.
+        self._send(sync)
 
     def promote_delayed(self) -> None:
         with self.lock:
