@@ -535,7 +535,10 @@ class UnifiedLog:
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         with self._lock:
             self._check_open()
-            return self._roll(expected_next_offset)
+            try:
+                return self._roll(expected_next_offset)
+            except OSError as e:
+                raise self._storage_error("rolling", e) from None
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
         seg = self._local.roll(expected_next_offset)
@@ -647,19 +650,22 @@ class UnifiedLog:
         """
         deleted = 0
         while True:
-            with self._lock:
-                if self.closed or self.offline_reason is not None:
-                    return deleted
-                seg = self._first_deletable(predicate)
-                if seg is None:
-                    return deleted
-                if seg is self._local.active_segment:
-                    self._roll(None)  # Kafka rolls before deleting an expired active segment
-                self._local.remove_segment(seg)
-                self._log_start = max(self._log_start, self._local.segments[0].base_offset)
-                self.epoch_cache.truncate_from_start(self._log_start)
-                self.producer_state.delete_snapshots_before(self._log_start)
-            self._local.delete_segment_files(seg)
+            try:
+                with self._lock:
+                    if self.closed or self.offline_reason is not None:
+                        return deleted
+                    seg = self._first_deletable(predicate)
+                    if seg is None:
+                        return deleted
+                    if seg is self._local.active_segment:
+                        self._roll(None)  # Kafka rolls before deleting an expired active segment
+                    self._local.remove_segment(seg)
+                    self._log_start = max(self._log_start, self._local.segments[0].base_offset)
+                    self.epoch_cache.truncate_from_start(self._log_start)
+                    self.producer_state.delete_snapshots_before(self._log_start)
+                self._local.delete_segment_files(seg)
+            except OSError as e:
+                raise self._storage_error("deleting segments of", e) from None
             deleted += 1
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -699,7 +705,10 @@ class UnifiedLog:
             if offset < local.segments[0].base_offset:
                 self._truncate_fully_and_start_at(offset)
                 return True
-            leo = local.truncate_to(offset)
+            try:
+                leo = local.truncate_to(offset)
+            except OSError as e:
+                raise self._storage_error("truncating", e) from None
             self._hw = min(self._hw, leo)
             self._log_start = min(self._log_start, leo)
             # Memory only (Kafka's truncateFromEndAsyncFlush): loading truncates a stale
@@ -721,7 +730,10 @@ class UnifiedLog:
             raise self._storage_error("writing the leader epoch checkpoint of", e) from None
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
-        self._local.truncate_fully_and_start_at(offset)
+        try:
+            self._local.truncate_fully_and_start_at(offset)
+        except OSError as e:
+            raise self._storage_error("truncating", e) from None
         self._log_start = self._hw = offset
         self.epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
