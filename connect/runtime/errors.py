@@ -41,6 +41,8 @@ from strom.connect.exceptions import ConnectException, RetriableException, Toler
 
 log = logging.getLogger("strom.connect.errors")
 
+DEFAULT_MAX_BLOCK_MS = 60000  # Kafka's producer max.block.ms: how long a send may wait for queue room
+
 RETRIES_DELAY_MIN_MS = 300  # Kafka's first backoff
 HEADER_PREFIX = "__connect.errors."
 H_TOPIC = HEADER_PREFIX + "topic"
@@ -180,10 +182,12 @@ def _jsonable(value: Any) -> Any:
 class DeadLetterQueueReporter:
     """Produces failed records to ``errors.deadletterqueue.topic.name`` (see the module doc)."""
 
-    def __init__(self, producer: Any, topic: str, context_headers: bool) -> None:
+    def __init__(self, producer: Any, topic: str, context_headers: bool,
+                 max_block_ms: int = DEFAULT_MAX_BLOCK_MS) -> None:
         self.producer = producer
         self.topic = topic
         self.context_headers = context_headers
+        self.max_block_ms = max_block_ms
         self._errors: list[Any] = []
 
     @classmethod
@@ -209,7 +213,8 @@ class DeadLetterQueueReporter:
                     raise ConnectException(f"cannot create dead letter queue topic {topic}: {exc}") from exc
         conf = dict(producer_conf)
         conf.pop("transactional.id", None)
-        return cls(Producer(conf), topic, context_headers)
+        max_block_ms = int(conf.pop("max.block.ms", DEFAULT_MAX_BLOCK_MS))  # Kafka's key; not librdkafka's
+        return cls(Producer(conf), topic, context_headers, max_block_ms)
 
     def report(self, ctx: ProcessingContext) -> None:
         headers: list[tuple[str, bytes | None]] = []
@@ -244,11 +249,18 @@ class DeadLetterQueueReporter:
         kwargs: dict[str, Any] = {"headers": headers or None, "on_delivery": self._on_delivery}
         if ts is not None and ts >= 0:
             kwargs["timestamp"] = ts
-        try:
-            self.producer.produce(self.topic, value, key, **kwargs)
-        except BufferError:
-            self.producer.poll(0.5)
-            self.producer.produce(self.topic, value, key, **kwargs)
+        # A full queue is back-pressure: serve delivery reports until there is room, for at most
+        # max.block.ms (the broker may be away for a moment); then the report fails the task.
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        while True:
+            try:
+                self.producer.produce(self.topic, value, key, **kwargs)
+                break
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    raise ConnectException(f"dead letter queue topic {self.topic}: no room in the producer queue "
+                                           f"within max.block.ms={self.max_block_ms}") from None
+                self.producer.poll(0.1)
         self.producer.poll(0)
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
@@ -259,7 +271,8 @@ class DeadLetterQueueReporter:
         """Waits for the DLQ records; raises if one could not be written (the task then fails)."""
         remaining = self.producer.flush(timeout)
         if remaining:
-            raise ConnectException(f"{remaining} dead letter queue records not delivered within {timeout}s")
+            # Still in flight, not lost: the caller's offsets wait for the next commit.
+            raise RetriableException(f"{remaining} dead letter queue records not delivered within {timeout}s")
         if self._errors:
             err, self._errors = self._errors[0], []
             raise ConnectException(f"writing to dead letter queue topic {self.topic} failed: {err}")

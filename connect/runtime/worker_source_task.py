@@ -660,7 +660,12 @@ class WorkerSourceTask(AbstractWorkerSourceTask):
         else:
             self.producer.poll(0)
         self._raise_delivery_error()
-        self.operator.flush(self.worker_config.offset_flush_timeout_ms / 1000)  # DLQ before offsets
+        try:
+            self.operator.flush(self.worker_config.offset_flush_timeout_ms / 1000)  # DLQ before offsets
+        except RetriableException as exc:
+            log.warning("task %s-%d: dead letter queue records still in flight; offsets wait for the next "
+                        "commit: %s", self.id.connector, self.id.task, exc)
+            return
         for partition, offset in self.submitted.committable():
             self.writer.offset(partition, offset)
         if self.writer.begin_flush():

@@ -233,14 +233,18 @@ class KafkaBasedLog:
                     else (msg.partition() or 0, msg.offset() or 0)
             return cb
 
+        deadline = time.monotonic() + timeout
         for i, (k, v) in enumerate(records):
             while True:
                 try:
                     producer.produce(self.topic, value=v, key=k, on_delivery=done(i))
                     break
-                except BufferError:
+                except BufferError:  # queue full: back-pressure, within the call's timeout
+                    if time.monotonic() >= deadline:
+                        raise ConnectException(f"write to {self.topic}: no room in the producer queue within "
+                                               f"{timeout}s") from None
                     producer.poll(0.1)
-        remaining = producer.flush(timeout)
+        remaining = producer.flush(max(deadline - time.monotonic(), 0.0))
         if remaining:
             raise ConnectException(f"write to {self.topic} not acknowledged within {timeout}s")
         out: list[tuple[int, int]] = []
