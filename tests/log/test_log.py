@@ -175,7 +175,8 @@ def test_delete_records_moves_log_start_and_deletes_segments(log_dir: Path, cfg:
         log.read(target - 1, 100)
     assert log.read(target, 10**6).first_batch_offset <= target
     assert not log.maybe_increment_log_start_offset(target - 1)
-    assert log.fetch_offset_by_timestamp(-2)[0] == target
+    earliest = log.fetch_offset_by_timestamp(-2)
+    assert earliest is not None and earliest[0] == target
 
 
 def test_truncate_to(log_dir: Path, cfg: Any, appender: Any, decode: Any) -> None:

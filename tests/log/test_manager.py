@@ -47,9 +47,9 @@ def test_create_append_shutdown_restart(tmp_path: Path, appender: Any) -> None:
     for d in dirs:
         assert not (d / ".kafka_cleanshutdown").exists()  # consumed at startup
     for p in range(4):
-        log = mgr.get_log("orders", p)
-        assert log is not None and log.log_end_offset == p + 1 and log.high_watermark == p + 1
-        assert log.topic_id == tid
+        loaded = mgr.get_log("orders", p)
+        assert loaded is not None and loaded.log_end_offset == p + 1 and loaded.high_watermark == p + 1
+        assert loaded.topic_id == tid
     mgr.shutdown()
 
 

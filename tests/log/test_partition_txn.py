@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ def batch(pid: int, seq: int, n: int = 2, transactional: bool = False) -> bytes:
 
 
 @pytest.fixture
-def partition(log_dir: Path, cfg: Callable[..., LogConfig]) -> Partition:
+def partition(log_dir: Path, cfg: Callable[..., LogConfig]) -> Iterator[Partition]:
     p = Partition("topic", 0, uuid.uuid4(), Log(log_dir, cfg()), local_id=1)
     p.apply_registration((1,), (1,), leader=1, leader_epoch=3, partition_epoch=0)
     yield p

@@ -219,7 +219,7 @@ def test_truncate_fully_drops_state_and_snapshots(log_dir: Path, cfg: Callable[.
 
 
 _CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from pathlib import Path
     from strom.core.config import LogConfig
     from strom.core.log.log import Log
@@ -249,7 +249,7 @@ _CHILD = textwrap.dedent("""
     log.flush()
     print("LEO", log.log_end_offset, "SEQ1", seqs[1] - 1, "SEQ2", seqs[2] - 1, flush=True)
     print("READY", flush=True)
-    time.sleep(60)
+    signal.pause()  # until the test kills this process with SIGKILL
 """)
 
 

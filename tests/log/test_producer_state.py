@@ -17,6 +17,7 @@ from strom.core.log.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    ProducerStateManager,
     TransactionCoordinatorFencedError,
 )
 from strom.core.records.builder import SimpleRecord, build_batch, build_control_batch, decode_records
@@ -27,6 +28,12 @@ INT32_MAX = 2**31 - 1
 
 def now() -> int:
     return int(time.time() * 1000)
+
+
+def _last_seq(ps: ProducerStateManager, pid: int) -> int:
+    entry = ps.last_entry(pid)
+    assert entry is not None, f"no state for producer {pid}"
+    return entry.last_seq
 
 
 def produce(log: Log, pid: int, epoch: int, seq: int, n: int = 2, *, transactional: bool = False,
@@ -91,7 +98,7 @@ def test_out_of_order_sequence_is_rejected_before_anything_is_written(log: Log) 
     with pytest.raises(OutOfOrderSequenceNumberError):
         produce(log, 1, 0, 0, n=2)
     assert produce(log, 1, 0, 3).first_offset == leo
-    assert log.producer_state.last_entry(1).last_seq == 4
+    assert _last_seq(log.producer_state, 1) == 4
 
 
 def test_epoch_bump_must_restart_at_sequence_zero_and_stale_epochs_are_fenced(log: Log) -> None:
@@ -125,14 +132,14 @@ def test_sequence_wraps_at_int32_max(log: Log) -> None:
     produce(log, 4, 1, 0)
     # Walk the sequence to the wrap point through real appends: a new producer may start anywhere.
     produce(log, 8, 0, INT32_MAX - 1, n=2)  # sequences INT32_MAX-1, INT32_MAX
-    assert ps.last_entry(8).last_seq == INT32_MAX
+    assert _last_seq(ps, 8) == INT32_MAX
     wrapped = produce(log, 8, 0, 0, n=2)
     assert not wrapped.duplicate
     with pytest.raises(OutOfOrderSequenceNumberError):
         produce(log, 8, 0, INT32_MAX)
     # A batch spanning the wrap: last sequence = (first + count - 1) mod 2**31.
     produce(log, 11, 0, INT32_MAX, n=3)
-    assert ps.last_entry(11).last_seq == 1
+    assert _last_seq(ps, 11) == 1
     assert produce(log, 11, 0, INT32_MAX, n=3).duplicate
 
 
