@@ -229,3 +229,27 @@ def test_kill_9_during_appends_loses_no_acknowledged_record(log_dir: Path, cfg: 
                 assert r.offset == offset and r.value == b"value-%d" % offset * 5
                 offset += 1
     assert offset >= acked + 1
+
+
+def test_leader_epochs_survive_a_crash_whether_or_not_their_checkpoint_was_written(
+        log_dir: Path, cfg: Any, appender: Any) -> None:
+    """The first append of an epoch writes no checkpoint; the flush writes it before it moves the
+    recovery point, and recovery re-assigns the epochs above the recovery point from the batches.
+    A crash (no close) at any point leaves the whole epoch history."""
+    config = cfg(segment_bytes=1200)
+    log = Log(log_dir, config)
+    for epoch in (1, 2):
+        for _ in range(8):
+            appender(log, [SimpleRecord(b"k", b"v" * 20, timestamp=1000)], epoch=epoch)
+    log.flush()  # an fsynced checkpoint with epochs 1 and 2, then the recovery point moves
+    recovery_point = log.recovery_point
+    assert recovery_point == 16 and log.num_segments > 1
+    for _ in range(8):
+        appender(log, [SimpleRecord(b"k", b"v" * 20, timestamp=1000)], epoch=5)
+    assert log.epoch_cache.entries() == [(1, 0), (2, 8), (5, 16)]
+    # kill -9 now: the checkpoint on disk still ends at epoch 2; recovery finds epoch 5.
+    crashed = Log(log_dir, config, recovery_point=recovery_point, had_clean_shutdown=False)
+    assert crashed.epoch_cache.entries() == [(1, 0), (2, 8), (5, 16)]
+    assert crashed.end_offset_for_epoch(2) == (2, 16)
+    crashed.close()
+    assert Log(log_dir, config).epoch_cache.entries() == [(1, 0), (2, 8), (5, 16)]
