@@ -44,8 +44,13 @@ class Mirror:
     def produce(self, bootstrap: str, topic: str, records: list[dict[str, Any]]) -> None:
         p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
         for r in records:
-            p.produce(topic, key=r.get("key"), value=r.get("value"), partition=r["partition"],
-                      headers=r.get("headers"), timestamp=r.get("timestamp", 0))
+            while True:
+                try:
+                    p.produce(topic, key=r.get("key"), value=r.get("value"), partition=r["partition"],
+                              headers=r.get("headers"), timestamp=r.get("timestamp", 0))
+                    break
+                except BufferError:  # queue full: wait for deliveries, then retry
+                    p.poll(0.1)
         assert p.flush(60) == 0
 
     def read_all(self, bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[Any]:
