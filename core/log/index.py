@@ -23,8 +23,9 @@ open: its entries are the slots before the first empty one (found with a binary 
 ``pread`` probes, which read holes without allocating). The transaction index is append-rare
 and read-rare, so it uses plain file I/O.
 
-Thread-safety: none of these classes is thread-safe. Only :class:`~strom.core.log.log.Log`
-touches them, under its lock.
+Thread-safety: none of these classes is thread-safe. Only their segment touches them, through
+:class:`~strom.core.log.local_log.LocalLog` under the :class:`~strom.core.log.log.UnifiedLog`'s
+lock (or the :class:`~strom.core.log.loader.LogLoader` before the log is shared).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ serving reads, it gets no more checkpoints and no clean-shutdown marker, and new
 the other dirs. An I/O error while loading a dir refuses the start with a message naming it.
 
 Thread-safety: thread-safe. One lock guards the map of logs (and checkpoint writing); each
-:class:`~strom.core.log.log.Log` has its own lock for its data. Logs are never touched while
+:class:`~strom.core.log.log.UnifiedLog` has its own lock for its data. Logs are never touched while
 the manager's lock is held for longer than a map update, except in startup/shutdown.
 """
 

@@ -16,7 +16,7 @@ Kafka's ``ProducerStateManager`` / ``ProducerAppendInfo`` / ``ProducerStateEntry
   timestamp int64, coordinator_epoch int32, current_txn_first_offset int64`` (-1 = none). As in
   Kafka a snapshot keeps only each producer's last batch.
 
-Thread-safety: not thread-safe; the owning :class:`~strom.core.log.log.Log` calls it under its lock.
+Thread-safety: not thread-safe; the owning :class:`~strom.core.log.log.UnifiedLog` calls it under its lock.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ entry every ``index.interval.bytes``, serves reads as whole batches (parsing onl
 headers, never records) and, in :meth:`LogSegment.recover`, re-validates every batch (header +
 CRC-32C), rebuilds the indexes and truncates the file at the first torn or corrupt batch.
 
-Thread-safety: not thread-safe. A segment belongs to one :class:`~strom.core.log.log.Log`,
-which calls it under its lock.
+Thread-safety: not thread-safe. A segment belongs to one
+:class:`~strom.core.log.local_log.LocalLog`, used under its :class:`~strom.core.log.log.UnifiedLog`'s
+lock (the loader opens and recovers segments before the log is shared).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def _write_all(fd: int, data: Buffer, position: int) -> None:
 
 
 class LogSegment:
-    """One segment of a partition log. Not thread-safe: only :class:`Log` calls it, under its lock."""
+    """One segment of a partition log. Not thread-safe: used under the UnifiedLog's lock."""
 
     def __init__(self, dir_path: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
                  rolling_jitter_ms: int = 0, suffix: str = "", now_ms: int | None = None) -> None:
