@@ -420,3 +420,31 @@ def test_exactly_once_task_fenced_during_its_commit(
         assert "was fenced" in trace and "connect-standalone-gated-0" in trace, trace
         wait_until(lambda: not task.is_alive(), timeout=30, what="the fenced task's thread ended")
     assert consume_all(broker.bootstrap, topic, 1, read_committed=True, timeout=3) == []
+
+
+def test_source_task_fails_naming_the_bound_when_the_broker_stays_away(
+        fresh_broker: BrokerProcess, tmp_path: Path) -> None:
+    """The broker goes away for good: records wait in the producer (back-pressure) until their
+    bound runs out, then the task FAILs with a trace naming the bound. Even with
+    errors.tolerance=all a timed-out delivery is not a record error: nothing is skipped silently."""
+    fresh_broker.start()
+    topic = uid("away")
+    herder = StandaloneHerder(WorkerConfig.from_mapping({
+        "bootstrap.servers": fresh_broker.bootstrap, "offset.storage.file.filename": str(tmp_path / "offsets"),
+        "offset.flush.interval.ms": "300", "key.converter": "StringConverter", "value.converter": "StringConverter",
+        "listeners": "http://127.0.0.1:0", "producer.delivery.timeout.ms": "3000", "producer.max.block.ms": "3000",
+        "producer.queue.buffering.max.messages": "500", "producer.reconnect.backoff.max.ms": "500"}), registry())
+    herder.start()
+    try:
+        herder.put_connector_config("seq", {"connector.class": "SeqSource", "topic": topic, "count": "100000000",
+                                            "batch": "100", "poll.delay.ms": "5", "errors.tolerance": "all"}, False)
+        tid = ConnectorTaskId("seq", 0)
+        wait_until(lambda: len(consume_all(fresh_broker.bootstrap, topic, 1, timeout=5)) >= 1, timeout=60,
+                   what="records flowing")
+        fresh_broker.kill()
+        wait_until(lambda: herder.task_status(tid).state == State.FAILED, timeout=60,
+                   what="the task FAILED once its bound ran out")
+        trace = herder.task_status(tid).trace or ""
+        assert "delivery.timeout.ms" in trace or "max.block.ms" in trace, trace
+    finally:
+        herder.stop()
