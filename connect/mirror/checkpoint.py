@@ -127,9 +127,10 @@ class OffsetSyncReader:
                     log.debug("end offset of %s not known yet: %s", self.topic, exc)
             msgs = self.consumer.consume(10000, max(0.0, min(0.2, deadline - time.monotonic())))
             for msg in msgs:
-                if msg.error() is not None:
-                    if msg.error().code() != KafkaError._PARTITION_EOF:
-                        log.warning("reading %s: %s", self.topic, msg.error().str())
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("reading %s: %s", self.topic, err.str())
                     continue
                 try:
                     self.store.add(OffsetSync.deserialize(msg.key(), msg.value()))

@@ -24,7 +24,7 @@ from strom.connect.mirror.records import Checkpoint
 log = logging.getLogger(__name__)
 
 
-def _client_props(properties: Mapping[str, Any]) -> dict[str, str]:
+def _client_props(properties: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
     """Client properties: ``replication.policy.*`` and ``consumer.``/``admin.`` forms are the
     MirrorClientConfig's; the rest goes to librdkafka as is."""
     return {str(k): str(v) for k, v in properties.items() if not str(k).startswith("replication.policy.")}
@@ -56,12 +56,14 @@ def _read_topic(properties: Mapping[str, Any], topic: str, timeout: float) -> li
             if left <= 0:
                 raise ConnectException(f"reading {topic}: only {pos} of {end} records within {timeout:.0f} s")
             for msg in consumer.consume(10000, min(left, 0.5)):
-                if msg.error() is not None:
-                    if msg.error().code() != KafkaError._PARTITION_EOF:
-                        log.warning("reading %s: %s", topic, msg.error().str())
+                err, offset = msg.error(), msg.offset()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("reading %s: %s", topic, err.str())
                     continue
+                assert offset is not None  # a record has its offset
                 out.append((msg.key(), msg.value()))
-                pos = msg.offset() + 1
+                pos = offset + 1
         return out
     finally:
         consumer.close()

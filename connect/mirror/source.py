@@ -400,8 +400,13 @@ class MirrorSourceTask(SourceTask):
                 log.warning("consuming from %s: %s (retrying)", alias, err.str())
                 continue
             topic, partition = msg.topic(), msg.partition()
+            assert topic is not None  # a message without error has its topic
             raw_headers = msg.headers()
-            headers = Headers([Header(k, bytes_schema, v) for k, v in raw_headers]) if raw_headers else None
+            headers = None
+            if raw_headers:
+                # librdkafka gives a list of (key, value) pairs: repeated keys and order kept
+                pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
+                headers = Headers([Header(k, bytes_schema, v) for k, v in pairs])
             ts_type, ts = msg.timestamp()
             out.append(SourceRecord(
                 {PARTITION_CLUSTER: alias, PARTITION_TOPIC: topic, PARTITION_PARTITION: partition},

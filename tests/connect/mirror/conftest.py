@@ -66,11 +66,13 @@ class Mirror:
             while any(pos[p] < ends[p] for p in ends):
                 assert time.monotonic() < deadline, f"reading {topic}: at {pos} of {ends}"
                 for m in c.consume(1000, 0.5):
-                    if m.error() is not None:
-                        assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    err, partition, offset = m.error(), m.partition(), m.offset()
+                    if err is not None:
+                        assert err.code() == KafkaError._PARTITION_EOF, err
                         continue
-                    out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]))
-                    pos[m.partition()] = m.offset() + 1
+                    assert partition is not None and offset is not None
+                    out.append((partition, offset, m.key(), m.value(), m.headers(), m.timestamp()[1]))
+                    pos[partition] = offset + 1
             return sorted(out, key=lambda r: (r[0], r[1]))
         finally:
             c.close()

@@ -30,8 +30,9 @@ def _consume_and_commit(bootstrap: str, topic: str, group: str, upto: dict[int, 
         pos = dict.fromkeys(upto, 0)
         while any(pos[p] < upto[p] for p in upto):
             for m in c.consume(500, 1.0):
-                if m.error() is None and m.offset() < upto[m.partition()]:
-                    pos[m.partition()] = m.offset() + 1
+                partition, offset = m.partition(), m.offset()
+                if m.error() is None and partition is not None and offset is not None and offset < upto[partition]:
+                    pos[partition] = offset + 1
         c.commit(offsets=[TopicPartition(topic, p, o) for p, o in upto.items()], asynchronous=False)
     finally:
         c.close()
