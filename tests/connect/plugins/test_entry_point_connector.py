@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from strom.connect.exceptions import PluginNotFoundError
 from strom.connect.plugins import PluginDesc, PluginRegistry, PluginType
 from strom.connect.runtime.config import WorkerConfig
+from strom.connect.runtime.herder import ConnectorTaskId
 from strom.connect.runtime.standalone import StandaloneHerder
 from strom.core.testing import BrokerProcess, wait_for
 from strom.plugins.manager import get_plugin_manager, plugin_names
@@ -104,7 +105,12 @@ def test_runs_in_standalone_herder(registry: PluginRegistry, broker: BrokerProce
     herder.start()
     try:
         herder.put_connector_config("countdown", {**conn, "count": "15"}, False)
-        time.sleep(2.0)  # the tasks have started, polled and found nothing below 0
+        # Both tasks started from the committed offsets ({"left": 0}): next to emit is -1, so
+        # nothing can be sent again; a restart that missed the offsets would start at 14.
+        def resumed_at_the_bottom() -> bool:
+            tasks = [herder.worker._tasks.get(ConnectorTaskId("countdown", i)) for i in range(2)]
+            return all(t is not None and getattr(getattr(t.task, "task", None), "next", None) == -1 for t in tasks)
+        wait_for(resumed_at_the_bottom, what="the restarted tasks resumed from the committed offsets")
         assert sorted(values_in(broker.bootstrap, topic_name)) == expected
         assert herder.connector_status("countdown").to_json()["tasks"][0]["state"] == "RUNNING"
     finally:
