@@ -16,8 +16,8 @@ connector to it at once, while the strom worker's config reader is held back on 
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -60,7 +60,9 @@ def leader(connect_broker: BrokerProcess, cluster: Cluster) -> Iterator[tuple[Gr
 
 
 def test_assignment_ahead_of_the_followers_config_view(
-        cluster: Cluster, leader: tuple[GroupMembership, KafkaConfigBackingStore], topic_name: str) -> None:
+        cluster: Cluster, leader: tuple[GroupMembership, KafkaConfigBackingStore], topic_name: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="strom.connect.distributed")
     member, store = leader
     # The test's member forms the group alone first, so it leads the next generation too.
     joined = member.join(join_protocols(WorkerState(LEADER_URL, store.refresh())))
@@ -101,8 +103,11 @@ def test_assignment_ahead_of_the_followers_config_view(
         }
         member.sync({m: serialize_assignment(a) for m, a in assignments.items()}, joined.protocol_name)
         wait_for(lambda: worker._generation == joined.generation, what="the worker's SyncGroup")
-        time.sleep(0.5)  # an impatient worker has applied the assignment by now
+        # The worker noticed it is behind the assignment and reads on instead of starting work.
+        wait_for(lambda: any("behind the assignment's" in r.getMessage() for r in caplog.records),
+                 what="the worker catching up with the assignment's config offset")
         assert worker.config_store.snapshot().offset < offset  # it really lags
+        assert not worker.worker.is_running(LATE)
     finally:
         release.set()
     # The test's member leaves: the worker leads alone from here on, with its own assignor.
