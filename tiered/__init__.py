@@ -1,1 +1,10 @@
-"""Remote log manager and S3 RemoteStorageManager (later issue)."""
+"""strom's tiered storage (KIP-405): the remote tier behind the broker's storage-tier hook.
+
+* :mod:`strom.tiered.object_storage` — the object stores a remote storage manager writes to:
+  S3 (boto3) and a local directory, under Aiven's ``storage.backend.class`` names.
+* :mod:`strom.tiered.chunk_manifest` — Aiven's chunk index and segment manifest (``.rsm-manifest``).
+* :mod:`strom.tiered.chunked_rsm` — the chunked RemoteStorageManager with Aiven's keys and object
+  layout; the built-in ``s3`` plugin (:mod:`strom.plugins.builtin.s3_tier`) builds it.
+
+Everything here blocks (network and file I/O): the broker calls it from worker threads.
+"""

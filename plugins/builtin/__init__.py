@@ -13,5 +13,6 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "uniform_assignor": "strom.plugins.builtin.uniform_assignor",
     "range_assignor": "strom.plugins.builtin.range_assignor",
     "local_tier": "strom.plugins.builtin.local_tier",
+    "s3_tier": "strom.plugins.builtin.s3_tier",
     "connect_builtins": "strom.connect.builtin",
 }

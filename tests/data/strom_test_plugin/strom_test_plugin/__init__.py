@@ -7,9 +7,11 @@
   throttles anyone else.
 * Connect source connector ``strom_test_plugin.connect.CountdownSourceConnector`` (alias
   ``CountdownSource``), offered through ``strom_connect_plugins``; see that module.
+* remote storage manager ``strom_test_plugin.DirectoryRemoteStorageManager``: remote segments in
+  the directory ``rsm.config.dir`` (see ``remote_storage``).
 
 None is active unless the broker config selects it (``authorizer.class.name`` /
-``client.quota.callback.class``) or a connector config names it, so installing this package
+``client.quota.callback.class`` / ``remote.log.storage.manager.class.name``) or a connector config names it, so installing this package
 changes nothing else.
 """
 
@@ -106,3 +108,10 @@ def strom_connect_plugins() -> list[type]:
     from strom_test_plugin.connect import CountdownSourceConnector
 
     return [CountdownSourceConnector]
+
+
+@hookimpl
+def strom_remote_storage_managers() -> Mapping[str, Any]:
+    from strom_test_plugin.remote_storage import NAME, DirectoryRemoteStorageManager
+
+    return {NAME: DirectoryRemoteStorageManager}

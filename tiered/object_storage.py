@@ -1,0 +1,241 @@
+"""Object stores for the chunked remote storage manager, selected by Aiven's ``storage.backend.class``.
+
+* ``io.aiven.kafka.tieredstorage.storage.s3.S3Storage`` (alias ``s3``): an S3 bucket through
+  boto3, with Aiven's ``storage.s3.*`` / ``storage.aws.*`` keys; objects larger than
+  ``storage.s3.multipart.upload.part.size`` go up as a multipart upload.
+* ``io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage`` (alias ``filesystem``):
+  files under ``storage.root`` (Aiven's test/dev backend; strom's unit tests use it).
+
+Every method blocks; a failure is :class:`~strom.plugins.exceptions.RemoteStorageError` and a
+missing object :class:`~strom.plugins.exceptions.RemoteResourceNotFoundError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from strom.core.exceptions import ConfigError
+from strom.plugins.exceptions import RemoteResourceNotFoundError, RemoteStorageError
+from strom.tiered.config_values import ConfigReader
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client  # boto3-stubs[s3]: types only, not needed at run time
+
+log = logging.getLogger(__name__)
+
+S3_STORAGE_CLASS = "io.aiven.kafka.tieredstorage.storage.s3.S3Storage"
+FILESYSTEM_STORAGE_CLASS = "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage"
+BACKEND_KEY = "storage.backend.class"
+BACKEND_ALIASES: Mapping[str, str] = {"s3": S3_STORAGE_CLASS, "filesystem": FILESYSTEM_STORAGE_CLASS}
+
+MIB = 1024 * 1024
+DEFAULT_PART_SIZE = 25 * MIB  # Aiven's storage.s3.multipart.upload.part.size default
+MIN_PART_SIZE = 5 * MIB  # S3's smallest part but the last
+
+
+class ObjectStorage(Protocol):
+    """What the chunked manager needs of an object store."""
+
+    def upload(self, key: str, parts: Iterable[bytes]) -> int:
+        """Write the concatenation of ``parts`` as object ``key`` (replacing it); its size."""
+        ...
+
+    def fetch(self, key: str, first: int = 0, last: int | None = None) -> bytes:
+        """Bytes ``first..last`` (inclusive; to the end when ``last`` is ``None``) of ``key``."""
+        ...
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete the objects; a missing one is not an error."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class FileSystemStorage:
+    """Objects as files under ``root`` (the key's ``/`` are directories)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise RemoteStorageError(f"object key {key!r} leaves the storage root {self.root}")
+        return path
+
+    def upload(self, key: str, parts: Iterable[bytes]) -> int:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = 0
+        # Written aside and renamed, so a reader never sees half an object.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for part in parts:
+                    out.write(part)
+                    size += len(part)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return size
+
+    def fetch(self, key: str, first: int = 0, last: int | None = None) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                f.seek(first)
+                return f.read() if last is None else f.read(max(0, last - first + 1))
+        except FileNotFoundError:
+            raise RemoteResourceNotFoundError(f"object {key!r} not found under {self.root}") from None
+        except OSError as e:
+            raise RemoteStorageError(f"reading object {key!r}: {e}") from e
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        pass
+
+
+class S3Storage:
+    """An S3 bucket through boto3 (any S3-compatible endpoint with ``storage.s3.endpoint.url``)."""
+
+    def __init__(self, *, bucket: str, region: str, endpoint_url: str | None = None,
+                 access_key_id: str | None = None, secret_access_key: str | None = None,
+                 path_style_access: bool | None = None, part_size: int = DEFAULT_PART_SIZE) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.part_size = part_size
+        config = Config(retries={"max_attempts": 3, "mode": "standard"})
+        if path_style_access is not None:  # else botocore's default (virtual-hosted where it can)
+            config = config.merge(Config(s3={"addressing_style": "path" if path_style_access else "virtual"}))
+        self.client: S3Client = boto3.client(
+            "s3", region_name=region, endpoint_url=endpoint_url, aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key, config=config)
+
+    def _error(self, what: str, key: str, e: Exception) -> RemoteStorageError:
+        from botocore.exceptions import ClientError
+
+        if isinstance(e, ClientError):
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return RemoteResourceNotFoundError(f"s3://{self.bucket}/{key} not found")
+        return RemoteStorageError(f"{what} s3://{self.bucket}/{key} failed: {e}")
+
+    def upload(self, key: str, parts: Iterable[bytes]) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        pending = bytearray()
+        size = 0
+        upload_id: str | None = None
+        done: list[dict[str, object]] = []
+        try:
+            for chunk in parts:
+                pending += chunk
+                size += len(chunk)
+                while len(pending) >= self.part_size * 2 or (upload_id is None and len(pending) > self.part_size):
+                    # More than one part's worth: from here on this object is a multipart upload.
+                    if upload_id is None:
+                        upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+                    self._put_part(key, upload_id, done, bytes(pending[:self.part_size]))
+                    del pending[:self.part_size]
+            if upload_id is None:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(pending))
+                return size
+            while pending:
+                # The last part may be small; one short of two parts' worth stays one part.
+                take = len(pending) if len(pending) < 2 * self.part_size else self.part_size
+                self._put_part(key, upload_id, done, bytes(pending[:take]))
+                del pending[:take]
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
+                                                  MultipartUpload={"Parts": done})  # type: ignore[typeddict-item]
+            log.debug("uploaded s3://%s/%s in %d parts (%d bytes)", self.bucket, key, len(done), size)
+            return size
+        except (BotoCoreError, ClientError) as e:
+            if upload_id is not None:
+                self._abort(key, upload_id)
+            raise self._error("upload of", key, e) from e
+        except BaseException:
+            if upload_id is not None:
+                self._abort(key, upload_id)
+            raise
+
+    def _put_part(self, key: str, upload_id: str, done: list[dict[str, object]], body: bytes) -> None:
+        number = len(done) + 1
+        etag = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
+                                       Body=body)["ETag"]
+        done.append({"ETag": etag, "PartNumber": number})
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except (BotoCoreError, ClientError) as e:  # the upload's own error is the one to report
+            log.warning("aborting multipart upload of s3://%s/%s failed: %s", self.bucket, key, e)
+
+    def fetch(self, key: str, first: int = 0, last: int | None = None) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        rng = f"bytes={first}-" if last is None else f"bytes={first}-{last}"
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key, Range=rng)["Body"]
+            try:
+                return body.read()
+            finally:
+                body.close()
+        except (BotoCoreError, ClientError) as e:
+            raise self._error("read of", key, e) from e
+
+    def delete(self, keys: Iterable[str]) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        wanted = list(keys)
+        for i in range(0, len(wanted), 1000):  # DeleteObjects takes at most 1000 keys
+            batch = wanted[i:i + 1000]
+            try:
+                out = self.client.delete_objects(Bucket=self.bucket, Delete={
+                    "Objects": [{"Key": k} for k in batch], "Quiet": True})
+            except (BotoCoreError, ClientError) as e:
+                raise self._error("delete of", batch[0], e) from e
+            errors = out.get("Errors") or []
+            if errors:
+                raise RemoteStorageError(f"deleting from s3://{self.bucket} failed: {errors}")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def object_storage_from_config(reader: ConfigReader) -> ObjectStorage:
+    """The backend ``storage.backend.class`` names, built from its ``storage.*`` keys."""
+    configured = reader.string(BACKEND_KEY, S3_STORAGE_CLASS)
+    backend = BACKEND_ALIASES.get(configured, configured)
+    if backend == FILESYSTEM_STORAGE_CLASS:
+        return FileSystemStorage(Path(reader.string("storage.root")))
+    if backend != S3_STORAGE_CLASS:
+        raise ConfigError(reader.prefix + BACKEND_KEY, configured,
+                          f"{S3_STORAGE_CLASS} (or s3) or {FILESYSTEM_STORAGE_CLASS} (or filesystem)")
+    endpoint = reader.optional_string("storage.s3.endpoint.url")
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(reader.prefix + "storage.s3.endpoint.url", endpoint, "an http:// or https:// URL")
+    key_id = reader.optional_string("storage.aws.access.key.id")
+    secret = reader.optional_string("storage.aws.secret.access.key")
+    if (key_id is None) != (secret is None):
+        missing = "storage.aws.secret.access.key" if secret is None else "storage.aws.access.key.id"
+        raise ConfigError(reader.prefix + missing, None,
+                          "a value: storage.aws.access.key.id and storage.aws.secret.access.key go together")
+    return S3Storage(
+        bucket=reader.string("storage.s3.bucket.name"), region=reader.string("storage.s3.region"),
+        endpoint_url=endpoint, access_key_id=key_id, secret_access_key=secret,
+        path_style_access=reader.boolean("storage.s3.path.style.access.enabled", None),
+        part_size=reader.integer("storage.s3.multipart.upload.part.size", DEFAULT_PART_SIZE,
+                                 minimum=MIN_PART_SIZE, maximum=2**31 - 1))
