@@ -19,7 +19,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 # 3,000 idempotent records are 6 requests of 3 x 148 (Java's shape) or 9 of 333 (librdkafka's); the
 # first request and the first transaction run before the count starts.
-@pytest.mark.slow  # under callgrind: 14-16 s each on the 2-CPU machine
+@pytest.mark.slow  # under callgrind: 7 s each on a quiet machine, 14-16 s under load; 30 s for the pair
 @pytest.mark.parametrize(("client", "idempotent_records"), [("java", 5 * 3 * 148), ("librdkafka", 8 * 333)])
 def test_counts_both_phases_under_callgrind(tmp_path: Path, client: str, idempotent_records: int) -> None:
     out = tmp_path / "instructions.json"

@@ -111,6 +111,7 @@ def test_interleaved_run_alternates_slices_and_verifies_both_modes(tmp_path: Pat
         assert r["jvm_warmup"] == {}  # --warmup 0
 
 
+@pytest.mark.slow  # 32 s on the 2-CPU machine: the JVM warms up until its JIT is quiet
 @pytest.mark.broker  # strom or the null broker, as a process
 @pytest.mark.reference  # the Java client
 def test_warmup_runs_until_the_jit_is_quiet(tmp_path: Path) -> None:
