@@ -547,11 +547,13 @@ class AbstractWorkerSourceTask(WorkerTask):
         try:
             if self._producer_unusable:
                 # Fenced, or a transactional call still in flight: flushing would wait for what
-                # can never be acknowledged, so the queue is dropped (the broker aborts the
-                # transaction) and the producer closed.
+                # can never be acknowledged and close() would try to abort a transaction the
+                # producer can no longer touch, so the queue is dropped (the broker aborts the
+                # transaction) and the producer destroyed with its last reference.
                 producer.purge(in_queue=True, in_flight=True)
-            else:
-                producer.flush(1)
+                self.producer = None
+                return
+            producer.flush(1)
             close = getattr(producer, "close", None)
             if close is not None:
                 close()
