@@ -31,3 +31,16 @@ class InvalidStateStoreError(StateStoreError):
 
 class CheckpointError(StateStoreError):
     """A task's ``.checkpoint`` file is corrupt or of an unknown version."""
+
+
+class TaskMigratedError(StreamsError):
+    """Kafka's TaskMigratedException: the thread's tasks may be owned elsewhere now (the group
+    moved on without it, or its transactional producer was fenced). The thread closes them without
+    committing and rejoins; it never reaches the uncaught-exception handler."""
+
+
+class TaskCorruptedError(StreamsError):
+    """Kafka's TaskCorruptedException: what the tasks did since their last commit cannot be
+    committed (a retriable condition outlived ``task.timeout.ms``, a transaction must be aborted,
+    a record was not delivered for a retriable reason). The thread closes them without
+    committing and re-creates them from the committed offsets and changelogs."""

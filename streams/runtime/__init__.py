@@ -2,7 +2,7 @@
 global stores, standby replicas, interactive queries and exception handlers."""
 
 from strom.streams.runtime.config import StreamsConfig, StreamsConfigError
-from strom.streams.runtime.kafka_streams import KafkaStreams, State
+from strom.streams.runtime.kafka_streams import KafkaStreams, State, StreamThreadExceptionResponse
 from strom.streams.runtime.queries import (
     HostInfo,
     KeyQueryMetadata,
@@ -15,4 +15,4 @@ from strom.streams.topology.errors import ErrorContext, ErrorHandlerFailure, Err
 
 __all__ = ["ErrorContext", "ErrorHandlerFailure", "ErrorKind", "HandlerResponse", "HostInfo", "KafkaStreams",
            "KeyQueryMetadata", "ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "State",
-           "StreamsConfig", "StreamsConfigError", "StreamsMetadata"]
+           "StreamThreadExceptionResponse", "StreamsConfig", "StreamsConfigError", "StreamsMetadata"]

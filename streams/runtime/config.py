@@ -60,6 +60,14 @@ class StreamsConfig(BaseModel):
     # the record cache of aggregations (Kafka's default, 10 MiB), shared by a thread's tasks;
     # 0 writes and forwards every update at once
     statestore_cache_max_bytes: int = Field(10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
+    # Bounds of blocking client calls (Kafka Streams' semantics): each call waits at most
+    # max.block.ms; a call failing on a retriable condition is retried until task.timeout.ms has
+    # passed since it first failed, then the tasks are closed dirty and re-created
+    task_timeout_ms: int = Field(300_000, alias="task.timeout.ms", ge=0)
+    max_block_ms: int = Field(60_000, alias="max.block.ms", ge=1)
+    # Kafka's client request.timeout.ms, for every client of the application (librdkafka's
+    # socket.timeout.ms, and the producer's request.timeout.ms); None: the clients' defaults
+    request_timeout_ms: int | None = Field(None, alias="request.timeout.ms", ge=10)
     poll_ms: int = Field(100, alias="poll.ms", ge=0)
     max_poll_records: int = Field(1000, alias="max.poll.records", ge=1)
     consumer: dict[str, Any] = Field(default_factory=dict)
@@ -83,6 +91,15 @@ class StreamsConfig(BaseModel):
         for name, props in clients.items():
             if props:
                 out[name] = {**dict(out.get(name) or {}), **props}
+        return out
+
+    def client_timeouts(self, producer: bool) -> dict[str, Any]:
+        """librdkafka properties carrying ``request.timeout.ms`` (prefixed keys override them)."""
+        if self.request_timeout_ms is None:
+            return {}
+        out: dict[str, Any] = {"socket.timeout.ms": self.request_timeout_ms}
+        if producer:
+            out["request.timeout.ms"] = self.request_timeout_ms
         return out
 
     @property

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import enum
 import json
-import sys
+import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,6 +51,7 @@ from strom.streams.topology.errors import ErrorHandling
 from strom.streams.topology.topology import SinkNodeDef, SubTopology, Topology
 
 PROCESS_FILE = "kafka-streams-process-metadata"
+logger = logging.getLogger(__name__)
 
 
 class State(enum.Enum):
@@ -61,8 +63,35 @@ class State(enum.Enum):
     ERROR = "ERROR"
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+class StreamThreadExceptionResponse(enum.Enum):
+    """What the uncaught-exception handler answers for a stream thread that failed (Kafka's
+    ``StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse``)."""
+
+    #: start a new stream thread in place of the failed one; the others go on
+    REPLACE_THREAD = "REPLACE_THREAD"
+    #: stop every thread of this instance; the instance goes to ERROR (Kafka's default)
+    SHUTDOWN_CLIENT = "SHUTDOWN_CLIENT"
+    #: stop the whole application; strom's group protocol cannot ask the other instances, so
+    #: this instance shuts down as with SHUTDOWN_CLIENT and logs that the others go on
+    SHUTDOWN_APPLICATION = "SHUTDOWN_APPLICATION"
+
+
+UncaughtExceptionHandler = Callable[[BaseException], StreamThreadExceptionResponse]
+
+
+def _level_of(line: str) -> int:
+    """The logging level a runtime line carries (its ``WARN``/``ERROR`` word), INFO otherwise."""
+    head = line.split("] ", 1)[-1]
+    if head.startswith("ERROR") or " ERROR " in line[:120]:
+        return logging.ERROR
+    if head.startswith("WARN") or " WARN " in line[:120]:
+        return logging.WARNING
+    return logging.INFO
+
+
+def log_line(line: str) -> None:
+    """The default ``log`` of an application: each runtime line through :mod:`logging` at its level."""
+    logger.log(_level_of(line), line)
 
 
 class KafkaStreams:
@@ -74,7 +103,8 @@ class KafkaStreams:
         topology.validate()
         self.topology = topology
         self.app = self.config.application_id
-        self.log = log or _stderr
+        #: where runtime lines go: :mod:`logging` by default; tests pass a callable to collect them
+        self.log = log or log_line
         self.subtopologies: list[SubTopology] = topology.subtopologies()
         self._threads: list[StreamThread] = []
         self._state = State.CREATED
@@ -86,6 +116,12 @@ class KafkaStreams:
         self.iq_server: IQServer | None = None
         self.group: GroupView | None = None
         self.process_id = ""
+        self._uncaught_handler: UncaughtExceptionHandler | None = None
+        # (client-level) pieces the thread failure path needs, kept from start()
+        self._thread_args: dict[str, Any] = {}
+        self._state_lock = threading.Lock()
+        #: threads started in place of failed ones (REPLACE_THREAD)
+        self.threads_replaced = 0
         if c.iq_http_enable and not c.application_server:
             raise StreamsError("strom.iq.http.enable needs application.server=<host>:<port> to listen on")
 
@@ -198,11 +234,9 @@ class KafkaStreams:
             if c.num_standby_replicas and self.group is not None:
                 self.standbys = StandbyManager(self.topology, c, self.subtopologies, self.resolve_topic,
                                                self.group, self.process_key, self.log)
+            self._thread_args = {"global_stores": global_stores, "pid": pid}
             for i in range(1, c.num_stream_threads + 1):
-                self._threads.append(StreamThread(
-                    self.topology, c, self.subtopologies, self.resolve_topic, f"{self.app}-{pid}-{i}", i,
-                    self.log, errors=self.error_handling, global_stores=global_stores, standbys=self.standbys,
-                    client_id=consumer_client_id(self.app, pid, i, c.application_server)))
+                self._threads.append(self._new_thread(i))
             if c.iq_http_enable:
                 host_info = HostInfo.parse(c.application_server)
                 assert host_info is not None
@@ -222,12 +256,71 @@ class KafkaStreams:
         if self.iq_server is not None:
             self.iq_server.start()
 
+    def _new_thread(self, i: int) -> StreamThread:
+        """Stream thread number ``i`` (a replacement keeps the number, hence the transactional.id,
+        so its producer fences whatever the failed one left open)."""
+        c = self.config
+        pid = self._thread_args["pid"]
+        return StreamThread(
+            self.topology, c, self.subtopologies, self.resolve_topic, f"{self.app}-{pid}-{i}", i,
+            self.log, errors=self.error_handling, global_stores=self._thread_args["global_stores"],
+            standbys=self.standbys, client_id=consumer_client_id(self.app, pid, i, c.application_server),
+            on_failure=self._on_thread_failure)
+
+    def set_uncaught_exception_handler(self, handler: UncaughtExceptionHandler) -> None:
+        """Decides what follows when a stream thread fails (Kafka's ``setUncaughtExceptionHandler``):
+        ``handler(exception)`` returns a :class:`StreamThreadExceptionResponse`. Without one, as
+        in Kafka, the client shuts down (SHUTDOWN_CLIENT) and the instance goes to ERROR. Only
+        failures the thread cannot recover from reach it: a broker outage (retried within
+        ``task.timeout.ms``, then the tasks are re-created) and a fenced producer (TaskMigrated)
+        are handled inside the thread."""
+        if self._state is not State.CREATED:
+            raise StreamsError(f"the uncaught-exception handler can only be set before start() "
+                               f"(state {self._state.value})")
+        self._uncaught_handler = handler
+
+    def _on_thread_failure(self, thread: StreamThread, exc: BaseException) -> None:
+        """Runs on the failed thread once it has cleaned up: asks the handler, then acts."""
+        response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+        if self._uncaught_handler is not None:
+            try:
+                answer = self._uncaught_handler(exc)
+            except Exception as handler_exc:  # a broken handler must not leave the app half-dead
+                self.log(f"[{self.app}] ERROR the uncaught-exception handler raised {handler_exc!r}; "
+                         f"shutting down the client")
+            else:
+                if isinstance(answer, StreamThreadExceptionResponse):
+                    response = answer
+                else:
+                    self.log(f"[{self.app}] ERROR the uncaught-exception handler returned {answer!r}, not a "
+                             f"StreamThreadExceptionResponse; shutting down the client")
+        with self._state_lock:
+            if self._state in (State.PENDING_SHUTDOWN, State.NOT_RUNNING):
+                return  # closing anyway
+            if response is StreamThreadExceptionResponse.REPLACE_THREAD:
+                new = self._new_thread(thread.index)
+                self._threads[self._threads.index(thread)] = new
+                self.threads_replaced += 1
+                self.log(f"[{self.app}] WARN {thread.name} failed ({exc!r}); the uncaught-exception handler "
+                         f"answered REPLACE_THREAD: starting a new one")
+                new.start()
+                return
+            if response is StreamThreadExceptionResponse.SHUTDOWN_APPLICATION:
+                self.log(f"[{self.app}] ERROR SHUTDOWN_APPLICATION: this instance shuts down; strom cannot "
+                         f"ask the application's other instances to (Kafka does through its assignor)")
+            self.log(f"[{self.app}] ERROR {thread.name} failed ({exc!r}); shutting down the client")
+            self._state = State.ERROR
+            for t in self._threads:
+                t.shutdown()
+
     def close(self, timeout: float | None = None) -> bool:
         """Stops the threads (commit, close tasks, leave the group); True if all stopped in time."""
         if self._state in (State.CREATED, State.NOT_RUNNING):
             self._state = State.NOT_RUNNING
             return True
-        self._state = State.PENDING_SHUTDOWN
+        with self._state_lock:
+            failed_before = self._state is State.ERROR
+            self._state = State.PENDING_SHUTDOWN
         if self.iq_server is not None:
             self.iq_server.close()
         for t in self._threads:
@@ -242,7 +335,7 @@ class KafkaStreams:
         for x in others:
             x.join(timeout)
         done = not any(t.is_alive() for t in [*self._threads, *others])
-        failed = any(t.state is ThreadState.ERROR for t in self._threads) or any(
+        failed = failed_before or any(t.state is ThreadState.ERROR for t in self._threads) or any(
             x.error is not None for x in others)
         self._state = State.ERROR if failed else State.NOT_RUNNING if done else State.PENDING_SHUTDOWN
         return done
@@ -254,7 +347,9 @@ class KafkaStreams:
         if any(s is ThreadState.ERROR for s in states) or (
                 self.global_thread is not None and self.global_thread.error is not None):
             return State.ERROR
-        if states and all(s is ThreadState.RUNNING for s in states):
+        # a thread retrying a call past its bound (the broker away) is not RUNNING (issue 28)
+        if states and all(s is ThreadState.RUNNING for s in states) and not any(
+                t.waiting_for for t in self._threads):
             return State.RUNNING
         return State.REBALANCING
 

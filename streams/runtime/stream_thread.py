@@ -34,27 +34,68 @@ the changelog end offsets the stores record come from) while the fatal error is 
 and the callback's first call fails on that. So a failure under EOS is classified by the Kafka
 errors in its exception chain and, when in doubt, by the fatal error ``abort_transaction``
 reports.
+reports.
+
+Broker outages (issue 28) follow Kafka Streams' ``task.timeout.ms`` rules. Every blocking client
+call gets a finite timeout (``max.block.ms``, cut to what ``task.timeout.ms`` leaves): flush,
+``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``,
+``init_transactions``. A call failing on a retriable condition (``KafkaError.retriable()``, an
+unreachable broker, a moved coordinator, a request that timed out) or a full producer queue
+(``BufferError``) is back-pressure: the thread serves delivery reports and retries, logs a
+WARNING naming what it waits for (KafkaStreams reports REBALANCING meanwhile), and never hands
+the condition to the production exception handler. A record not delivered for a retriable
+reason, an error that dooms the transaction (``txn_requires_abort()``), or a wait outliving
+``task.timeout.ms`` is Kafka Streams' TaskCorrupted: the tasks are closed dirty (under EOS the
+transaction is aborted, and the producer re-created when the abort cannot complete) and
+re-created from the committed offsets and changelogs after a rejoin. A fatal producer error
+under EOS (fenced, invalid epoch, a transaction the coordinator timed out) is TaskMigrated, as
+above. Neither reaches the uncaught-exception handler; any other failure stops the thread and
+asks it (see :class:`KafkaStreams`). librdkafka gives a synchronous consumer commit no timeout
+parameter; it bounds the call itself (``socket.timeout.ms`` per request, the session timeout
+while it waits for a coordinator), and its retriable failures are retried here like the others.
+
+Dead letters (see :mod:`strom.streams.topology.errors`) go through a second, non-transactional
+producer of the thread, flushed before every commit and abort, so that an aborted transaction
+does not take them along.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
-from strom.streams.exceptions import StreamsError
+from strom.streams.exceptions import StreamsError, TaskCorruptedError, TaskMigratedError
 from strom.streams.runtime.config import StreamsConfig
 from strom.streams.runtime.task import StreamTask
-from strom.streams.topology.errors import ErrorContext, ErrorHandling, ErrorKind, HandlerResponse
+from strom.streams.topology.errors import (
+    ErrorContext,
+    ErrorHandling,
+    ErrorKind,
+    HandlerResponse,
+    is_retriable,
+)
 from strom.streams.topology.runtime import Headers
 from strom.streams.topology.topology import SubTopology, Topology
 
 if TYPE_CHECKING:
     from strom.streams.runtime.standby import StandbyManager
+
+logger = logging.getLogger(__name__)
 
 # Commit refusals meaning another generation of the group may own this thread's tasks now.
 _MIGRATED = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION})
@@ -62,6 +103,47 @@ _MIGRATED = frozenset({KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATI
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 # What a failure the producer caused may be raised as (SystemError: see the module doc).
 _PRODUCER_FAILURES = (KafkaException, StreamsError, SystemError)
+# A WARNING about one wait is repeated at most this often (s).
+_WARN_EVERY_S = 10.0
+# A full producer queue is back-pressure worth a WARNING once it lasts this long (s).
+_QUEUE_FULL_WARN_S = 1.0
+# Pause between two attempts of a call that failed at once rather than by timing out (s).
+_RETRY_BACKOFF_S = 0.1
+# How long the thread's last steps (abort, flush, close) may take when it is failing or closing (s).
+_LAST_WORDS_S = 10.0
+# How long past its own timeout a transactional call may stay blocked before its producer is
+# declared wedged (s): librdkafka 2.16 was seen blocked in send_offsets_to_transaction for
+# minutes after a broker restart, whatever timeout it was given (issue 28).
+_WEDGED_GRACE_S = 2.0
+
+
+class ProducerWedgedError(TaskCorruptedError):
+    """A transactional call of the thread's producer outlived its timeout: the producer is given
+    up (left to its blocked call) and replaced; its transaction is aborted by the coordinator
+    when the new producer, with the same transactional.id, initializes."""
+
+
+def _call_bounded(call: Callable[[float], Any], timeout: float, what: str) -> None:
+    """``call(timeout)`` on a helper thread, waited for at most ``timeout`` plus a grace: a client
+    call that ignores its timeout cannot block the stream thread (see _WEDGED_GRACE_S)."""
+    outcome: list[BaseException | None] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call(timeout)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the stream thread below
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"txn-call-{what.split()[0]}", daemon=True).start()
+    if not done.wait(timeout + _WEDGED_GRACE_S):
+        raise ProducerWedgedError(f"{what} stayed blocked {timeout + _WEDGED_GRACE_S:.1f} s, past its "
+                                  f"timeout of {timeout:.1f} s")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -88,13 +170,57 @@ def _has_system_error(exc: BaseException) -> bool:
 
 
 class ThreadState(enum.Enum):
+    """Kafka Streams' StreamThread states."""
+
     CREATED = "CREATED"
     STARTING = "STARTING"
+    PARTITIONS_REVOKED = "PARTITIONS_REVOKED"
     PARTITIONS_ASSIGNED = "PARTITIONS_ASSIGNED"
     RUNNING = "RUNNING"
     PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
     DEAD = "DEAD"
     ERROR = "ERROR"
+
+
+class _Wait:
+    """One bounded wait of the thread: its deadline (``task.timeout.ms`` from its start) and the
+    WARNING it logs while it lasts."""
+
+    __slots__ = ("deadline", "logged_at", "since", "thread", "what")
+
+    def __init__(self, thread: StreamThread, what: str) -> None:
+        self.thread = thread
+        self.what = what
+        self.since = time.monotonic()
+        self.deadline = self.since + thread.config.task_timeout_ms / 1000
+        self.logged_at = 0.0
+
+    def timeout(self) -> float:
+        """The timeout of one blocking call (s): max.block.ms, cut to what the deadline leaves."""
+        left = self.deadline - time.monotonic()
+        return max(0.1, min(self.thread.config.max_block_ms / 1000, left))
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def stalled(self, why: str) -> None:
+        """The call failed on a retriable condition: surface it (state, WARNING) and go on."""
+        t = self.thread
+        now = time.monotonic()
+        t.waiting_for = self.what
+        if now - self.logged_at >= _WARN_EVERY_S:
+            self.logged_at = now
+            t.log(f"[{t.app}] WARN {t.name}: waiting for {self.what} for {now - self.since:.1f} s ({why}); "
+                  f"retrying until task.timeout.ms ({t.config.task_timeout_ms} ms) has passed")
+
+    def corrupted(self, why: str) -> TaskCorruptedError:
+        return TaskCorruptedError(f"{self.what} did not complete within task.timeout.ms "
+                                  f"({self.thread.config.task_timeout_ms} ms): {why}")
+
+    def done(self) -> None:
+        if self.thread.waiting_for == self.what:
+            self.thread.waiting_for = None
 
 
 class StreamThread(threading.Thread):
@@ -104,20 +230,28 @@ class StreamThread(threading.Thread):
                  resolve: Callable[[str], str], transactional_id: str, index: int,
                  log: Callable[[str], None], *, errors: ErrorHandling | None = None,
                  global_stores: Mapping[str, Any] | None = None, standbys: StandbyManager | None = None,
-                 client_id: str | None = None) -> None:
+                 client_id: str | None = None,
+                 on_failure: Callable[[StreamThread, BaseException], None] | None = None) -> None:
         super().__init__(name=f"{config.application_id}-StreamThread-{index}", daemon=True)
         self.topology = topology
         self.config = config
         self.app = config.application_id
+        self.index = index
         self.log = log
         self.lock = threading.RLock()  # held while tasks/stores change; store queries take it too
         self.state = ThreadState.CREATED
         self.errors = errors
         self.global_stores = global_stores
         self.standbys = standbys
+        #: called once the thread has failed and cleaned up (KafkaStreams' uncaught-exception path)
+        self.on_failure = on_failure
         #: task id -> records restored from changelogs when it last became active here
         self.restored: dict[str, int] = {}
         self.error: BaseException | None = None
+        #: what a call of this thread has been retrying for since it last failed (None: nothing)
+        self.waiting_for: str | None = None
+        #: times this thread closed its tasks dirty and rejoined (TaskMigrated/TaskCorrupted)
+        self.tasks_recreated = 0
         self._stop_event = threading.Event()
         self.tasks: dict[tuple[int, int], StreamTask] = {}
         self._route: dict[tuple[str, int], Callable[..., None]] = {}
@@ -127,9 +261,18 @@ class StreamThread(threading.Thread):
             for t in sub.source_topics:
                 self._topic_sub[resolve(t)] = sub
         self._changelog_end: dict[tuple[str, int], int] = {}
+        #: delivery failures that are about the record (a handler saw them under at_least_once)
         self._delivery_errors: list[KafkaError] = []
+        #: delivery failures for a retriable reason: the output since the last commit is incomplete
+        self._lost_deliveries: list[KafkaError] = []
         self._in_txn = False
         self._dirty = False
+        #: the producer could not abort its transaction: it is replaced before it is used again
+        self._producer_broken = False
+        #: a call of the producer is still blocked: it must not be used (nor closed) any more
+        self._producer_wedged = False
+        #: wedged producers given up, kept referenced until their blocked call returns
+        self._abandoned: list[Producer] = []
         eos = config.exactly_once
         self.consumer_conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
@@ -140,6 +283,7 @@ class StreamThread(threading.Thread):
             "partition.assignment.strategy": "range",
             "isolation.level": "read_committed" if eos else "read_uncommitted",
             **({"client.id": client_id} if client_id else {}),
+            **config.client_timeouts(producer=False),
             **config.consumer,
         }
         producer_conf: dict[str, Any] = {
@@ -148,13 +292,19 @@ class StreamThread(threading.Thread):
             "linger.ms": 5,
             # under EOS too: the changelog end offsets the stores record come from here
             "on_delivery": self._on_delivery,
+            **config.client_timeouts(producer=True),
             **config.producer,
         }
+        self._dlq_topic = config.dead_letter_queue_topic
+        # the dead-letter producer: the same settings, never transactional, idempotent
+        self._dlq_conf = {k: v for k, v in producer_conf.items() if k not in ("transactional.id", "on_delivery")}
+        self._dlq_conf["enable.idempotence"] = True
+        self._dlq_producer: Producer | None = None
         if eos:
             producer_conf["transactional.id"] = transactional_id
         self._producer_conf = producer_conf
         self.producer = Producer(producer_conf)
-        #: producers this thread replaced after they were fenced (exactly_once_v2)
+        #: producers this thread replaced after they were fenced or broken (exactly_once_v2)
         self.producers_replaced = 0
         self.consumer = Consumer(self.consumer_conf)
         self._restore_conf = {k: v for k, v in self.consumer_conf.items()
@@ -163,37 +313,122 @@ class StreamThread(threading.Thread):
 
     # -- producer ---------------------------------------------------------------------------
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
-            if (self.errors is not None and not self.config.exactly_once
-                    and not msg.topic().endswith("-changelog")):
+            if is_retriable(err) and not err.fatal():
+                # not the record's fault (the broker was away for longer than the producer
+                # waits): the output since the last commit is incomplete, the tasks are redone
+                self._lost_deliveries.append(err)
+                return
+            topic = msg.topic() or "?"
+            if (self.errors is not None and not self.config.exactly_once and not err.fatal()
+                    and not topic.endswith("-changelog")):
                 # at_least_once: the production handler may let the output go (under EOS the
                 # failed send dooms the transaction whatever a handler says)
                 ctx = ErrorContext(ErrorKind.PRODUCTION, KafkaException(err), "?", None, -1, -1, msg.key(),
-                                   msg.value(), -1, msg.headers(), sink_topic=msg.topic())
+                                   msg.value(), -1, msg.headers(), sink_topic=f"{topic}-{msg.partition()}")
                 if self.errors.handlers[ErrorKind.PRODUCTION](ctx) is HandlerResponse.CONTINUE:
                     self.errors.skipped[ErrorKind.PRODUCTION] += 1
                     self.log(f"[{self.app}] WARN {ctx.describe()}; skipped (handler answered CONTINUE)")
                     return
             self._delivery_errors.append(err)
             return
-        topic = msg.topic()
+        topic = msg.topic() or ""
         if topic.endswith("-changelog"):
-            key = (topic, msg.partition())
-            off = msg.offset() + 1
-            if off > self._changelog_end.get(key, -1):
-                self._changelog_end[key] = off
+            part = msg.partition()
+            off = msg.offset()
+            if part is not None and off is not None:
+                key = (topic, part)
+                if off + 1 > self._changelog_end.get(key, -1):
+                    self._changelog_end[key] = off + 1
+
+    def _send(self, producer: Producer, topic: str, key: bytes | None, value: bytes | None, *,
+              partition: int = -1, timestamp: int = 0, headers: Headers = None) -> None:
+        """``produce`` with back-pressure: a full queue is waited out (serving delivery reports)
+        within task.timeout.ms, never passed on as the record's failure."""
+        hdrs = list(headers) if headers else None
+        wait: _Wait | None = None
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition, timestamp=timestamp, headers=hdrs)
+                break
+            except BufferError:
+                if wait is None:
+                    wait = _Wait(self, f"space in the producer queue (sending to {topic})")
+                elif wait.expired:
+                    raise wait.corrupted("the producer queue stayed full") from None
+                elif time.monotonic() - wait.since >= _QUEUE_FULL_WARN_S:
+                    wait.stalled("queue full: the broker is not acknowledging records")
+                producer.poll(_RETRY_BACKOFF_S)
+        if wait is not None:
+            wait.done()
 
     def _emit(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
               headers: Headers) -> None:
+        if topic == self._dlq_topic:
+            self._dead_letter(topic, key, value, timestamp, headers)
+            return
         self._dirty = True
-        try:
-            self.producer.produce(topic, value, key, timestamp=timestamp,
-                                  headers=list(headers) if headers else None)
-        except BufferError:
-            self.producer.poll(0.1)  # queue full: serve delivery reports, then retry once
-            self.producer.produce(topic, value, key, timestamp=timestamp,
-                                  headers=list(headers) if headers else None)
+        self._send(self.producer, topic, key, value, timestamp=timestamp, headers=headers)
+
+    def _dead_letter(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
+                     headers: Headers) -> None:
+        """A dead letter goes through the thread's non-transactional producer (see the module
+        doc): an abort of the transaction it belongs to does not lose it."""
+        if self._dlq_producer is None:
+            self._dlq_producer = Producer(self._dlq_conf)
+        self._send(self._dlq_producer, topic, key, value, timestamp=timestamp, headers=headers)
+
+    def _flush(self, producer: Producer, what: str) -> None:
+        """Flushes ``producer`` within task.timeout.ms (each flush bounded by max.block.ms)."""
+        wait = _Wait(self, what)
+        while True:
+            remaining = producer.flush(wait.timeout())
+            if remaining == 0:
+                wait.done()
+                return
+            if wait.expired:
+                raise wait.corrupted(f"{remaining} records not acknowledged")
+            wait.stalled(f"{remaining} records not acknowledged within max.block.ms")
+
+    def _flush_dead_letters(self) -> None:
+        if self._dlq_producer is not None and len(self._dlq_producer):
+            self._flush(self._dlq_producer, "the delivery of dead letters")
+
+    def _retrying(self, what: str, call: Callable[[float], Any], *, abortable: bool = True,
+                  producer_call: bool = True) -> None:
+        """Runs a blocking client call with a finite timeout, retrying it while it fails on a
+        retriable condition, until task.timeout.ms has passed (then TaskCorruptedError).
+
+        A fatal error is raised as it is (a fenced producer: TaskMigrated in the loop); one that
+        dooms the transaction (``txn_requires_abort``) is TaskCorruptedError at once; so is a
+        group that moved on (``_MIGRATED``) when the call is the transaction's."""
+        wait = _Wait(self, what)
+        while True:
+            try:
+                if producer_call:
+                    _call_bounded(call, wait.timeout(), what)
+                else:
+                    call(wait.timeout())
+                wait.done()
+                return
+            except ProducerWedgedError:
+                self._producer_wedged = True
+                self._producer_broken = True
+                raise
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.fatal():
+                    raise
+                if abortable and err.txn_requires_abort():
+                    raise TaskCorruptedError(f"{what} failed ({err.str()}): the transaction must be aborted") from exc
+                if not is_retriable(err) or err.code() == KafkaError.REBALANCE_IN_PROGRESS:
+                    raise
+                if wait.expired:
+                    raise wait.corrupted(err.str()) from exc
+                wait.stalled(err.str())
+                if err.code() != KafkaError._TIMED_OUT:
+                    self._stop_event.wait(_RETRY_BACKOFF_S)  # failed at once: do not spin
 
     # -- tasks ------------------------------------------------------------------------------
 
@@ -221,7 +456,8 @@ class StreamThread(threading.Thread):
                     # Kafka's order: every store of the task is restored (RESTORING) before its
                     # processors are initialised and records flow (RUNNING), so a processor's
                     # ``init`` reading its store sees the restored state
-                    self.restored[task.id] = task.restore(self._restore_conf, self.log)
+                    self.restored[task.id] = task.restore(self._restore_conf, self.log,
+                                                          timeout_s=self.config.task_timeout_ms / 1000)
                     task.start_processing()
                 except BaseException:
                     task.close(clean=False)
@@ -236,6 +472,7 @@ class StreamThread(threading.Thread):
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self.lock:
+            self.state = ThreadState.PARTITIONS_REVOKED
             clean = True
             fenced: KafkaError | None = None
             try:
@@ -247,14 +484,17 @@ class StreamThread(threading.Thread):
                 fenced = self._fenced(exc)
                 self._abort()
             self._close_tasks(clean)
-            if fenced is not None:
+            if fenced is not None or self._producer_broken:
                 # before the next assignment's tasks start: they need a producer that works
-                self._new_producer(fenced)
+                self._new_producer(fenced.str() if fenced is not None else "its transaction could not be aborted")
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self.lock:
+            self.state = ThreadState.PARTITIONS_REVOKED
             self._abort()
             self._close_tasks(clean=False)
+            if self._producer_broken:
+                self._new_producer("its transaction could not be aborted")
 
     def _close_tasks(self, clean: bool) -> None:
         for task in self.tasks.values():
@@ -268,27 +508,43 @@ class StreamThread(threading.Thread):
         # transaction's) must not be recorded by a later task of the same changelog partition
         self._changelog_end.clear()
 
-    def _abort(self) -> KafkaError | None:
-        """Aborts the open transaction (EOS); returns the producer's fatal error if it has one
-        (then there is nothing to abort: the transaction died with the producer's epoch)."""
+    def _abort(self, last_words: bool = False) -> KafkaError | None:
+        """Aborts the open transaction (EOS), retrying within task.timeout.ms (``last_words``: a
+        few seconds); returns the producer's fatal error if it has one (then there is nothing to
+        abort: the transaction died with the producer's epoch). A transaction that cannot be
+        aborted in time marks the producer broken: it is replaced, and the new producer's
+        ``init_transactions`` has the coordinator abort it."""
         fatal: KafkaError | None = None
+        try:
+            self._flush_dead_letters()
+        except TaskCorruptedError as exc:
+            self.log(f"[{self.app}] ERROR {self.name}: {exc}")
+        if self.config.exactly_once and self._in_txn and self._producer_wedged:
+            self._in_txn = False  # the coordinator aborts it when the replacement initializes
         if self.config.exactly_once and self._in_txn:
             try:
-                self.producer.abort_transaction(30)
-            except (KafkaException, SystemError) as exc:
+                if last_words:
+                    self.producer.abort_transaction(_LAST_WORDS_S)
+                else:
+                    self._retrying("the abort of the transaction", self.producer.abort_transaction, abortable=False)
+            except (KafkaException, SystemError, TaskCorruptedError) as exc:
                 fatal = next((e for e in _kafka_errors(exc) if e.fatal()), None)
                 if fatal is None:
-                    self.log(f"[{self.app}] {self.name}: abort_transaction failed: {exc!r}")
+                    self.log(f"[{self.app}] WARN {self.name}: abort_transaction failed: {exc!r}; "
+                             f"the producer will be replaced")
+                    self._producer_broken = True
             self._in_txn = False
         self._dirty = False
         self._delivery_errors.clear()
+        self._lost_deliveries.clear()
         return fatal
 
     def _fenced(self, exc: BaseException) -> KafkaError | None:
-        """Under exactly_once_v2, the error saying this thread's producer was fenced, if ``exc``
-        came from that; None otherwise. Aborts the open transaction on the way (the caller's work
-        failed anyway): ``abort_transaction`` reports the producer's fatal error when the chain
-        does not name it (a send refused with _FATAL, a SystemError from a callback)."""
+        """Under exactly_once_v2, the fatal producer error ``exc`` came from (fenced, invalid
+        epoch, a transaction the coordinator aborted: the producer is unusable and is replaced),
+        if it came from one; None otherwise. Aborts the open transaction on the way (the caller's
+        work failed anyway): ``abort_transaction`` reports the producer's fatal error when the
+        chain does not name it (a send refused with _FATAL, a SystemError from a callback)."""
         if not self.config.exactly_once:
             return None
         errors = _kafka_errors(exc)
@@ -298,20 +554,36 @@ class StreamThread(threading.Thread):
         probed = self._abort()
         if probed is not None:
             fatal.append(probed)
-        return next((e for e in fatal if e.code() in _FENCED), None)
+        return next((e for e in fatal if e.code() in _FENCED), fatal[0] if fatal else None)
 
-    def _new_producer(self, fenced: KafkaError) -> None:
-        """Replaces the fenced producer (Kafka Streams' ``reInitializeThreadProducer``): the new
-        one's ``init_transactions`` gets a new epoch from the coordinator."""
-        self.log(f"[{self.app}] {self.name}: replacing its fenced producer ({fenced.str()})")
-        self._close_producer()
+    def _new_producer(self, why: str) -> None:
+        """Replaces the producer (Kafka Streams' ``reInitializeThreadProducer``): the new one's
+        ``init_transactions`` gets a new epoch from the coordinator, which aborts whatever the
+        old one left open."""
+        self.log(f"[{self.app}] {self.name}: replacing its producer ({why})")
+        if self._producer_wedged:
+            # a call of it is still blocked in librdkafka: leave it be (closing it would block too)
+            self._abandoned.append(self.producer)
+            self._producer_wedged = False
+        else:
+            self._close_producer(discard=True)
         # the old producer's last delivery reports (failures of the dead transaction) are moot
         self._delivery_errors.clear()
+        self._lost_deliveries.clear()
         self._in_txn = False
         self._dirty = False
+        self._producer_broken = False
         self.producer = Producer(self._producer_conf)
-        self.producer.init_transactions(60)
+        self._init_transactions()
         self.producers_replaced += 1
+
+    def _init_transactions(self) -> None:
+        """``init_transactions`` within task.timeout.ms; past it the thread fails (no producer)."""
+        try:
+            self._retrying("init_transactions (the transaction coordinator)", self.producer.init_transactions,
+                           abortable=False)
+        except TaskCorruptedError as exc:
+            raise StreamsError(f"{self.name}: {exc}") from exc
 
     # -- commit -----------------------------------------------------------------------------
 
@@ -329,26 +601,26 @@ class StreamThread(threading.Thread):
             for task in self.tasks.values():
                 # the record caches' net updates go out (and into the changelogs) first
                 task.runtime.flush_caches()
-            produce = self.producer.produce
             for task in self.tasks.values():
                 for (topic, part), records in task.drain_changelogs():
                     for k, v in records:
-                        try:
-                            produce(topic, v, k, partition=part)
-                        except BufferError:
-                            self.producer.poll(0.1)
-                            produce(topic, v, k, partition=part)
+                        self._send(self.producer, topic, k, v, partition=part)
             offsets = [TopicPartition(t, p, o) for (t, p), o in self._positions.items()]
-            remaining = self.producer.flush(30)
-            if remaining:
-                raise StreamsError(f"{remaining} records not delivered within 30 s")
+            self._flush_dead_letters()
+            self._flush(self.producer, "the delivery of the output")
+            if self._lost_deliveries:
+                err = self._lost_deliveries[0]
+                raise TaskCorruptedError(f"{len(self._lost_deliveries)} records were not delivered ({err.str()}); "
+                                         f"the tasks are processed again from their last commit") from KafkaException(err)
             if self._delivery_errors:
                 err = self._delivery_errors[0]
                 raise StreamsError(f"producing failed: {err}") from KafkaException(err)
             if self.config.exactly_once:
                 if offsets:
-                    self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata())
-                self.producer.commit_transaction()
+                    group = self.consumer.consumer_group_metadata()
+                    self._retrying("send_offsets_to_transaction (the group coordinator)",
+                                   lambda t: self.producer.send_offsets_to_transaction(offsets, group, t))
+                self._retrying("commit_transaction (the transaction coordinator)", self.producer.commit_transaction)
                 self._in_txn = False
                 for task in self.tasks.values():
                     task.commit_stores(self._changelog_end)
@@ -356,7 +628,9 @@ class StreamThread(threading.Thread):
                 for task in self.tasks.values():
                     task.commit_stores(self._changelog_end)
                 if offsets:
-                    self.consumer.commit(offsets=offsets, asynchronous=False)
+                    self._retrying("the offset commit (the group coordinator)",
+                                   lambda _t: self.consumer.commit(offsets=offsets, asynchronous=False),
+                                   abortable=False, producer_call=False)
             self._positions.clear()
             self._dirty = False
 
@@ -369,7 +643,7 @@ class StreamThread(threading.Thread):
         self.state = ThreadState.STARTING
         try:
             if self.config.exactly_once:
-                self.producer.init_transactions(60)  # fences a previous incarnation's producer
+                self._init_transactions()  # fences a previous incarnation's producer
             self._subscribe()
             self._loop()
             self.state = ThreadState.PENDING_SHUTDOWN
@@ -377,6 +651,12 @@ class StreamThread(threading.Thread):
                 clean = True
                 try:
                     self.commit()
+                except (TaskCorruptedError, TaskMigratedError) as exc:
+                    # as Kafka: what cannot be committed at shutdown is closed dirty, no error
+                    self.log(f"[{self.app}] WARN {self.name}: last commit failed ({exc}); "
+                             f"closing its tasks without committing")
+                    self._abort(last_words=True)
+                    clean = False
                 except _PRODUCER_FAILURES as exc:
                     fenced = self._fenced(exc)
                     if fenced is None:
@@ -387,26 +667,28 @@ class StreamThread(threading.Thread):
                     clean = False
                 self._close_tasks(clean=clean)
             self._close_consumer()
-            if clean:  # a fenced producer has nothing left to deliver
-                self.producer.flush(10)
-            self._close_producer()
+            self._close_producer(discard=not clean)
             self.state = ThreadState.DEAD
-        except BaseException as exc:  # the thread dies; KafkaStreams reports ERROR
+        except BaseException as exc:  # the thread dies; KafkaStreams' uncaught-exception handler decides
             self.error = exc
-            self.state = ThreadState.ERROR
-            self.log(f"[{self.app}] {self.name} failed: {exc!r}")
+            self.log(f"[{self.app}] ERROR {self.name} failed: {exc!r}")
             with self.lock:
-                if not self.config.exactly_once:
-                    try:  # at_least_once: deliver what was sent (dead letters too)
-                        self.producer.flush(10)
-                    except Exception as flush_exc:
-                        self.log(f"[{self.app}] {self.name}: flush after failure failed: {flush_exc!r}")
-                self._abort()
                 try:
-                    self._close_tasks(clean=False)
+                    if not self.config.exactly_once:
+                        try:  # at_least_once: deliver what was sent
+                            self.producer.flush(_LAST_WORDS_S)
+                        except Exception as flush_exc:
+                            self.log(f"[{self.app}] {self.name}: flush after failure failed: {flush_exc!r}")
+                    self._abort(last_words=True)
+                    try:
+                        self._close_tasks(clean=False)
+                    finally:
+                        self._close_consumer()
+                        self._close_producer(discard=True)
                 finally:
-                    self._close_consumer()
-                    self._close_producer()
+                    self.state = ThreadState.ERROR
+            if self.on_failure is not None:
+                self.on_failure(self, exc)
 
     def _subscribe(self) -> None:
         self.consumer.subscribe(sorted(self._topic_sub), on_assign=self._on_assign,
@@ -423,21 +705,70 @@ class StreamThread(threading.Thread):
                 return
             if err.code() not in _MIGRATED:
                 raise  # a fenced producer is handled by the loop (it may fail outside commits too)
-            self._task_migrated(f"commit refused ({err.str()}): the group moved on without this thread")
+            raise TaskMigratedError(f"commit refused ({err.str()}): the group moved on without this thread") from exc
 
     def _task_migrated(self, why: str, fenced: KafkaError | None = None) -> None:
-        """Kafka Streams' TaskMigrated handling: close every task without committing (under EOS
-        its state is wiped and restored when it reopens), replace a fenced producer, rejoin."""
-        self.log(f"[{self.app}] {self.name}: {why}; closing its tasks without committing and rejoining")
+        """Kafka Streams' TaskMigrated/TaskCorrupted handling: close every task without committing
+        (under EOS its state is wiped and restored when it reopens), replace a fenced or broken
+        producer, rejoin."""
+        self.log(f"[{self.app}] WARN {self.name}: {why}; closing its tasks without committing and rejoining")
         with self.lock:
+            self.state = ThreadState.PARTITIONS_REVOKED
             self._abort()
             self._close_tasks(clean=False)
-            if fenced is not None:
-                self._new_producer(fenced)
+            if fenced is not None or self._producer_broken:
+                self._new_producer(fenced.str() if fenced is not None else "its transaction could not be aborted")
+            self.tasks_recreated += 1
+            self.waiting_for = None
         # A fresh subscription gets a fresh assignment, read from the committed offsets: the
         # consumer's own positions are past records no task has processed into a commit.
         self.consumer.unsubscribe()
         self._subscribe()
+
+    def _revive(self, why: str) -> None:
+        """Kafka Streams' TaskCorrupted handling: close every task without committing, replace a
+        broken producer, then re-create the tasks of the same assignment from the committed
+        offsets (the consumer seeks back to them) and their changelogs. The thread stays in the
+        group: a rejoin would wait on the same coordinator the failed commit waited on."""
+        self.log(f"[{self.app}] WARN {self.name}: {why}; closing its tasks without committing and "
+                 f"re-creating them from the last commit")
+        with self.lock:
+            self.state = ThreadState.PARTITIONS_ASSIGNED
+            self._abort()
+            self._close_tasks(clean=False)
+            if self._producer_broken:
+                self._new_producer("its transaction could not be aborted")
+            self.tasks_recreated += 1
+            self.waiting_for = None
+            assignment = self.consumer.assignment()
+            if not assignment:
+                return
+            try:
+                self._seek_to_committed(assignment)
+            except KafkaException as exc:  # a partition not fetching yet cannot seek: rejoin instead
+                self.log(f"[{self.app}] WARN {self.name}: cannot seek back to the committed offsets ({exc}); "
+                         f"rejoining")
+                self.consumer.unsubscribe()
+                self._subscribe()
+                return
+            self._on_assign(self.consumer, assignment)
+
+    def _seek_to_committed(self, assignment: list[TopicPartition]) -> None:
+        """Moves the consumer back to the committed offsets of ``assignment`` (retried within
+        task.timeout.ms; past it the thread fails: it cannot tell where its input resumes)."""
+        found: list[list[TopicPartition]] = []
+        try:
+            self._retrying("the committed offsets (the group coordinator)",
+                           lambda t: found.append(self.consumer.committed(assignment, timeout=t)),
+                           abortable=False, producer_call=False)
+        except TaskCorruptedError as exc:
+            raise StreamsError(f"{self.name}: {exc}") from exc
+        reset = str(self.consumer_conf.get("auto.offset.reset", "earliest"))
+        for tp in found[-1]:
+            offset = tp.offset
+            if offset < 0:  # nothing committed: where auto.offset.reset starts
+                offset = OFFSET_END if reset in ("latest", "largest", "end") else OFFSET_BEGINNING
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
 
     def _close_consumer(self) -> None:
         # librdkafka 2.16 aborts the whole process (assert !rkcg_subscription in
@@ -450,17 +781,31 @@ class StreamThread(threading.Thread):
             self.log(f"[{self.app}] {self.name}: unsubscribe before close failed: {exc}")
         self.consumer.close()
 
-    def _close_producer(self) -> None:
-        close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.x has Producer.close
-        if close is None:
-            return
-        try:
-            close()
-        except (KafkaException, SystemError) as exc:
-            # close() flushes, serving what the producer still had queued: for a fenced producer
-            # its fatal error (raised by confluent-kafka once served) or a delivery callback run
-            # with it pending; the producer is gone either way
-            self.log(f"[{self.app}] {self.name}: closing the producer: {exc!r}")
+    def _close_producer(self, discard: bool = False) -> None:
+        """Closes the producer (and the dead-letter producer, after delivering what it holds).
+
+        ``close()`` flushes without a bound, so what it would wait for is flushed with one first
+        and, when ``discard`` (a failed or replaced producer) or past that bound, purged."""
+        producers = [p for p in (self._dlq_producer, self.producer)
+                     if p is not None and not (p is self.producer and self._producer_wedged)]
+        self._dlq_producer = None
+        for producer in producers:
+            try:
+                if discard and producer is self.producer:
+                    producer.purge(in_queue=True, in_flight=True)
+                if producer.flush(_LAST_WORDS_S):
+                    self.log(f"[{self.app}] WARN {self.name}: {len(producer)} records not delivered at close; "
+                             f"dropped (their input is not committed)")
+                    producer.purge(in_queue=True, in_flight=True)
+                    producer.flush(1.0)
+                close = getattr(producer, "close", None)  # confluent-kafka >= 2.x has Producer.close
+                if close is not None:
+                    close()
+            except (KafkaException, SystemError) as exc:
+                # close() flushes, serving what the producer still had queued: for a fenced producer
+                # its fatal error (raised by confluent-kafka once served) or a delivery callback run
+                # with it pending; the producer is gone either way
+                self.log(f"[{self.app}] {self.name}: closing the producer: {exc!r}")
 
     def _loop(self) -> None:
         consume = self.consumer.consume
@@ -505,15 +850,26 @@ class StreamThread(threading.Thread):
                         for task in self.tasks.values():
                             task.runtime.punctuate_wall_clock(now_ms)
                 self.producer.poll(0)
+                if self._lost_deliveries and not eos:
+                    # at_least_once: output since the last commit was lost; redo it now rather
+                    # than commit input offsets past it at the next interval
+                    raise TaskCorruptedError(f"{len(self._lost_deliveries)} records were not delivered "
+                                             f"({self._lost_deliveries[0].str()})")
                 if time.monotonic() >= next_commit:
                     self._commit_or_rejoin()
                     next_commit = time.monotonic() + interval
+            except TaskCorruptedError as exc:
+                self._revive(str(exc))
+                next_commit = time.monotonic() + interval
+            except TaskMigratedError as exc:
+                self._task_migrated(str(exc))
+                next_commit = time.monotonic() + interval
             except _PRODUCER_FAILURES as exc:
                 # Kafka Streams handles TaskMigrated around a whole iteration: a fenced producer
                 # may fail a send, a poll, a begin, a flush or a commit
                 fenced = self._fenced(exc)
                 if fenced is None:
                     raise
-                self._task_migrated(f"its producer was fenced ({fenced.str()}; surfaced as "
+                self._task_migrated(f"its producer failed ({fenced.str()}; surfaced as "
                                     f"{type(exc).__name__})", fenced)
                 next_commit = time.monotonic() + interval

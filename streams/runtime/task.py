@@ -18,16 +18,16 @@ entirely from the changelog.
 from __future__ import annotations
 
 import enum
+import logging
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from strom.streams.exceptions import StreamsError
+from strom.streams.exceptions import StreamsError, TaskCorruptedError
 from strom.streams.state.changelogging import (
     ChangeLoggingKeyValueStore,
     ChangeLoggingSessionStore,
@@ -39,11 +39,12 @@ from strom.streams.state.factory import build_store
 from strom.streams.state.keyvalue import BytesKeyValueStore, InMemoryKeyValueStore
 from strom.streams.state.session import BytesSessionStore
 from strom.streams.state.window import BytesWindowStore
-from strom.streams.topology.errors import ErrorHandling
+from strom.streams.topology.errors import ErrorHandling, is_retriable
 from strom.streams.topology.runtime import Emit, TopologyRuntime
 from strom.streams.topology.topology import StoreSpec, SubTopology, Topology
 
 ChangelogTP = tuple[str, int]
+logger = logging.getLogger(__name__)
 
 
 def make_store(spec: StoreSpec, directory: Path) -> Any:
@@ -132,7 +133,7 @@ class StreamTask:
 
     # -- restore ----------------------------------------------------------------------------
 
-    def restore(self, consumer_conf: dict[str, Any], log: Callable[[str], None] = print,
+    def restore(self, consumer_conf: dict[str, Any], log: Callable[[str], None] = logger.info,
                 timeout_s: float = 120.0) -> int:
         """Replays each logged store's changelog from its committed offset to the end."""
         if self.state is not TaskState.CREATED and self.state is not TaskState.RESTORING:
@@ -141,12 +142,13 @@ class StreamTask:
         if not self.logged:
             return 0
         total = 0
+        deadline = time.monotonic() + timeout_s
         consumer = Consumer({**consumer_conf, "enable.partition.eof": True, "enable.auto.commit": False})
         try:
             for name, store in self.logged.items():
                 topic, part = self.changelog_tps[name]
                 start = store.committed_offsets().get((topic, part), 0)
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
+                low, high = self._watermarks(consumer, topic, part, deadline, log)
                 if high <= max(start, low):
                     continue
                 log(f"[{self.application_id}] task {self.id}: restoring store {name!r} from "
@@ -163,6 +165,25 @@ class StreamTask:
         self.restored += total
         return total
 
+    def _watermarks(self, consumer: Consumer, topic: str, part: int, deadline: float,
+                    log: Callable[[str], None]) -> tuple[int, int]:
+        """The changelog partition's watermarks; a broker that is away is waited for until the
+        restore's deadline (task.timeout.ms), then TaskCorruptedError (the thread retries)."""
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, part), timeout=max(0.1, min(10.0, deadline - time.monotonic())))
+                return int(low), int(high)
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if not is_retriable(err):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise TaskCorruptedError(f"task {self.id}: the end of {topic}-{part} could not be read "
+                                             f"before task.timeout.ms: {err.str()}") from exc
+                log(f"[{self.application_id}] WARN task {self.id}: waiting for the end offset of {topic}-{part} "
+                    f"({err.str()})")
+
     @staticmethod
     def _read(consumer: Consumer, topic: str, part: int, start: int,
               timeout_s: float) -> Iterator[tuple[int, bytes, bytes | None]]:
@@ -170,7 +191,7 @@ class StreamTask:
         deadline = time.monotonic() + timeout_s
         while True:
             if time.monotonic() > deadline:
-                raise StreamsError(f"restoring {topic}-{part} did not reach the end in {timeout_s}s")
+                raise TaskCorruptedError(f"restoring {topic}-{part} did not reach the end in {timeout_s}s")
             msgs: list[Any] = consumer.consume(1000, 0.5)
             for m in msgs:
                 err = m.error()
@@ -178,6 +199,8 @@ class StreamTask:
                     if err.code() == KafkaError._PARTITION_EOF:
                         consumer.unassign()
                         return
+                    if is_retriable(err):
+                        continue  # the broker is away: the consumer reconnects, the deadline bounds it
                     raise StreamsError(f"restoring {topic}-{part}: {err}")
                 key = m.key()
                 if key is None:
@@ -262,7 +285,3 @@ class StreamTask:
 
     def checkpoint(self) -> dict[ChangelogTP, int]:
         return read_checkpoint(self.dir)
-
-
-def log_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

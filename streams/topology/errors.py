@@ -17,13 +17,29 @@ LogAndContinueExceptionHandler``, ``LogAndFailExceptionHandler``,
 ``LogAndContinueProcessingExceptionHandler``, ``LogAndFailProcessingExceptionHandler``,
 ``DefaultProductionExceptionHandler``). Kafka's defaults: fail, fail, fail.
 
-With ``errors.dead.letter.queue.topic.name`` set, every failed record (whatever the handler
-answers; strom does not leave that to custom handlers as Kafka does) is sent to that topic with
-the *source* record's key and value bytes and Kafka's headers ``__streams.errors.exception``,
-``.message``, ``.stacktrace``, ``.topic``, ``.partition``, ``.offset``. The DLQ record goes
-through the task's producer, so under exactly_once_v2 it commits with the transaction.
+Only record errors reach a handler: a serde failure, a record the producer or the broker
+refuses for what it is (``MSG_SIZE_TOO_LARGE``, ``INVALID_RECORD``, an authorization failure,
+an unknown topic). A retriable condition (a full producer queue, an unreachable broker, a moved
+coordinator, a request that timed out, a re-bootstrap; :func:`is_retriable`) is back-pressure:
+the stream thread waits and retries within ``task.timeout.ms`` and never asks a handler, so no
+record is dropped for it. A record a handler lets go (CONTINUE) is logged with its topic,
+partition and offset.
+
+Dead letters (KIP-1034), one rule under both guarantees: **a dead-letter record is written if
+and only if the failed record's input is committed as processed**. With
+``errors.dead.letter.queue.topic.name`` set, every failed record (whatever the handler answers;
+strom does not leave that to custom handlers as Kafka does) is sent to that topic with the
+*source* record's key and value bytes and Kafka's headers ``__streams.errors.exception``,
+``.message``, ``.stacktrace``, ``.topic``, ``.partition``, ``.offset``, through the task's
+producer, as Kafka 4.x does. On CONTINUE the input is committed past the record, so its dead
+letter is committed with it (under exactly_once_v2 in the same transaction). On FAIL the thread
+stops before that commit and the input is not committed past the record, so the dead letter is
+not either: under exactly_once_v2 the transaction holding it is aborted, under at_least_once it
+may already have been delivered (at-least-once allows the extra copy); either way the record
+fails again, and its dead letter is written, when the application next processes it.
 A FAIL answer raises :class:`ErrorHandlerFailure`, which names topic, partition and offset and
-kills the stream thread (the application goes to ERROR).
+stops the stream thread (the uncaught-exception handler decides what follows; by default, as
+in Kafka, the client shuts down and the application goes to ERROR).
 """
 
 from __future__ import annotations
@@ -35,7 +51,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from strom.streams.exceptions import StreamsError
+from confluent_kafka import KafkaError, KafkaException
+
+from strom.streams.exceptions import StreamsError, TaskCorruptedError, TaskMigratedError
 
 #: KIP-1034 header names
 H_EXCEPTION = "__streams.errors.exception"
@@ -44,6 +62,39 @@ H_STACKTRACE = "__streams.errors.stacktrace"
 H_TOPIC = "__streams.errors.topic"
 H_PARTITION = "__streams.errors.partition"
 H_OFFSET = "__streams.errors.offset"
+
+
+# Conditions that pass (the broker comes back, the coordinator moves, the queue drains): Kafka's
+# RetriableException family plus librdkafka's local states for the same situations. librdkafka
+# marks some errors retriable itself (KafkaError.retriable()); delivery reports carry only a code.
+RETRIABLE_CODES = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE, KafkaError._QUEUE_FULL, KafkaError._RESOLVE, KafkaError._WAIT_COORD,
+    KafkaError._PREV_IN_PROGRESS, KafkaError._IN_PROGRESS, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NETWORK_EXCEPTION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.KAFKA_STORAGE_ERROR,
+    KafkaError.CONCURRENT_TRANSACTIONS, KafkaError.REBALANCE_IN_PROGRESS,
+})
+
+
+def is_retriable(err: KafkaError) -> bool:
+    """True for a condition that passes (back-pressure), never for a record error."""
+    return err.code() in RETRIABLE_CODES or (err.retriable() and not err.fatal())
+
+
+def is_record_error(exc: BaseException) -> bool:
+    """True if ``exc``, raised while handing one record to the producer, is about that record
+    (a handler may decide about it); False for back-pressure, a fenced or failed producer and
+    the runtime's own task-level failures, which the stream thread handles."""
+    if isinstance(exc, TaskMigratedError | TaskCorruptedError | ErrorHandlerFailure | BufferError):
+        return False
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        err: KafkaError = exc.args[0]
+        return not (err.fatal() or err.txn_requires_abort() or is_retriable(err)
+                    or err.code() in (KafkaError._FATAL, KafkaError._FENCED, KafkaError._STATE))
+    return True
 
 
 class HandlerResponse(enum.Enum):

@@ -27,7 +27,12 @@ from strom.streams.processor.stores import (
     serializer_of,
 )
 from strom.streams.state.keyvalue import InMemoryKeyValueStore, RocksDBKeyValueStore
-from strom.streams.topology.errors import ErrorContext, ErrorHandlerFailure, ErrorHandling, ErrorKind
+from strom.streams.topology.errors import (
+    ErrorContext,
+    ErrorHandling,
+    ErrorKind,
+    is_record_error,
+)
 from strom.streams.topology.topology import ProcessorNodeDef, SinkNodeDef, SourceNodeDef, StoreSpec, Topology
 
 Headers = Sequence[tuple[str, bytes | None]] | None
@@ -141,10 +146,10 @@ class _SinkProcessor(Processor[Any, Any]):
         try:
             self.emit(topic, self.kser(topic, record.key), self.vser(topic, record.value), record.timestamp,
                       record.headers)
-        except ErrorHandlerFailure:
-            raise
         except Exception as exc:
-            if self.runtime.errors is None:
+            # only the record's own failures are the handler's to judge: back-pressure, a failed
+            # producer and the thread's task-level errors are the stream thread's (issue 28)
+            if self.runtime.errors is None or not is_record_error(exc):
                 raise
             self.runtime.handle_error(ErrorKind.PRODUCTION, exc, sink_topic=topic)
 
@@ -316,9 +321,9 @@ class TopologyRuntime:
                 self.stream_time = timestamp
             try:
                 process(record)
-            except ErrorHandlerFailure:
-                raise
             except Exception as exc:
+                if not is_record_error(exc):
+                    raise  # a handler's FAIL, back-pressure outlasting task.timeout.ms, a failed producer
                 # Kafka applies KIP-1033 per processor node; here the whole record's path is
                 # one unit: output already forwarded before the failure stays sent
                 self.handle_error(ErrorKind.PROCESSING, exc)
