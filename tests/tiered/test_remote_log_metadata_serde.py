@@ -23,6 +23,7 @@ from strom.plugins.hookspecs.storage import (
     TopicIdPartition,
 )
 from strom.tiered.remote_log_metadata_serde import (
+    RemoteLogMetadata,
     RemoteLogMetadataSerdeError,
     RemoteLogSegmentMetadataSnapshot,
     deserialize,
@@ -51,7 +52,7 @@ KAFKA = {
 def test_records_are_byte_for_byte_kafkas() -> None:
     from dataclasses import replace
 
-    records = {
+    records: dict[str, RemoteLogMetadata] = {
         "segment": SEGMENT,
         "segment_txn_empty": replace(SEGMENT, custom_metadata=b"\x01\x02\x03", txn_index_empty=True),
         "update": RemoteLogSegmentMetadataUpdate(SID, 1700000000789, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 2),
