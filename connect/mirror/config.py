@@ -230,6 +230,8 @@ _FRAMEWORK_PREFIXES = ("key.converter.", "value.converter.", "header.converter."
                        "admin.override.", SOURCE_CLUSTER_PREFIX, TARGET_CLUSTER_PREFIX, *CLIENT_PREFIXES,
                        *(SOURCE_PREFIX + p for p in CLIENT_PREFIXES), *(TARGET_PREFIX + p for p in CLIENT_PREFIXES),
                        "config.providers", "replication.policy.")
+_CONNECTOR_FRAMEWORK_KEYS = frozenset({"tasks.max", "tasks.max.enforce", "key.converter", "value.converter",
+                                       "header.converter", "transforms", "predicates", "config.action.reload"})
 ALL_CONNECTOR_KEYS = frozenset(SOURCE_CONFIG_DEF.names()) | frozenset(CHECKPOINT_CONFIG_DEF.names()) \
     | frozenset(HEARTBEAT_CONFIG_DEF.names())
 
@@ -644,8 +646,9 @@ class MirrorMakerConfig:
     def connector_base_config(self, flow: SourceAndTarget, connector_class: str) -> dict[str, str]:
         """One connector's config for ``flow`` (Kafka's ``connectorBaseConfig``)."""
         config_class = _CONFIG_CLASS[connector_class]
-        names = set(config_class.CONFIG_DEF.names())
-        props = {k: v for k, v in self.raw.items() if k in names}
+        # Kafka's connector ConfigDefs include ConnectorConfig's (tasks.max, converters, errors.*)
+        names = set(config_class.CONFIG_DEF.names()) | _CONNECTOR_FRAMEWORK_KEYS
+        props = {k: v for k, v in self.raw.items() if k in names or k.startswith("errors.")}
         props.update(self._starting("config.providers"))
         props.update(self._starting("replication.policy"))
         for side, prefix, client_prefix in ((flow.source, SOURCE_CLUSTER_PREFIX, SOURCE_PREFIX),

@@ -45,8 +45,8 @@ class MirrorHeartbeatConnector(SourceConnector):
         cfg = self.cfg = MirrorHeartbeatConfig(props)
         for key in MirrorHeartbeatConfig.unknown_keys(props):
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
-        if not cfg.enabled and cfg.emit_heartbeats_interval_s < 0:
-            return
+        if cfg.emit_heartbeats_interval_s < 0:
+            return  # heartbeats off: nothing to create, no task
         admin = clients.admin_client(cfg.target_admin_config("heartbeats-target-admin"))
         try:
             clients.create_topic(admin, cfg.heartbeats_topic, 1, cfg.heartbeats_replication_factor,

@@ -40,6 +40,7 @@ MM2 = {
     "producer.linger.ms": "5",
     "offset.lag.max": "50",
     "replication.factor": "1",
+    "tasks.max": "3",
 }
 
 
@@ -115,6 +116,7 @@ def test_mm2_properties_flows_and_connector_configs() -> None:
     assert src["source.cluster.alias"] == "A" and src["target.cluster.alias"] == "B"
     assert src["source.cluster.bootstrap.servers"] == "a:9092" and src["target.cluster.bootstrap.servers"] == "b:9092"
     assert src["target.consumer.fetch.min.bytes"] == "1024"
+    assert src["tasks.max"] == "3"  # a Connect framework key passes too
     assert src["topics"] == "orders.*, payments" and src["enabled"] == "true" and src["offset.lag.max"] == "50"
     cfg = MirrorSourceConfig(src)
     assert cfg.topic_filter.should_replicate_topic("orders-eu") and not cfg.topic_filter.should_replicate_topic("x")
