@@ -81,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("worker_config", help="worker .properties (or .json/.yaml)")
     d.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a worker config key")
+    m = sub.add_parser("mirror-maker", help="MirrorMaker 2 in dedicated mode (connect-mirror-maker.sh)")
+    m.add_argument("mm2_config", help="mm2.properties")
+    m.add_argument("--clusters", nargs="+", default=None, metavar="ALIAS",
+                   help="run only the flows whose target is one of these clusters")
     return parser
 
 
@@ -115,6 +119,10 @@ def freeze_startup_heap() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    if args.mode == "mirror-maker":
+        from strom.connect.mirror.maker import run
+
+        return run(args.mm2_config, args.clusters)
     from strom.connect.plugins import PluginRegistry
     from strom.connect.rest.server import RestServer
     from strom.connect.runtime.config import WorkerConfig
