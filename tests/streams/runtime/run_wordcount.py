@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from wordcount_app import build
 
 from strom.streams import KafkaStreams

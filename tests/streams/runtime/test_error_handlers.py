@@ -3,7 +3,6 @@ end to end on the bundled broker (poison records among good ones; counts exact).
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -11,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-
-sys.path.insert(0, str(Path(__file__).parent))
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from wordcount_app import create_topics
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder, Topology
-from strom.streams.runtime import State
+from strom.streams.runtime import State, StreamThreadExceptionResponse
 from strom.streams.topology.errors import ErrorContext, ErrorKind, HandlerResponse, resolve_handler
 
 LONG = Serdes.long()
@@ -55,6 +52,29 @@ def _read(bootstrap: str, topic: str, until: Callable[[list[Any]], bool], timeou
     return out
 
 
+def _read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every committed record of ``topic`` (all partitions, up to their current end)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    out: list[Any] = []
+    pending = set(parts)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending:
+            assert time.monotonic() < deadline, f"{topic} not read to its end within {timeout}s"
+            for m in c.consume(500, 0.3):
+                if m.error() is None:
+                    out.append(m)
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(m.partition())
+    finally:
+        c.close()
+    return out
+
+
 def _setup(broker: BrokerProcess) -> tuple[str, str, str, str]:
     tag = uuid.uuid4().hex[:8]
     src, out, dlq = f"in-{tag}", f"out-{tag}", f"dlq-{tag}"
@@ -82,13 +102,13 @@ def test_log_and_continue_with_dead_letters(broker: BrokerProcess, tmp_path: Pat
         "errors.dead.letter.queue.topic.name": dlq})
     app.start()
     try:
-        got = _read(broker.bootstrap, out, lambda r: len(r) >= n - 2)
+        _read(broker.bootstrap, out, lambda r: len(r) >= n - 2)
         dead = _read(broker.bootstrap, dlq, lambda r: len(r) >= 2)
-        time.sleep(1.0)  # nothing more may arrive
-        got += _read(broker.bootstrap, out, lambda r: False, timeout=0.5)[len(got):]
         assert app.state() is State.RUNNING, app.errors()
     finally:
         assert app.close(30)
+    # the application is closed: whatever it ever wrote is on the topic now
+    got = _read_to_end(broker.bootstrap, out)
     keys = [m.key().decode() for m in got]
     assert sorted(keys) == sorted(f"k{i}" for i in range(n) if i not in (10, 30))
     assert {m.key().decode(): m.value().decode() for m in got}["k4"] == str(1000 // 5)
@@ -109,6 +129,67 @@ def test_log_and_continue_with_dead_letters(broker: BrokerProcess, tmp_path: Pat
         assert b"Traceback" in h["__streams.errors.stacktrace"]
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_dead_letter_of_a_failing_record_is_kept(broker: BrokerProcess, tmp_path: Path, guarantee: str) -> None:
+    """The handler answers FAIL and the thread stops; the record's dead letter is on the DLQ
+    (read_committed) under both guarantees: the aborted transaction does not take it along
+    (issue 28: under exactly_once_v2 it was written inside the transaction the failure aborts)."""
+    src, out, dlq, app_id = _setup(broker)
+    _produce(broker.bootstrap, src, _values(10, {4: LONG.serialize("", 0)}))
+    app = KafkaStreams(_build(src, out), {
+        "application.id": app_id, "bootstrap.servers": broker.bootstrap, "processing.guarantee": guarantee,
+        "commit.interval.ms": 100, "state.dir": str(tmp_path), "errors.dead.letter.queue.topic.name": dlq},
+        log=lambda line: None)
+    app.start()
+    try:
+        wait_for(lambda: app.state() is State.ERROR, 30, "the application to fail on the poison record")
+    finally:
+        app.close(30)
+    dead = _read_to_end(broker.bootstrap, dlq)
+    assert [dict(m.headers())["__streams.errors.offset"] for m in dead] == [b"4"]
+    if guarantee == "exactly_once_v2":
+        # the output of the records before it was in the aborted transaction too
+        assert _read_to_end(broker.bootstrap, out) == []
+
+
+def test_replace_thread_goes_on_after_a_failure(broker: BrokerProcess, tmp_path: Path) -> None:
+    """The uncaught-exception handler answers REPLACE_THREAD: a new stream thread takes over
+    from the last commit and the application stays up (Kafka's default would shut it down)."""
+    src, out, _, app_id = _setup(broker)
+    n = 20
+    _produce(broker.bootstrap, src, _values(n, {}))
+    failures: list[BaseException] = []
+
+    def fail_once(v: int) -> str:
+        if v == 8 and not failures:
+            raise RuntimeError("boom")  # the first sight of the record only
+        return str(1000 // v)
+
+    b = StreamsBuilder()
+    (b.stream(src, Consumed.with_(Serdes.string(), Serdes.long()))
+     .map_values(fail_once)
+     .to(out, Produced.with_(Serdes.string(), Serdes.string())))
+
+    def handler(exc: BaseException) -> StreamThreadExceptionResponse:
+        failures.append(exc)
+        return StreamThreadExceptionResponse.REPLACE_THREAD
+
+    app = KafkaStreams(b.build(), {"application.id": app_id, "bootstrap.servers": broker.bootstrap,
+                                   "commit.interval.ms": 100, "state.dir": str(tmp_path)},
+                       log=lambda line: None)
+    app.set_uncaught_exception_handler(handler)
+    app.start()
+    try:
+        got = _read(broker.bootstrap, out, lambda r: {m.key() for m in r} >= {f"k{i}".encode() for i in range(n)})
+        assert {m.key() for m in got} == {f"k{i}".encode() for i in range(n)}
+        assert len(failures) == 1 and "boom" in repr(failures[0].__cause__ or failures[0])
+        assert app.threads_replaced == 1
+        wait_for(lambda: app.state() is State.RUNNING, 30, "the replacement thread to run")
+    finally:
+        assert app.close(30)
+    assert app.state() is State.NOT_RUNNING
+
+
 def test_log_and_fail_names_the_record(broker: BrokerProcess, tmp_path: Path) -> None:
     src, out, _, app_id = _setup(broker)
     _produce(broker.bootstrap, src, _values(20, {7: b"\x01\x02"}))
@@ -120,10 +201,7 @@ def test_log_and_fail_names_the_record(broker: BrokerProcess, tmp_path: Path) ->
         log=logs.append)
     app.start()
     try:
-        deadline = time.monotonic() + 30
-        while app.state() is not State.ERROR and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert app.state() is State.ERROR
+        wait_for(lambda: app.state() is State.ERROR, 30, "the application to fail")
         err = str(app.errors()[0])
         assert f"topic={src} partition=0 offset=7" in err, err
         assert "deserialization" in err
@@ -142,10 +220,7 @@ def test_processing_error_fails_by_default(broker: BrokerProcess, tmp_path: Path
         log=lambda line: None)
     app.start()
     try:
-        deadline = time.monotonic() + 30
-        while app.state() is not State.ERROR and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert app.state() is State.ERROR
+        wait_for(lambda: app.state() is State.ERROR, 30, "the application to fail")
         err = app.errors()[0]
         assert f"topic={src} partition=0 offset=4" in str(err)
         assert isinstance(err.__cause__, ZeroDivisionError)

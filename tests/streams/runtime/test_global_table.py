@@ -4,12 +4,10 @@ source topic with a checkpoint."""
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from test_error_handlers import _read
 from wordcount_app import create_topics
 

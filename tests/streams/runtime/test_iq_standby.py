@@ -14,8 +14,6 @@ from typing import Any
 
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-sys.path.insert(0, str(Path(__file__).parent))
 from wordcount_app import build, create_topics, expected_counts, make_lines, produce_lines, read_counts
 
 from strom.core.testing import BrokerProcess

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from wordcount_app import build, create_topics, expected_counts, make_lines, produce_lines, read_counts
 
 from strom.core.testing import BrokerProcess

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from wordcount_app import LONG, create_topics, expected_counts, make_lines, produce_lines, read_counts
 
