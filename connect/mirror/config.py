@@ -325,8 +325,11 @@ class MirrorConnectorConfig:
     # -- client configs (Kafka's role-named helpers) --------------------------------------
     def _client(self, cluster_prefix: str, client_prefix: str, side_prefix: str, role: str) -> dict[str, str]:
         props = {k: v for k, v in _with_prefix(self.originals, cluster_prefix).items() if is_client_key(k)}
-        props.update(_with_prefix(self.originals, client_prefix))
-        props.update(_with_prefix(self.originals, side_prefix + client_prefix))
+        # MM2's own keys that start like a client prefix (admin.timeout.ms,
+        # consumer.poll.timeout.ms) are not client settings: librdkafka refuses unknown ones.
+        own = {k: v for k, v in self.originals.items() if k not in ALL_CONNECTOR_KEYS}
+        props.update(_with_prefix(own, client_prefix))
+        props.update(_with_prefix(own, side_prefix + client_prefix))
         user = props.get("client.id")
         label = f"{self.source_cluster_alias}->{self.target_cluster_alias}|{self.connector_name}|{role}"
         props["client.id"] = f"{user}|{label}" if user else label

@@ -48,6 +48,7 @@ from strom.connect.mirror.records import OffsetSync
 
 log = logging.getLogger(__name__)
 
+RETRY_BACKOFF_S = 5.0  # between attempts of a discovery or config sync that failed retriably
 PARTITION_CLUSTER = "cluster"
 PARTITION_TOPIC = "topic"
 PARTITION_PARTITION = "partition"
@@ -115,9 +116,11 @@ class MirrorSourceConnector(SourceConnector):
         self._source_admin = clients.admin_client(cfg.source_admin_config("source-admin"))
         self._target_admin = clients.admin_client(cfg.target_admin_config("target-admin"))
         self._offset_syncs_admin = clients.admin_client(cfg.offset_syncs_admin_config())
+        self._discovered = False
         try:
             self._create_offset_syncs_topic()
             self._refresh(first=True)
+            self._discovered = True
         except MirrorRetriableError as exc:
             log.warning("%s: initial topic discovery did not finish (%s); retrying in the background",
                         cfg.connector_name, exc)
@@ -160,20 +163,33 @@ class MirrorSourceConnector(SourceConnector):
         assert cfg is not None
         refresh, sync = cfg.refresh_topics_interval_s, cfg.sync_topic_configs_interval_s
         now = time.monotonic()
-        next_refresh = now + refresh if refresh > 0 else float("inf")
+        # Until the first discovery worked (the source or target was unreachable at start), it
+        # is retried every RETRY_BACKOFF_S whatever the refresh interval, refresh off included.
+        next_refresh = now + (refresh if refresh > 0 else float("inf"))
+        if not self._discovered:
+            next_refresh = now + RETRY_BACKOFF_S
         next_sync = now + sync if sync > 0 else float("inf")
         while not self._stop.wait(max(0.05, min(next_refresh, next_sync, now + 1.0) - time.monotonic())):
             now = time.monotonic()
+            step = "refresh"
             try:
                 if now >= next_refresh:
-                    next_refresh = now + refresh
+                    next_refresh = now + (refresh if refresh > 0 else float("inf"))
                     self._create_offset_syncs_topic()
                     self._refresh(first=False)
+                    self._discovered = True
                 if now >= next_sync:
+                    step = "sync"
                     next_sync = now + sync
                     self._sync_topic_configs()
             except MirrorRetriableError as exc:
-                log.warning("%s: %s; retrying at the next round", cfg.connector_name, exc)
+                # Back-pressure: an unreachable cluster delays the work, it never fails the connector.
+                retry = time.monotonic() + RETRY_BACKOFF_S
+                if step == "refresh":
+                    next_refresh = min(next_refresh, retry)
+                else:
+                    next_sync = min(next_sync, retry)
+                log.warning("%s: %s; retrying in %.0f s", cfg.connector_name, exc, RETRY_BACKOFF_S)
             except Exception as exc:  # the connector's own thread: report the failure, never die silently
                 log.exception("%s: background refresh failed", cfg.connector_name)
                 if self.context is not None:

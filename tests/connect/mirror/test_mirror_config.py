@@ -97,7 +97,8 @@ def test_client_configs_take_cluster_then_client_overrides() -> None:
     cfg = MirrorSourceConfig({"name": "m", "source.cluster.alias": "A", "target.cluster.alias": "B",
                               "source.cluster.bootstrap.servers": "a:1", "source.cluster.group.id": "ignored",
                               "consumer.fetch.min.bytes": "7", "source.consumer.fetch.min.bytes": "9",
-                              "target.cluster.bootstrap.servers": "b:1", "target.admin.request.timeout.ms": "3"})
+                              "target.cluster.bootstrap.servers": "b:1", "target.admin.request.timeout.ms": "3",
+                              "admin.timeout.ms": "2000", "consumer.poll.timeout.ms": "500"})
     consumer = cfg.source_consumer_config("replication-consumer")
     assert consumer["bootstrap.servers"] == "a:1" and consumer["fetch.min.bytes"] == "9"
     assert "group.id" not in consumer  # only client keys pass from source.cluster.*
@@ -105,6 +106,8 @@ def test_client_configs_take_cluster_then_client_overrides() -> None:
     assert consumer["client.id"] == "A->B|m|replication-consumer"
     admin = cfg.target_admin_config("target-admin")
     assert admin["bootstrap.servers"] == "b:1" and admin["request.timeout.ms"] == "3"
+    # MM2's own admin.timeout.ms / consumer.poll.timeout.ms are not client keys (librdkafka refuses them)
+    assert "timeout.ms" not in admin and "poll.timeout.ms" not in consumer
 
 
 def test_mm2_properties_flows_and_connector_configs() -> None:
