@@ -10,23 +10,20 @@ A metadata record value in ``__cluster_metadata`` is::
 
 Each record type is a dataclass with a ``SCHEMA`` tuple of :class:`F` field specs transcribed
 from Kafka's ``metadata/src/main/resources/common/metadata/*.json``; the generic codec of
-:mod:`strom.core.metadata.codec` walks the schema (every metadata record version is flexible).
+:mod:`strom.core.protocol.message_codec` walks the schema (every metadata record version is flexible).
 :func:`encode_record` / :func:`decode_record` are the public entry points. The raft control
-messages (LeaderChangeMessage, SnapshotHeader/FooterRecord) use the same codec without the
-frame (control record values are bare messages, Kafka's ``MessageUtil.toByteBuffer``).
+messages (LeaderChangeMessage, SnapshotHeader/FooterRecord) are the raft layer's own
+(:mod:`strom.core.raft.control_records`): the replicated log knows nothing of these types.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from strom.core.exceptions import CorruptMessageError
-
-# The codec's names are re-exported: the transaction-log records import them from here.
-from strom.core.metadata.codec import ALL, F, Message, Reader, read_struct, write_uvarint
+from strom.core.errors import CorruptMessageError
+from strom.core.protocol.message_codec import ALL, F, Message, Reader, read_struct, write_uvarint
 
 FRAME_VERSION = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -259,46 +256,3 @@ def decode_record(data: bytes | bytearray | memoryview) -> Message | UnknownReco
     if r.remaining:
         raise CorruptMessageError(f"found {r.remaining} byte(s) of garbage after {cls.__name__}")
     return msg
-
-
-# ---------------------------------------------------------------------------------------------
-# Raft control records (values of control batches; key = ControlRecordType v0)
-# ---------------------------------------------------------------------------------------------
-
-CONTROL_LEADER_CHANGE = 2
-CONTROL_SNAPSHOT_HEADER = 3
-CONTROL_SNAPSHOT_FOOTER = 4
-CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version (0), type
-
-
-def control_key(control_type: int) -> bytes:
-    return CONTROL_KEY.pack(0, control_type)
-
-
-@dataclass(frozen=True, slots=True)
-class Voter(Message):
-    voter_id: int = 0
-    SCHEMA: ClassVar[tuple[F, ...]] = (F("voter_id", "int32"),)
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderChangeMessage(Message):
-    version: int = 0
-    leader_id: int = -1
-    voters: list[Voter] = field(default_factory=list)
-    granting_voters: list[Voter] = field(default_factory=list)
-    SCHEMA: ClassVar[tuple[F, ...]] = (F("version", "int16"), F("leader_id", "int32"),
-                                       F("voters", Voter, array=True), F("granting_voters", Voter, array=True))
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotHeaderRecord(Message):
-    version: int = 0
-    last_contained_log_timestamp: int = 0
-    SCHEMA: ClassVar[tuple[F, ...]] = (F("version", "int16"), F("last_contained_log_timestamp", "int64"))
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotFooterRecord(Message):
-    version: int = 0
-    SCHEMA: ClassVar[tuple[F, ...]] = (F("version", "int16"),)

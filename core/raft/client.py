@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from strom.core.errors import CorruptMessageError, KafkaStorageError, NotLeaderOrFollowerError
-from strom.core.metadata.records import CONTROL_LEADER_CHANGE, LeaderChangeMessage, Voter, control_key
+from strom.core.raft.control_records import CONTROL_LEADER_CHANGE, LeaderChangeMessage, Voter, control_key
 from strom.core.raft.log import MetadataLogCorruptedError, RaftLog
 from strom.core.raft.quorum_state import ElectionState, QuorumStateStore
 from strom.core.raft.snapshot import SnapshotId, list_snapshots, read_snapshot_file, write_snapshot

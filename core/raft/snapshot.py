@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from strom.core.errors import CorruptMessageError
 from strom.core.log.checkpoint import fsync_dir
-from strom.core.metadata.records import (
+from strom.core.raft.control_records import (
     CONTROL_SNAPSHOT_FOOTER,
     CONTROL_SNAPSHOT_HEADER,
     SnapshotFooterRecord,

@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from strom.core.config import BrokerConfig
+from strom.core.controller.metadata_system import MetadataSystem
 from strom.core.controller.quorum_controller import CreatableTopic, QuorumController
 from strom.core.coordinator.group.coordinator import GroupCoordinator
 from strom.core.coordinator.producer_ids import ProducerIdManager
@@ -37,7 +38,6 @@ from strom.core.coordinator.txn.coordinator import TransactionCoordinator
 from strom.core.exceptions import KafkaError
 from strom.core.log.manager import LogManager
 from strom.core.metadata.image import MetadataImage
-from strom.core.metadata.system import MetadataSystem
 from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
 from strom.core.raft.client import RaftClient

@@ -36,8 +36,8 @@ from kio.schema.errors import ErrorCode
 from ref_fixtures import SHARED_BROKER_CONFIG, skip_without_java
 
 from strom.core.config import BrokerConfig
+from strom.core.controller.metadata_system import MetadataSystem
 from strom.core.metadata.bootstrap import format_storage, random_uuid
-from strom.core.metadata.system import MetadataSystem
 from strom.core.testing import BrokerProcess, wait_for
 
 TV = "transaction.version"

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from strom.core.config import BrokerConfig
+from strom.core.controller.metadata_system import MetadataSystem
 from strom.core.metadata.bootstrap import format_storage, random_uuid
-from strom.core.metadata.system import MetadataSystem
 
 LISTENERS = [("PLAINTEXT", "127.0.0.1", 9092, 0)]
 

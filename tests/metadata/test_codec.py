@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strom.core.exceptions import CorruptMessageError
-from strom.core.metadata.codec import ALL, F, Message
+from strom.core.errors import CorruptMessageError
+from strom.core.protocol.message_codec import ALL, F, Message
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from strom.core.config import BrokerConfig
+from strom.core.controller.metadata_system import MetadataSystem
 from strom.core.controller.quorum_controller import OP_SET, AlterConfigsResource, CreatableTopic
 from strom.core.metadata.bootstrap import (
     FormatError,
@@ -23,7 +24,6 @@ from strom.core.metadata.bootstrap import (
 from strom.core.metadata.features import FeatureError, parse_feature_levels
 from strom.core.metadata.image import TOPIC_RESOURCE
 from strom.core.metadata.records import FeatureLevelRecord
-from strom.core.metadata.system import MetadataSystem
 from strom.core.raft.client import METADATA_PARTITION_DIR
 from strom.core.raft.log import MetadataLogCorruptedError
 from strom.core.raft.snapshot import list_snapshots

@@ -9,13 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strom.core.exceptions import CorruptMessageError
-from strom.core.metadata.codec import Message
+from strom.core.errors import CorruptMessageError
 from strom.core.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     FeatureLevelRecord,
-    LeaderChangeMessage,
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -24,10 +22,11 @@ from strom.core.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
     UnknownRecord,
-    Voter,
     decode_record,
     encode_record,
 )
+from strom.core.protocol.message_codec import Message
+from strom.core.raft.control_records import LeaderChangeMessage, Voter
 
 i32 = st.integers(-(2**31), 2**31 - 1)
 i64 = st.integers(-(2**63), 2**63 - 1)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from strom.core.config import BrokerConfig
+from strom.core.controller.metadata_system import MetadataSystem
 from strom.core.controller.quorum_controller import CreatableTopic
 from strom.core.log.checkpoint import (
     CheckpointError,
@@ -24,7 +25,6 @@ from strom.core.log.checkpoint import (
     read_partition_metadata,
 )
 from strom.core.metadata.bootstrap import BOOTSTRAP_FILE, BootstrapFileError, read_bootstrap
-from strom.core.metadata.system import MetadataSystem
 from strom.core.raft.client import METADATA_PARTITION_DIR
 from strom.core.raft.log import MetadataLogCorruptedError, check_metadata_log, scan_metadata_log
 from strom.core.raft.quorum_state import ElectionState, QuorumStateError, QuorumStateStore

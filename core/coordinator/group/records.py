@@ -5,7 +5,7 @@ value as ``int16 version`` + value struct; the key version names the record type
 (OffsetCommitKey 0/1, GroupMetadataKey 2, ConsumerGroupMetadataKey 3, ... CurrentMemberAssignment
 8) and a null value is a tombstone. The schemas are transcribed from
 ``group-coordinator/src/main/resources/common/message/*.json`` as :class:`F` tuples of the
-generic codec (:mod:`strom.core.metadata.codec`). Keys are never flexible and values are
+generic codec (:mod:`strom.core.protocol.message_codec`). Keys are never flexible and values are
 flexible from the version ``FLEXIBLE`` names on (OffsetCommitValue and GroupMetadataValue from
 v4, the KIP-848 values from v0); the codec picks the wire format per version.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from strom.core.errors import CorruptMessageError
-from strom.core.metadata.codec import ALL, NEVER, F, Message
+from strom.core.protocol.message_codec import ALL, NEVER, F, Message
 
 ZERO_UUID = uuid.UUID(int=0)
 _I16 = struct.Struct(">h")

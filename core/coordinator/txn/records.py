@@ -7,7 +7,7 @@ Schemas from Kafka's ``transaction-coordinator/src/main/resources/common/message
   NextProducerId, ClientTransactionVersion).
 
 Both are written as Kafka does: an int16 version, then the struct. The generic codec of
-:mod:`strom.core.metadata.codec` reads and writes every version; every state change of a
+:mod:`strom.core.protocol.message_codec` reads and writes every version; every state change of a
 transaction (three per transaction) writes a v1 value, so :func:`encode_metadata_value` packs that
 one straight from the coordinator's state with a few ``struct`` calls (a property test checks it
 against the codec byte for byte). v0 values (written by Kafka before transaction version 2) decode
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from strom.core.errors import CorruptMessageError
-from strom.core.metadata.codec import ALL, NEVER, F, Message
 from strom.core.protocol.codec import encode_uvarint
+from strom.core.protocol.message_codec import ALL, NEVER, F, Message
 
 KEY_VERSION = 0
 VALUE_VERSION = 1

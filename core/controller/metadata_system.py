@@ -1,5 +1,9 @@
 """MetadataSystem: the KRaft metadata path of one node, wired and ready for the broker.
 
+It assembles the raft client, the metadata loader and the QuorumController (Kafka's
+``SharedServer`` with the ``ControllerServer``'s controller), so it sits at the controller's
+layer, above both ``strom.core.metadata`` and ``strom.core.raft``: raft < metadata < controller.
+
 Usage (on the broker's event loop)::
 
     system = MetadataSystem.open(config)          # reads meta.properties, opens the log

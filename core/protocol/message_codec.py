@@ -3,9 +3,12 @@
 A message type is a dataclass with a ``SCHEMA`` tuple of :class:`F` field specs transcribed from
 Kafka's JSON message definitions; :meth:`Message.encode` / :meth:`Message.decode` walk it, so
 versions, nullability and tagged fields follow the JSON exactly. The same walker serves the
-KRaft metadata records (:mod:`strom.core.metadata.records`), the ``__consumer_offsets`` records
+KRaft control records (:mod:`strom.core.raft.control_records`), the KRaft metadata records
+(:mod:`strom.core.metadata.records`), the ``__consumer_offsets`` records
 (:mod:`strom.core.coordinator.group.records`) and the ``__transaction_state`` records
-(:mod:`strom.core.coordinator.txn.records`).
+(:mod:`strom.core.coordinator.txn.records`). It lives in the protocol layer, below all of them,
+as Kafka's ``Message``/``MessageUtil`` live in ``org.apache.kafka.common.protocol``: the raft
+layer encodes its control records with it and knows nothing of metadata record types.
 
 Kafka has two encodings of a message body, chosen per version by the schema's
 ``flexibleVersions`` (:attr:`Message.FLEXIBLE` is the first flexible version):
@@ -29,7 +32,7 @@ from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter
 from typing import Any, ClassVar, NamedTuple, Self
 
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError
 
 ALL = (0, 32767)
 NEVER = 32767  # a version no schema reaches: "flexibleVersions": "none"
