@@ -649,24 +649,29 @@ class UnifiedLog:
         first, as Kafka's ``deletableSegments`` does.
         """
         deleted = 0
-        while True:
-            try:
+        try:
+            while True:
                 with self._lock:
                     if self.closed or self.offline_reason is not None:
                         return deleted
                     seg = self._first_deletable(predicate)
                     if seg is None:
-                        return deleted
+                        break
                     if seg is self._local.active_segment:
                         self._roll(None)  # Kafka rolls before deleting an expired active segment
                     self._local.remove_segment(seg)
                     self._log_start = max(self._log_start, self._local.segments[0].base_offset)
                     self.epoch_cache.truncate_from_start(self._log_start)
-                    self.producer_state.delete_snapshots_before(self._log_start)
                 self._local.delete_segment_files(seg)
-            except OSError as e:
-                raise self._storage_error("deleting segments of", e) from None
-            deleted += 1
+                deleted += 1
+            if deleted:
+                with self._lock:
+                    # Once per pass: it lists the directory (loading ignores snapshots below
+                    # the log start meanwhile).
+                    self.producer_state.delete_snapshots_before(self._log_start)
+        except OSError as e:
+            raise self._storage_error("deleting segments of", e) from None
+        return deleted
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: by age (largest timestamp), by size, and below the log start; returns count."""
