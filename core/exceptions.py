@@ -1,14 +1,17 @@
-"""Errors of the broker.
+"""Errors of the broker: the roots every broker error derives from.
 
-:class:`KafkaError` subclasses map one-to-one onto Kafka's protocol error codes (kio's
-``ErrorCode``): each has ``errno`` (the code) and ``retriable``, and :func:`for_code` finds the
-class of a code. Raising one inside a request handler makes the handler answer with that code.
-:class:`ConfigError` is a bad configuration value; it names the key and what is accepted.
+:class:`KafkaError` is the base of the exceptions that map one-to-one onto Kafka's protocol error
+codes (kio's ``ErrorCode``); the class of each code (``errno``, ``retriable``, and
+:func:`~strom.core.errors.for_code` to find it) is generated into :mod:`strom.core.errors`,
+which imports this base. Import those classes from there: this module imports nothing of it,
+so the dependency points one way. Raising one inside a request handler makes the handler answer
+with that code. :class:`ConfigError` is a bad configuration value; it names the key and what is
+accepted.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode
 
@@ -88,20 +91,3 @@ class KafkaError(BrokerError):
 class CorruptSnapshotError(BrokerError):
     """A producer-state snapshot file fails its length or CRC check (Kafka's
     CorruptSnapshotException); the log rebuilds the producer state from the segments instead."""
-
-
-# Every Kafka error class stays importable from here, as it was when this module built them; the
-# classes live in the generated strom.core.errors, which imports KafkaError from this module, so
-# they are re-exported lazily (PEP 562) and, for type checkers, under TYPE_CHECKING.
-if TYPE_CHECKING:
-    from strom.core.errors import *  # noqa: F403
-    from strom.core.errors import for_code as for_code
-
-
-def __getattr__(name: str) -> object:
-    from strom.core import errors
-
-    try:
-        return getattr(errors, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

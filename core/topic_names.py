@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from strom.core.exceptions import InvalidTopicError
+from strom.core.errors import InvalidTopicError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import replace
 from types import MappingProxyType
 
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError
 from strom.core.metadata.image import (
     TOPIC_RESOURCE,
     BrokerRegistration,

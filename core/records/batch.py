@@ -28,7 +28,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError
 
 Buffer = bytes | bytearray | memoryview
 

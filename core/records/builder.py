@@ -27,7 +27,7 @@ from typing import NamedTuple, overload
 
 import crc32c
 
-from strom.core.exceptions import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
+from strom.core.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
 from strom.core.records import codecs
 from strom.core.records.batch import (
     ATTRIBUTES_OFFSET,

@@ -32,7 +32,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from strom.core.exceptions import CorruptMessageError, UnsupportedCompressionTypeError
+from strom.core.errors import CorruptMessageError, UnsupportedCompressionTypeError
 
 Buffer = bytes | bytearray | memoryview
 

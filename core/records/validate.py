@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 import crc32c
 
-from strom.core.exceptions import (
+from strom.core.errors import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from strom.core.config import BrokerConfig, LogConfig
-from strom.core.exceptions import KafkaStorageError, LogDirLockedError, UnknownTopicOrPartitionError
+from strom.core.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from strom.core.exceptions import LogDirLockedError
 from strom.core.log.dir_lock import DirLock
 from strom.core.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from strom.core.metadata.image import MetadataImage, PartitionRegistration, TopicImage

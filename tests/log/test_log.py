@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from strom.core.exceptions import OffsetOutOfRangeError, RecordListTooLargeError
+from strom.core.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from strom.core.log.log import Log
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import SimpleRecord

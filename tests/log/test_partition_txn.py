@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from strom.core.config import LogConfig
-from strom.core.exceptions import NotLeaderOrFollowerError
+from strom.core.errors import NotLeaderOrFollowerError
 from strom.core.log.log import Log
 from strom.core.log.producer_state import InvalidProducerEpochError
 from strom.core.records.builder import SimpleRecord, build_batch, decode_records

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from strom.core.config import LogConfig
-from strom.core.exceptions import InvalidRecordError
+from strom.core.errors import InvalidRecordError
 from strom.core.log.log import Log, LogAppendInfo
 from strom.core.log.producer_state import (
     InvalidProducerEpochError,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from strom.core.exceptions import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
+from strom.core.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
 from strom.core.records import batch as batch_mod
 from strom.core.records.batch import BATCH_OVERHEAD, BatchHeader, iter_headers, read_header
 from strom.core.records.builder import (

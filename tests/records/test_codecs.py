@@ -12,7 +12,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strom.core.exceptions import CorruptMessageError, UnsupportedCompressionTypeError
+from strom.core.errors import CorruptMessageError, UnsupportedCompressionTypeError
 from strom.core.records import codecs
 
 ALL = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]

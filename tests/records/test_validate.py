@@ -8,7 +8,7 @@ import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from strom.core.exceptions import (
+from strom.core.errors import (
     CorruptMessageError,
     InvalidRecordError,
     InvalidTimestampError,

@@ -26,7 +26,7 @@ from kio.static.primitive import i16, i32, i64
 from strom.core.coordinator.group import records as R
 from strom.core.coordinator.group.consumer_group import ConsumerGroup, HeartbeatRequest
 from strom.core.coordinator.group.consumer_group_member import MemberState, normalize
-from strom.core.exceptions import CorruptMessageError, KafkaError
+from strom.core.errors import CorruptMessageError, KafkaError
 from strom.core.testing import BrokerProcess
 
 STALE = ErrorCode.stale_member_epoch

@@ -22,7 +22,7 @@ from strom.core.coordinator.group import consumer_group_service as service
 from strom.core.coordinator.group import records as R
 from strom.core.coordinator.group.consumer_group import STABLE, ConsumerGroup, HeartbeatRequest
 from strom.core.coordinator.group.consumer_group_member import MemberState, normalize
-from strom.core.exceptions import KafkaError, for_code
+from strom.core.errors import KafkaError, for_code
 
 
 @dataclass

@@ -13,8 +13,7 @@ from kio.schema.errors import ErrorCode
 from strom.core.coordinator.txn import records, state
 from strom.core.coordinator.txn.records import TransactionLogValue, TxnPartitions
 from strom.core.coordinator.txn.state import TransactionMetadata, TxnState
-from strom.core.errors import KafkaError
-from strom.core.exceptions import CorruptMessageError
+from strom.core.errors import CorruptMessageError, KafkaError
 
 NOW = 1_700_000_000_000
 
