@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -63,9 +63,13 @@ from strom.core.errors import (
 )
 
 if TYPE_CHECKING:
+    import pluggy
+
+    from strom.core.config import BrokerConfig
     from strom.core.coordinator.group.consumer_group import CommitPartitionValidator
     from strom.core.coordinator.runtime import CoordinatorRuntime
-    from strom.core.server.broker import Broker
+    from strom.core.metadata.image import MetadataImage
+    from strom.core.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +116,26 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class GroupCoordinatorHost(Protocol):
+    """What the group coordinator uses of the node it runs in (the broker satisfies it): the
+    config, the metadata image (topics, ids), the replica manager (is this node the leader of a
+    group's partition) and the plugin manager (the KIP-848 assignors). The node's transaction
+    coordinator, when it has one, is looked up as ``txn_coordinator`` (FindCoordinator)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def plugin_manager(self) -> pluggy.PluginManager: ...
+
+
 class GroupCoordinator:
     """Owns the groups and offsets of ``__consumer_offsets`` (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: GroupCoordinatorHost) -> None:
         self.broker = broker
         self.runtime: CoordinatorRuntime | None = None
         self.num_partitions = broker.config.offsets_topic_num_partitions

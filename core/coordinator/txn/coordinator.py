@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -52,7 +52,10 @@ from strom.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from strom.core.server.broker import Broker
+    from strom.core.config import BrokerConfig
+    from strom.core.coordinator.producer_ids import ProducerIdManager
+    from strom.core.metadata.image import MetadataImage
+    from strom.core.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +79,25 @@ async def _periodically(interval_ms: Callable[[], int], task: Callable[[], Await
             log.exception("%s failed", what)
 
 
+class TransactionCoordinatorHost(Protocol):
+    """What the transaction coordinator uses of the node it runs in (the broker satisfies it):
+    the config, the metadata image (``transaction.version``), the replica manager (leadership of
+    ``__transaction_state`` partitions) and the producer id manager."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def producer_ids(self) -> ProducerIdManager: ...
+
+
 class TransactionCoordinator:
     """Owns every transactional id whose ``__transaction_state`` partition this broker leads."""
 
-    def __init__(self, broker: Broker, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, broker: TransactionCoordinatorHost, clock: Callable[[], int] = now_ms) -> None:
         self.broker = broker
         self.clock = clock
         self.runtime: Any = None
