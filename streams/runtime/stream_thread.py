@@ -346,7 +346,7 @@ class StreamThread(threading.Thread):
               partition: int = -1, timestamp: int = 0, headers: Headers = None) -> None:
         """``produce`` with back-pressure: a full queue is waited out (serving delivery reports)
         within task.timeout.ms, never passed on as the record's failure."""
-        hdrs = list(headers) if headers else None
+        hdrs: list[tuple[str, str | bytes | None]] | None = [(k, v) for k, v in headers] if headers else None
         wait: _Wait | None = None
         while True:
             try:

@@ -260,7 +260,9 @@ class TopologyRuntime:
         if self.cache_max_entries <= 0 or isinstance(store, CachedKeyValueStoreFacade):
             return store
         cached = CachedKeyValueStoreFacade(store, self.cache_max_entries, listener)
-        self.stores[name] = cached  # every later reader (joins, queries) reads through the cache
+        # every later reader (joins, queries) reads through the cache; the cache offers the
+        # facade's interface without subclassing it (processor/stores.py)
+        self.stores[name] = cached  # type: ignore[assignment]
         self.caches.append(cached)
         return cached
 

@@ -173,7 +173,9 @@ class CountsReader:
     def poll(self) -> dict[str, int]:
         for m in self.consumer.consume(2000, 0.5):
             if m.error() is None:
-                self.last[(m.key() or b"").decode()] = LONG.deserialize(self.topic, m.value())
+                n = LONG.deserialize(self.topic, m.value())
+                assert n is not None, "a count is never a tombstone"
+                self.last[(m.key() or b"").decode()] = n
         return self.last
 
     def close(self) -> None:

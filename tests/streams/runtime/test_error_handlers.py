@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from wordcount_app import create_topics
+from wordcount_app import create_topics, read_records
 
 from strom.core.testing import BrokerProcess, wait_for
 from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder, Topology
@@ -38,18 +38,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def _read(bootstrap: str, topic: str, until: Callable[[list[Any]], bool], timeout: float = 45.0) -> list[Any]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and not until(out):
-            out.extend(m for m in c.consume(500, 0.3) if m.error() is None)
-    finally:
-        c.close()
-    return out
+    return read_records(bootstrap, topic, until, timeout)
 
 
 def _read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
@@ -66,9 +55,10 @@ def _read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]
         while pending:
             assert time.monotonic() < deadline, f"{topic} not read to its end within {timeout}s"
             for m in c.consume(500, 0.3):
-                if m.error() is None:
+                err = m.error()
+                if err is None:
                     out.append(m)
-                elif m.error().code() == KafkaError._PARTITION_EOF:
+                elif err.code() == KafkaError._PARTITION_EOF:
                     pending.discard(m.partition())
     finally:
         c.close()
@@ -82,8 +72,14 @@ def _setup(broker: BrokerProcess) -> tuple[str, str, str, str]:
     return src, out, dlq, f"eh-{tag}"
 
 
+def _long(v: int) -> bytes:
+    raw = LONG.serialize("", v)
+    assert raw is not None
+    return raw
+
+
 def _values(n: int, poison: dict[int, bytes]) -> list[bytes]:
-    return [poison.get(i, LONG.serialize("", i + 1)) for i in range(n)]
+    return [poison.get(i, _long(i + 1)) for i in range(n)]
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
@@ -92,7 +88,7 @@ def test_log_and_continue_with_dead_letters(broker: BrokerProcess, tmp_path: Pat
     the DLQ with Kafka's headers, and every other record's output is there exactly once."""
     src, out, dlq, app_id = _setup(broker)
     n = 60
-    values = _values(n, {10: b"bad", 30: LONG.serialize("", 0)})
+    values = _values(n, {10: b"bad", 30: _long(0)})
     _produce(broker.bootstrap, src, values)
     app = KafkaStreams(_build(src, out), {
         "application.id": app_id, "bootstrap.servers": broker.bootstrap, "processing.guarantee": guarantee,
@@ -135,7 +131,7 @@ def test_dead_letter_of_a_failing_record_is_kept(broker: BrokerProcess, tmp_path
     (read_committed) under both guarantees: the aborted transaction does not take it along
     (issue 28: under exactly_once_v2 it was written inside the transaction the failure aborts)."""
     src, out, dlq, app_id = _setup(broker)
-    _produce(broker.bootstrap, src, _values(10, {4: LONG.serialize("", 0)}))
+    _produce(broker.bootstrap, src, _values(10, {4: _long(0)}))
     app = KafkaStreams(_build(src, out), {
         "application.id": app_id, "bootstrap.servers": broker.bootstrap, "processing.guarantee": guarantee,
         "commit.interval.ms": 100, "state.dir": str(tmp_path), "errors.dead.letter.queue.topic.name": dlq},
@@ -214,7 +210,7 @@ def test_log_and_fail_names_the_record(broker: BrokerProcess, tmp_path: Path) ->
 
 def test_processing_error_fails_by_default(broker: BrokerProcess, tmp_path: Path) -> None:
     src, out, _, app_id = _setup(broker)
-    _produce(broker.bootstrap, src, _values(10, {4: LONG.serialize("", 0)}))
+    _produce(broker.bootstrap, src, _values(10, {4: _long(0)}))
     app = KafkaStreams(_build(src, out), {
         "application.id": app_id, "bootstrap.servers": broker.bootstrap, "state.dir": str(tmp_path)},
         log=lambda line: None)
@@ -233,7 +229,7 @@ def test_production_handler_skips_oversize_output(broker: BrokerProcess, tmp_pat
     CONTINUE, the record goes to the DLQ, the rest is produced."""
     src, out, dlq, app_id = _setup(broker)
     n = 30
-    _produce(broker.bootstrap, src, _values(n, {12: LONG.serialize("", 999)}))
+    _produce(broker.bootstrap, src, _values(n, {12: _long(999)}))
     seen: list[ErrorContext] = []
 
     def handler(ctx: ErrorContext) -> HandlerResponse:

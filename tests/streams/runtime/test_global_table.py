@@ -8,8 +8,8 @@ import time
 import uuid
 from pathlib import Path
 
-from test_error_handlers import _read
-from wordcount_app import create_topics
+from wordcount_app import create_topics, kv_store
+from wordcount_app import read_records as _read
 
 from strom.core.testing import BrokerProcess
 from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder, Topology
@@ -60,22 +60,22 @@ def test_stream_global_table_joins(broker: BrokerProcess, tmp_path: Path) -> Non
         got_inner = _read(broker.bootstrap, inner, lambda r: len(r) >= len(want_inner))
         got_left = _read(broker.bootstrap, left, lambda r: len(r) >= len(want_left))
         # the table was complete before the first order was joined: every lookup hit
-        assert {m.key().decode(): m.value().decode() for m in got_inner} == want_inner
+        assert {(m.key() or b"").decode(): (m.value() or b"").decode() for m in got_inner} == want_inner
         assert len(got_inner) == len(want_inner)
-        assert {m.key().decode(): m.value().decode() for m in got_left} == want_left
+        assert {(m.key() or b"").decode(): (m.value() or b"").decode() for m in got_left} == want_left
         assert app.global_thread is not None and app.global_thread.restored == 52
         # interactive query on the global store
-        store = app.store("customers-store")
+        store = kv_store(app, "customers-store")
         assert store.get("c3") == "renamed3" and store.get("c4") is None
         # kept up to date: a new customer, then an order for it
         _produce(broker.bootstrap, customers, [("c55", "late55")])
-        view = app.store("customers-store")
+        view = kv_store(app, "customers-store")
         deadline = time.monotonic() + 20
         while view.get("c55") is None and time.monotonic() < deadline:
             time.sleep(0.1)
         _produce(broker.bootstrap, orders, [("o-late", "c55:x")])
         more = _read(broker.bootstrap, inner, lambda r: len(r) > len(want_inner))
-        assert {m.key().decode(): m.value().decode() for m in more}["o-late"] == "c55:x|late55"
+        assert {(m.key() or b"").decode(): (m.value() or b"").decode() for m in more}["o-late"] == "c55:x|late55"
         assert app.state() is State.RUNNING, app.errors()
     finally:
         assert app.close(30)
@@ -90,8 +90,8 @@ def test_stream_global_table_joins(broker: BrokerProcess, tmp_path: Path) -> Non
     app2.start()
     try:
         assert app2.global_thread is not None and app2.global_thread.restored == 2
-        assert app2.store("customers-store").get("c56") == "late56"
-        assert app2.store("customers-store").get("c10") == "name10"
+        assert kv_store(app2, "customers-store").get("c56") == "late56"
+        assert kv_store(app2, "customers-store").get("c10") == "name10"
     finally:
         assert app2.close(30)
 
@@ -131,7 +131,7 @@ def test_poison_record_in_global_topic(broker: BrokerProcess, tmp_path: Path) ->
     app.start()
     try:
         assert app.global_thread is not None
-        store = app.store("customers-store")
+        store = kv_store(app, "customers-store")
         assert store.get("c0") == "ok0" and store.get("c2") == "ok2" and store.get("c1") is None
         errors = app.global_thread.runtime.errors
         assert errors is not None and errors.skipped[ErrorKind.DESERIALIZATION] == 1

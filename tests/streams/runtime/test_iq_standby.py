@@ -14,7 +14,16 @@ from typing import Any
 
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
-from wordcount_app import build, create_topics, expected_counts, make_lines, produce_lines, read_counts
+from wordcount_app import (
+    RUNNER,
+    build,
+    create_topics,
+    expected_counts,
+    kv_store,
+    make_lines,
+    produce_lines,
+    read_counts,
+)
 
 from strom.core.testing import BrokerProcess
 from strom.partitioner import murmur2_partition
@@ -85,7 +94,7 @@ def test_interactive_queries_two_instances(broker: BrokerProcess, tmp_path: Path
         want = expected_counts(lines)
         produce_lines(broker.bootstrap, text, lines)
         assert read_counts(broker.bootstrap, counts, want) == want
-        stores = [a.store("word-counts") for a in apps]
+        stores = [kv_store(a, "word-counts") for a in apps]
         assert all(isinstance(s, ReadOnlyKeyValueStore) for s in stores)
         assert _wait(lambda: {**dict(stores[0].all()), **dict(stores[1].all())} == want)
         # every instance agrees on each key's owner, and the owner is the one holding it
@@ -199,9 +208,10 @@ def test_standby_failover_restores_only_the_remainder(broker: BrokerProcess, tmp
         size = _changelog_size(broker.bootstrap, changelog, parts)
         assert size > 2000, size
         # a keeps warm copies of b's count tasks, caught up with their changelogs
-        assert a.standbys is not None
-        assert _wait(lambda: set(a.standbys.stats()) == b_store_tasks
-                     and sum(a.standbys.stats().values()) >= size, 60), (a.standbys.stats(), size)
+        a_standbys = a.standbys
+        assert a_standbys is not None
+        assert _wait(lambda: set(a_standbys.stats()) == b_store_tasks
+                     and sum(a_standbys.stats().values()) >= size, 60), (a_standbys.stats(), size)
         assert b.standbys is not None and {t for t in b.standbys.stats()} == {t for t in _tasks(a)
                                                                                if t.startswith("1_")}
         assert b.close(30)
@@ -231,7 +241,7 @@ def test_standby_takeover_after_kill9_exactly_once(broker: BrokerProcess, tmp_pa
     tag = uuid.uuid4().hex[:8]
     text, counts, app_id = f"text-{tag}", f"counts-{tag}", f"sk-{tag}"
     create_topics(broker.bootstrap, (text, 4), (counts, 4))
-    script = Path(__file__).parent / "run_wordcount.py"
+    script = RUNNER
     proc = subprocess.Popen([sys.executable, str(script), broker.bootstrap, text, counts, app_id,
                              str(tmp_path / "b"), "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     a = KafkaStreams(build(text, counts), {
@@ -249,11 +259,12 @@ def test_standby_takeover_after_kill9_exactly_once(broker: BrokerProcess, tmp_pa
         assert read_counts(broker.bootstrap, counts, expected_counts(first)) == expected_counts(first)
         b_tasks = {f"1_{p}" for p in range(4)} - _tasks(a)
         assert len(b_tasks) == 2
-        assert a.standbys is not None
+        a_standbys = a.standbys
+        assert a_standbys is not None
         size = _changelog_size(broker.bootstrap, f"{app_id}-word-counts-changelog",
                                [int(t[2:]) for t in b_tasks])
-        assert _wait(lambda: set(a.standbys.stats()) == b_tasks
-                     and sum(a.standbys.stats().values()) >= size * 0.9, 60), (a.standbys.stats(), size)
+        assert _wait(lambda: set(a_standbys.stats()) == b_tasks
+                     and sum(a_standbys.stats().values()) >= size * 0.9, 60), (a_standbys.stats(), size)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         produce_lines(broker.bootstrap, text, second)

@@ -10,7 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from wordcount_app import build, create_topics, expected_counts, make_lines, produce_lines, read_counts
+from wordcount_app import (
+    RUNNER,
+    build,
+    create_topics,
+    expected_counts,
+    kv_store,
+    make_lines,
+    produce_lines,
+    read_counts,
+)
 
 from strom.core.testing import BrokerProcess
 from strom.streams import KafkaStreams, StreamsError
@@ -53,7 +62,7 @@ def test_wordcount_exact(broker: BrokerProcess, tmp_path: Path, guarantee: str) 
             # and the cache did its job: fewer updates than input words
             assert sum(len(h) for h in history.values()) < sum(expected.values())
         # interactive queries: the local store agrees once its last updates are processed
-        store = app.store("word-counts")
+        store = kv_store(app, "word-counts")
         assert _wait(lambda: dict(store.all()) == expected)
         word = sorted(expected)[0]
         assert store.get(word) == expected[word]
@@ -146,7 +155,7 @@ def test_kill9_mid_stream_exactly_once(broker: BrokerProcess, tmp_path: Path) ->
     lines = make_lines(6000, seed=3)
     expected = expected_counts(lines)
     produce_lines(broker.bootstrap, text, lines[:4000])
-    script = Path(__file__).parent / "run_wordcount.py"
+    script = RUNNER
     args = [sys.executable, str(script), broker.bootstrap, text, counts, app_id, str(tmp_path)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -69,7 +69,9 @@ def read_until(bootstrap: str, topic: str, done: Any, timeout: float = 120.0) ->
         while time.monotonic() < deadline and not done(last):
             for m in c.consume(1000, 0.5):
                 if not m.error():
-                    last[(m.key() or b"").decode()] = LONG.deserialize(topic, m.value())
+                    n = LONG.deserialize(topic, m.value())
+                    assert n is not None, "a count is never a tombstone"
+                    last[(m.key() or b"").decode()] = n
     finally:
         c.close()
     return last

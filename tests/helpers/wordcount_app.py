@@ -1,17 +1,23 @@
-"""The issue's word count, shared by the runtime tests and their subprocess script."""
+"""The issue's word count, shared by the streams runtime tests and their subprocess script
+(``RUNNER``, run_wordcount.py beside this module)."""
 
 from __future__ import annotations
 
 import collections
 import random
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.streams import Consumed, Produced, Serdes, StreamsBuilder, Topology
+from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder, Topology
+from strom.streams.runtime import ReadOnlyKeyValueStore
 
+#: the script that runs the word count as a process of its own (for kill -9 tests)
+RUNNER = Path(__file__).with_name("run_wordcount.py")
 LONG = Serdes.long()
 WORDS = [f"w{i:03d}" for i in range(60)]
 
@@ -25,6 +31,30 @@ def build(input_topic: str, output_topic: str) -> Topology:
         .to_stream()
         .to(output_topic, Produced.with_(Serdes.string(), Serdes.long())))
     return builder.build()
+
+
+def kv_store(app: KafkaStreams, name: str) -> ReadOnlyKeyValueStore:
+    """The key-value view of store ``name`` (``store()`` answers with the view of its kind)."""
+    store = app.store(name)
+    assert isinstance(store, ReadOnlyKeyValueStore), store
+    return store
+
+
+def read_records(bootstrap: str, topic: str, until: Callable[[list[Message]], bool],
+                 timeout: float = 45.0) -> list[Message]:
+    """Records of ``topic`` (read_committed, from the beginning) until ``until(records)`` or timeout."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.time_ns()}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not until(out):
+            out.extend(m for m in c.consume(500, 0.3) if m.error() is None)
+    finally:
+        c.close()
+    return out
 
 
 def create_topics(bootstrap: str, *topics: tuple[str, int]) -> None:

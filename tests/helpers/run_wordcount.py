@@ -5,6 +5,7 @@ Args: bootstrap text counts app state_dir [num.standby.replicas].
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -12,8 +13,12 @@ from wordcount_app import build
 
 from strom.streams import KafkaStreams
 
+log = logging.getLogger("run_wordcount")
+
 
 def main() -> None:
+    # the runtime logs through logging; the tests read these lines from the process's output
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     bootstrap, text, counts, app_id, state_dir = sys.argv[1:6]
     standbys = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     app = KafkaStreams(build(text, counts), {
@@ -23,11 +28,11 @@ def main() -> None:
         # no record cache: the kill tests check that every single update is committed once
         "statestore.cache.max.bytes": 0})
     app.start()
-    print("started", flush=True)
+    log.info("started")
     while True:
         time.sleep(0.5)
         if app.state().value == "ERROR":
-            print("ERROR", app.errors(), flush=True)
+            log.error("ERROR %r", app.errors())
             sys.exit(1)
 
 
