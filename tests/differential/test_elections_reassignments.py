@@ -285,6 +285,7 @@ def tool_outputs(jar: Path, bootstrap: str, topic: str, workdir: Path) -> list[t
     return [(rc, re.sub(r'"log_dirs":\["[^"]*"\]', '"log_dirs":[<dir>]', out)) for rc, out in runs]
 
 
+@pytest.mark.slow  # 21 s on the 2-CPU machine: one JVM per Kafka tool run, on both brokers
 def test_kafka_tools(strom: HasBootstrap, kafka: KafkaRef, tmp_path: Path) -> None:
     """kafka-leader-election.sh (preferred and unclean, all partitions and one) and
     kafka-reassign-partitions.sh (--list, --execute with the current and with an unknown broker)

@@ -803,6 +803,7 @@ def test_no_scenario_crashed(broker: str, observations: tuple[Seen, Seen]) -> No
     assert (ours if broker == "strom" else theirs)["crashed"] == []
 
 
+@pytest.mark.slow  # its fixture crashes and restarts both brokers once: 31 s on the 2-CPU machine
 @pytest.mark.parametrize("case", CRASH_CASES)
 def test_crash_matches_kafka(case: str, crash_observations: tuple[Seen, Seen]) -> None:
     test_matches_kafka(case, crash_observations)

@@ -265,6 +265,7 @@ def test_epoch_grows_with_other_metadata(pair: Pair) -> None:
         assert after.levels == before.levels
 
 
+@pytest.mark.slow  # 23 s on the 2-CPU machine: restarts of both brokers
 def test_levels_survive_restarts(pair: Pair) -> None:
     """kill -9 right after an upgrade, then a clean stop after a downgrade, on both brokers."""
     for node in pair:
