@@ -7,7 +7,8 @@ stops and, within a bounded time, the last count per word on ``counts`` (read_co
 be exactly the count of the words on ``text`` under exactly_once_v2, and never below it under
 at_least_once. The application must not have died or gone to ERROR, and no record may have
 been handed to the production exception handler: a full producer queue or an unreachable
-broker is back-pressure, not a record error.
+broker is back-pressure, not a record error. While the broker is frozen the application reports
+REBALANCING (not RUNNING) at some point and logs a WARNING naming what it waits for.
 
 The application starts with a backlog of input, its producer queue is kept small (2,000
 messages) and its record cache off, so that an outage of a few seconds fills the queue, as 1.2
@@ -236,14 +237,20 @@ class Outage:
         time.sleep(self.rng.uniform(DOWN_S[0], DOWN_S[1]))  # the outage itself: the broker is down
         self.broker.start()
 
-    def stall(self) -> None:
+    def stall(self) -> set[State]:
+        """SIGSTOP the broker for longer than request.timeout.ms; the application's states meanwhile."""
         assert self.broker.proc is not None
         pgid = self.broker.proc.pid
+        seen: set[State] = set()
         os.killpg(pgid, signal.SIGSTOP)
         try:
-            time.sleep(STALL_S)  # the outage itself: a broker frozen for longer than request.timeout.ms
+            end = time.monotonic() + STALL_S  # the outage itself: the broker frozen
+            while time.monotonic() < end:
+                seen.add(self.app.state())
+                time.sleep(0.1)  # sampling the state while the outage lasts
         finally:
             os.killpg(pgid, signal.SIGCONT)
+        return seen
 
     def finish_and_check(self, reader: CountsReader) -> None:
         """Stops the input, then waits (bounded) for the counts to catch up with it."""
@@ -320,7 +327,11 @@ def test_wordcount_survives_broker_stalls(outage_broker: BrokerProcess, tmp_path
     try:
         reader = run.start()
         for _ in range(STALLS):
-            run.stall()
+            seen = run.stall()
+            # stuck behind the frozen broker, the application does not claim to be RUNNING
+            # throughout, and says what it waits for
+            assert State.REBALANCING in seen, seen
+            assert any("WARN" in line and "waiting for" in line for line in run.lines), run.lines[-5:]
             run.pause()
         run.finish_and_check(reader)
     finally:
