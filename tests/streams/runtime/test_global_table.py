@@ -4,14 +4,13 @@ source topic with a checkpoint."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
 from wordcount_app import create_topics, kv_store
 from wordcount_app import read_records as _read
 
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, wait_for
 from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder, Topology
 from strom.streams.runtime import State
 from strom.streams.state.checkpoint import read_checkpoint
@@ -70,9 +69,7 @@ def test_stream_global_table_joins(broker: BrokerProcess, tmp_path: Path) -> Non
         # kept up to date: a new customer, then an order for it
         _produce(broker.bootstrap, customers, [("c55", "late55")])
         view = kv_store(app, "customers-store")
-        deadline = time.monotonic() + 20
-        while view.get("c55") is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: view.get("c55") is not None, 20, "the global store to get the new customer")
         _produce(broker.bootstrap, orders, [("o-late", "c55:x")])
         more = _read(broker.bootstrap, inner, lambda r: len(r) > len(want_inner))
         assert {(m.key() or b"").decode(): (m.value() or b"").decode() for m in more}["o-late"] == "c55:x|late55"
