@@ -24,15 +24,24 @@ def main() -> int:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])[TOPIC].result(30)
         print(f"created topic {TOPIC!r} with 3 partitions")
+        del admin  # release its connections now, not after the broker has stopped
 
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "acks": "all"})
         start = time.perf_counter()
         for i in range(RECORDS):
-            producer.produce(TOPIC, key=f"key-{i % 100}".encode(), value=b"x" * 100)
+            while True:
+                try:
+                    producer.produce(TOPIC, key=f"key-{i % 100}".encode(), value=b"x" * 100)
+                    break
+                except BufferError:
+                    # librdkafka's local queue is full: a full buffer is back-pressure, so serve
+                    # delivery reports until there is room, as Kafka's producer blocks in send().
+                    producer.poll(0.1)
             if i % 50_000 == 0:
                 producer.poll(0)
                 print(f"  produced {i:,} records", flush=True)
         producer.flush(60)
+        del producer
         elapsed = time.perf_counter() - start
         print(f"produced {RECORDS:,} records in {elapsed:.2f}s ({RECORDS / elapsed:,.0f} records/s)")
 
