@@ -299,6 +299,7 @@ class StreamThread(threading.Thread):
         # the dead-letter producer: the same settings, never transactional, idempotent
         self._dlq_conf = {k: v for k, v in producer_conf.items() if k not in ("transactional.id", "on_delivery")}
         self._dlq_conf["enable.idempotence"] = True
+        self._dlq_conf["on_delivery"] = self._on_dead_letter_delivery
         self._dlq_producer: Producer | None = None
         if eos:
             producer_conf["transactional.id"] = transactional_id
@@ -341,6 +342,18 @@ class StreamThread(threading.Thread):
                 key = (topic, part)
                 if off + 1 > self._changelog_end.get(key, -1):
                     self._changelog_end[key] = off + 1
+
+    def _on_dead_letter_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:  # nothing else would tell: the record it describes was skipped or failed
+            headers = dict(msg.headers() or [])
+
+            def header(name: str) -> str:
+                value = headers.get(f"__streams.errors.{name}")
+                return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+            self.log(f"[{self.app}] ERROR {self.name}: a dead letter for the record at topic={header('topic')} "
+                     f"partition={header('partition')} offset={header('offset')} could not be written to "
+                     f"{msg.topic()}: {err.str()}")
 
     def _send(self, producer: Producer, topic: str, key: bytes | None, value: bytes | None, *,
               partition: int = -1, timestamp: int = 0, headers: Headers = None) -> None:
@@ -421,6 +434,9 @@ class StreamThread(threading.Thread):
                 if err.fatal():
                     raise
                 if abortable and err.txn_requires_abort():
+                    if err.code() in _MIGRATED:  # the group moved on: its tasks may be elsewhere now
+                        raise TaskMigratedError(f"{what} refused ({err.str()}): the group moved on "
+                                                f"without this thread") from exc
                     raise TaskCorruptedError(f"{what} failed ({err.str()}): the transaction must be aborted") from exc
                 if not is_retriable(err) or err.code() == KafkaError.REBALANCE_IN_PROGRESS:
                     raise
