@@ -186,7 +186,8 @@ class CountsReader:
 class Outage:
     """The application under test, its feeder and what they log."""
 
-    def __init__(self, broker: BrokerProcess, tmp_path: Path, guarantee: str) -> None:
+    def __init__(self, broker: BrokerProcess, tmp_path: Path, guarantee: str,
+                 config: dict[str, object] | None = None) -> None:
         self.broker = broker
         self.guarantee = guarantee
         tag = uuid.uuid4().hex[:8]
@@ -209,6 +210,7 @@ class Outage:
             "max.block.ms": 10_000,
             "producer.queue.buffering.max.messages": QUEUE_MAX,
             "production.exception.handler": self._production_handler,
+            **(config or {}),
         }, log=self.lines.append)
         self.feeder = Feeder(broker.bootstrap, self.text, SEED)
         self.rng = random.Random(SEED)
@@ -237,14 +239,14 @@ class Outage:
         time.sleep(self.rng.uniform(DOWN_S[0], DOWN_S[1]))  # the outage itself: the broker is down
         self.broker.start()
 
-    def stall(self) -> set[State]:
+    def stall(self, seconds: float = STALL_S) -> set[State]:
         """SIGSTOP the broker for longer than request.timeout.ms; the application's states meanwhile."""
         assert self.broker.proc is not None
         pgid = self.broker.proc.pid
         seen: set[State] = set()
         os.killpg(pgid, signal.SIGSTOP)
         try:
-            end = time.monotonic() + STALL_S  # the outage itself: the broker frozen
+            end = time.monotonic() + seconds  # the outage itself: the broker frozen
             while time.monotonic() < end:
                 seen.add(self.app.state())
                 time.sleep(0.1)  # sampling the state while the outage lasts
@@ -334,5 +336,26 @@ def test_wordcount_survives_broker_stalls(outage_broker: BrokerProcess, tmp_path
             assert any("WARN" in line and "waiting for" in line for line in run.lines), run.lines[-5:]
             run.pause()
         run.finish_and_check(reader)
+    finally:
+        run.app.close(30)
+
+
+@pytest.mark.slow
+def test_wait_past_task_timeout_recreates_the_tasks(outage_broker: BrokerProcess, tmp_path: Path) -> None:
+    """A broker frozen for longer than task.timeout.ms (4 s here): the thread stops retrying,
+    closes its tasks dirty, aborts (or, when the abort cannot complete, replaces its producer)
+    and re-creates them from the last commit, inside the thread (no uncaught-exception handler
+    involved); the counts end exact."""
+    run = Outage(outage_broker, tmp_path, "exactly_once_v2",
+                 {"task.timeout.ms": 4000, "max.block.ms": 2000})
+    try:
+        reader = run.start()
+        # past task.timeout.ms, but over before the abort that follows has used up its own
+        # task.timeout.ms (a producer that cannot initialize within it fails the thread, as in Kafka)
+        run.stall(7.0)
+        run.pause()
+        run.finish_and_check(reader)
+        assert sum(t.tasks_recreated for t in run.app._threads) >= 1, run.lines[-10:]
+        assert any("task.timeout.ms" in line and "re-creating them" in line for line in run.lines), run.lines[-10:]
     finally:
         run.app.close(30)
