@@ -11,6 +11,14 @@ Under exactly_once_v2 a thread's ``transactional.id`` is ``<application.id>-<pro
 where the process id is a UUID kept in ``<state.dir>/<application.id>/`` (as Kafka Streams
 does), so a restarted instance fences and aborts the transaction its crashed predecessor left
 open instead of waiting for it to time out.
+
+A stream thread rides out broker outages itself (see :mod:`strom.streams.runtime.stream_thread`:
+bounded calls retried within ``task.timeout.ms``, then its tasks re-created; a fenced producer
+replaced). While one of its calls is retrying, the instance reports REBALANCING, not RUNNING.
+A thread that fails for any other reason asks the uncaught-exception handler
+(:meth:`KafkaStreams.set_uncaught_exception_handler`): REPLACE_THREAD starts a new thread in its
+place, SHUTDOWN_CLIENT (the default, as in Kafka) stops the instance, which goes to ERROR.
+Runtime lines go through :mod:`logging` (``log_line``) unless ``log`` is given.
 """
 
 from __future__ import annotations
