@@ -367,6 +367,7 @@ class MirrorSourceTask(SourceTask):
         self._lock = threading.Lock()
         self._stopping = False
         self._remote: dict[str, str] = {}
+        self._source_partitions: dict[tuple[str, int], dict[str, Any]] = {}
 
     def start(self, props: dict[str, str]) -> None:
         cfg = self.cfg = MirrorSourceConfig(props)
@@ -405,6 +406,7 @@ class MirrorSourceTask(SourceTask):
         out: list[SourceRecord] = []
         alias = cfg.source_cluster_alias
         bytes_schema = Schema.OPTIONAL_BYTES_SCHEMA
+        source_partitions = self._source_partitions
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -416,7 +418,12 @@ class MirrorSourceTask(SourceTask):
                 log.warning("consuming from %s: %s (retrying)", alias, err.str())
                 continue
             topic, partition = msg.topic(), msg.partition()
-            assert topic is not None  # a message without error has its topic
+            assert topic is not None and partition is not None  # a message without error has both
+            # One source-partition dict per partition, shared by its records (read-only).
+            sp = source_partitions.get((topic, partition))
+            if sp is None:
+                sp = source_partitions[(topic, partition)] = {PARTITION_CLUSTER: alias, PARTITION_TOPIC: topic,
+                                                              PARTITION_PARTITION: partition}
             raw_headers = msg.headers()
             headers = None
             if raw_headers:
@@ -425,8 +432,7 @@ class MirrorSourceTask(SourceTask):
                 headers = Headers([Header(k, bytes_schema, v) for k, v in pairs])
             ts_type, ts = msg.timestamp()
             out.append(SourceRecord(
-                {PARTITION_CLUSTER: alias, PARTITION_TOPIC: topic, PARTITION_PARTITION: partition},
-                {OFFSET_KEY: msg.offset()}, self._remote[topic], partition, bytes_schema, msg.key(),
+                sp, {OFFSET_KEY: msg.offset()}, self._remote[topic], partition, bytes_schema, msg.key(),
                 bytes_schema, msg.value(), ts if ts_type else None, headers))
         return out
 
