@@ -54,10 +54,10 @@ def java_hash_partition(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-class CoordinatorHost(Protocol):
-    """What the runtime needs of the node it runs in (the broker satisfies it): the metadata
-    image, the controller that creates topics, the replica manager that appends, and the group
-    coordinator to tell about transactions ending on ``__consumer_offsets``."""
+class CoordinatorNode(Protocol):
+    """What every coordinator uses of the node it runs in (the broker satisfies it): the config,
+    the metadata image and the replica manager (leadership of the internal topics' partitions).
+    The runtime and each coordinator's host Protocol add what only they use."""
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -65,6 +65,13 @@ class CoordinatorHost(Protocol):
     def image(self) -> MetadataImage: ...
     @property
     def replica_manager(self) -> ReplicaManager: ...
+
+
+class CoordinatorHost(CoordinatorNode, Protocol):
+    """What the runtime needs of the node it runs in: besides :class:`CoordinatorNode`, the
+    controller that creates topics and the group coordinator to tell about transactions ending
+    on ``__consumer_offsets``."""
+
     @property
     def group_coordinator(self) -> GroupCoordinator: ...
 

@@ -32,7 +32,12 @@ from kio.schema.errors import ErrorCode
 from strom.core.coordinator.group import records as rec
 from strom.core.coordinator.group.classic import ClassicGroup, GroupState, JoinResult, SyncResult
 from strom.core.coordinator.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
-from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, java_hash_partition
+from strom.core.coordinator.runtime import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorNode,
+    java_hash_partition,
+)
 from strom.core.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -65,11 +70,8 @@ from strom.core.errors import (
 if TYPE_CHECKING:
     import pluggy
 
-    from strom.core.config import BrokerConfig
     from strom.core.coordinator.group.consumer_group import CommitPartitionValidator
     from strom.core.coordinator.runtime import CoordinatorRuntime
-    from strom.core.metadata.image import MetadataImage
-    from strom.core.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +118,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class GroupCoordinatorHost(Protocol):
-    """What the group coordinator uses of the node it runs in (the broker satisfies it): the
-    config, the metadata image (topics, ids), the replica manager (is this node the leader of a
-    group's partition) and the plugin manager (the KIP-848 assignors). The node's transaction
-    coordinator, when it has one, is looked up as ``txn_coordinator`` (FindCoordinator)."""
+class GroupCoordinatorHost(CoordinatorNode, Protocol):
+    """What the group coordinator uses of the node it runs in (the broker satisfies it):
+    :class:`CoordinatorNode` (the image gives topics and ids, the replica manager whether this
+    node leads a group's partition) and the plugin manager (the KIP-848 assignors). The node's
+    transaction coordinator, when it has one, is looked up as ``txn_coordinator`` (FindCoordinator)."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def image(self) -> MetadataImage: ...
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
     @property
     def plugin_manager(self) -> pluggy.PluginManager: ...
 

@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.runtime import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, java_hash_partition
+from strom.core.coordinator.runtime import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorNode,
+    java_hash_partition,
+)
 from strom.core.coordinator.txn import records, state
 from strom.core.coordinator.txn.state import TopicPartition, TransactionMetadata, TxnState
 from strom.core.errors import (
@@ -52,10 +57,7 @@ from strom.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from strom.core.config import BrokerConfig
     from strom.core.coordinator.producer_ids import ProducerIdManager
-    from strom.core.metadata.image import MetadataImage
-    from strom.core.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -79,17 +81,11 @@ async def _periodically(interval_ms: Callable[[], int], task: Callable[[], Await
             log.exception("%s failed", what)
 
 
-class TransactionCoordinatorHost(Protocol):
+class TransactionCoordinatorHost(CoordinatorNode, Protocol):
     """What the transaction coordinator uses of the node it runs in (the broker satisfies it):
-    the config, the metadata image (``transaction.version``), the replica manager (leadership of
-    ``__transaction_state`` partitions) and the producer id manager."""
+    :class:`CoordinatorNode` (the image gives ``transaction.version``, the replica manager the
+    leadership of ``__transaction_state`` partitions) and the producer id manager."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def image(self) -> MetadataImage: ...
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
     @property
     def producer_ids(self) -> ProducerIdManager: ...
 
