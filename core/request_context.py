@@ -8,7 +8,7 @@ the node serving it: may this principal do this operation to these resources.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,3 +37,12 @@ class Authorizing(Protocol):
         """``operation`` (Kafka's AclOperation name) on each named resource of ``resource_type``
         (Kafka's ResourceType name): allowed or not, in order."""
         ...
+
+
+def denied(deps: Authorizing, ctx: RequestContext, operation: str, resource_type: str,
+           names: Sequence[str]) -> set[str]:
+    """Ask the authorizer about ``operation`` on each named resource; returns the denied names."""
+    if not names:
+        return set()
+    allowed = deps.authorize(ctx, operation, resource_type, names)
+    return {n for n, ok in zip(names, allowed, strict=True) if not ok}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from strom.core.request_context import Authorizing, RequestContext
+from kio.schema.errors import ErrorCode
+
+from strom.core.request_context import Authorizing, RequestContext, denied
 
 if TYPE_CHECKING:
     from strom.core.coordinator.group.coordinator import GroupCoordinator
@@ -20,10 +22,19 @@ def coordinator_of(broker: object) -> GroupCoordinator | None:
 
 
 def denied_groups(broker: Authorizing, ctx: RequestContext, operation: str, group_ids: list[str]) -> set[str]:
-    if not group_ids:
-        return set()
-    allowed = broker.authorize(ctx, operation, "GROUP", group_ids)
-    return {g for g, ok in zip(group_ids, allowed, strict=True) if not ok}
+    return denied(broker, ctx, operation, "GROUP", group_ids)
+
+
+def group_coordinator_for(deps: Authorizing, ctx: RequestContext, operation: str,
+                          group_id: str) -> tuple[GroupCoordinator | None, int]:
+    """The coordinator to ask about ``group_id`` and 0, or None and the error code that answers
+    instead: GROUP_AUTHORIZATION_FAILED first, then COORDINATOR_NOT_AVAILABLE (as KafkaApis checks)."""
+    if denied_groups(deps, ctx, operation, [group_id]):
+        return None, int(ErrorCode.group_authorization_failed)
+    coordinator = coordinator_of(deps)
+    if coordinator is None:
+        return None, int(ErrorCode.coordinator_not_available)
+    return coordinator, 0
 
 
 def authorized_group_operations(broker: Authorizing, ctx: RequestContext, group_id: str) -> int:

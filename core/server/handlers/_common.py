@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.core.exceptions import ConfigError, KafkaError
-from strom.core.request_context import Authorizing, RequestContext
+from strom.core.request_context import Authorizing, RequestContext, denied
 
 if TYPE_CHECKING:
     from strom.core.server.handlers._deps import RequestDeps
@@ -38,10 +38,7 @@ def error_of(exc: BaseException) -> tuple[int, str | None]:
 
 def authorize_topics(deps: Authorizing, ctx: RequestContext, operation: str, topics: Sequence[str]) -> set[str]:
     """Ask the authorizer about ``operation`` on each topic; returns the denied ones."""
-    if not topics:
-        return set()
-    results = deps.authorize(ctx, operation, "TOPIC", topics)
-    return {t for t, ok in zip(topics, results, strict=True) if not ok}
+    return denied(deps, ctx, operation, "TOPIC", topics)
 
 
 def authorize_cluster(deps: Authorizing, ctx: RequestContext, operation: str) -> bool:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kio.schema.errors import ErrorCode
-
-from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.coordinator.group.api_support import group_coordinator_for
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
@@ -20,13 +18,9 @@ VERSIONS = (0, 4)
 
 
 async def handle(deps: GroupDeps, ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
-    m = response_messages(API_KEY, ctx.api_version)
-    coordinator = coordinator_of(deps)
-    if denied_groups(deps, ctx, "READ", [request.group_id]):
-        code = int(ErrorCode.group_authorization_failed)
-    elif coordinator is None:
-        code = int(ErrorCode.coordinator_not_available)
-    else:
+    coordinator, code = group_coordinator_for(deps, ctx, "READ", request.group_id)
+    if coordinator is not None:
         code = coordinator.heartbeat(request.group_id, request.generation_id, request.member_id,
                                      getattr(request, "group_instance_id", None))
+    m = response_messages(API_KEY, ctx.api_version)
     return m.make("HeartbeatResponse", throttle_time=response_throttle(deps, ctx), error_code=code)

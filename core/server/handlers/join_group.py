@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kio.schema.errors import ErrorCode
-
-from strom.core.coordinator.group.api_support import client_host, coordinator_of, denied_groups
+from strom.core.coordinator.group.api_support import client_host, group_coordinator_for
 from strom.core.coordinator.group.classic import JoinResult
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.server.context import RequestContext
@@ -22,19 +20,17 @@ VERSIONS = (0, 9)
 
 async def handle(deps: GroupDeps, ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
-    m = response_messages(API_KEY, v)
-    coordinator = coordinator_of(deps)
     session_ms = ms(request.session_timeout)
-    if denied_groups(deps, ctx, "READ", [request.group_id]):
-        result = JoinResult(int(ErrorCode.group_authorization_failed), member_id=request.member_id)
-    elif coordinator is None:
-        result = JoinResult(int(ErrorCode.coordinator_not_available), member_id=request.member_id)
+    coordinator, code = group_coordinator_for(deps, ctx, "READ", request.group_id)
+    if coordinator is None:
+        result = JoinResult(code, member_id=request.member_id)
     else:
         result = await coordinator.join_group(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None), ctx.client_id,
             client_host(ctx), session_ms, ms(getattr(request, "rebalance_timeout", None)) or session_ms,
             request.protocol_type, [(p.name, bytes(p.metadata)) for p in request.protocols],
             require_known_member_id=v >= 4)
+    m = response_messages(API_KEY, v)
     members = tuple(m.make("JoinGroupResponseMember", member_id=mid, group_instance_id=iid, metadata=meta)
                     for mid, iid, meta in result.members)
     return m.make("JoinGroupResponse", throttle_time=response_throttle(deps, ctx), error_code=result.error,

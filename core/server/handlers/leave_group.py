@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
-from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.coordinator.group.api_support import group_coordinator_for
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import response_throttle
@@ -21,21 +19,17 @@ VERSIONS = (0, 5)
 
 async def handle(deps: GroupDeps, ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.api_version
-    m = response_messages(API_KEY, v)
     by_version: Any = request  # mypy cannot narrow the Union by ctx.api_version
     members: list[tuple[str, str | None]]
     if v >= 3:
         members = [(mi.member_id, mi.group_instance_id) for mi in by_version.members]
     else:
         members = [(by_version.member_id, None)]
-    coordinator = coordinator_of(deps)
+    coordinator, top = group_coordinator_for(deps, ctx, "READ", request.group_id)
     codes: list[int] = []
-    if denied_groups(deps, ctx, "READ", [request.group_id]):
-        top = int(ErrorCode.group_authorization_failed)
-    elif coordinator is None:
-        top = int(ErrorCode.coordinator_not_available)
-    else:
+    if coordinator is not None:
         top, codes = coordinator.leave_group(request.group_id, members)
+    m = response_messages(API_KEY, v)
     if v < 3:
         return m.make("LeaveGroupResponse", throttle_time=response_throttle(deps, ctx),
                       error_code=top or (codes[0] if codes else 0))

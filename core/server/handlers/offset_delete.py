@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.group.api_support import coordinator_of, denied_groups
+from strom.core.coordinator.group.api_support import group_coordinator_for
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, response_throttle
@@ -26,13 +26,9 @@ VERSIONS = (0, 0)
 
 async def handle(deps: GroupDeps, ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     m = response_messages(API_KEY, ctx.api_version)
-    coordinator = coordinator_of(deps)
+    coordinator, error = group_coordinator_for(deps, ctx, "DELETE", request.group_id)
     codes: dict[tuple[str, int], int] = {}
-    if denied_groups(deps, ctx, "DELETE", [request.group_id]):
-        error = int(ErrorCode.group_authorization_failed)
-    elif coordinator is None:
-        error = int(ErrorCode.coordinator_not_available)
-    else:
+    if coordinator is not None:
         denied = authorize_topics(deps, ctx, "READ", [t.name for t in request.topics])
         topics = deps.image.topics
         wanted: list[tuple[str, list[int]]] = []
