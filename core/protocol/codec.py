@@ -37,18 +37,6 @@ class RequestHeader:
     client_id: str | None
 
 
-def encode_uvarint(value: int) -> bytes:
-    """An unsigned varint (compact lengths of flexible versions), for the hand-written encoders."""
-    if value < 0x80:  # the usual case: a short count or string length
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def parse_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
     """Parse the fixed part of a request header (v1 layout); returns the header and the body position.
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from strom.core.protocol.codec import encode_uvarint
+from strom.core.protocol.varint import encode_uvarint
 
 FETCH_KEY = 1
 FIRST_FLEXIBLE = 12

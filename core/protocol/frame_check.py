@@ -50,6 +50,7 @@ from kio.serial._introspect import (
 )
 
 from strom.core.protocol.exceptions import MalformedRequestError
+from strom.core.protocol.varint import encode_uvarint
 
 __all__ = ["check_request", "plan_source", "skip_tagged_fields"]
 
@@ -133,15 +134,6 @@ def _bad_marker(path: str, marker: int) -> _Bad:
     return _Bad(path, f"struct field {path} has null marker {marker}, expected -1 or 1")
 
 
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _tagged_fields(known: dict[int, tuple[str, Step]], path: str) -> Step:
     """A non-empty tagged-field section: known tags are checked (and must fill their size
     exactly); unknown tags are cut out of the frame, as Kafka skips them."""
@@ -175,10 +167,10 @@ def _tagged_fields(known: dict[int, tuple[str, Step]], path: str) -> Step:
                     raise _Bad(name, f"tagged field {name} (tag {tag}) does not fill its {size} bytes")
                 if len(edits) > first_edit:  # unknown tags were cut inside it: its size shrinks
                     delta = sum(len(new) - (e - s) for s, e, new in edits[first_edit:])
-                    edits.append((size_at, pos, _encode_uvarint(size + delta)))
+                    edits.append((size_at, pos, encode_uvarint(size + delta)))
             pos = value_end
         if dropped:
-            edits.append((count_at, count_end, _encode_uvarint(count - dropped)))
+            edits.append((count_at, count_end, encode_uvarint(count - dropped)))
         return pos
 
     return check

@@ -49,7 +49,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from strom.core.protocol.codec import encode_uvarint
+from strom.core.protocol.varint import encode_uvarint, write_uvarint
 
 __all__ = ["KILLERS", "FuzzStats", "Mutator", "Seed", "SeedContext", "api_versions", "build_seeds",
            "killer_frame", "request_frame", "run", "send_seeds"]
@@ -232,10 +232,7 @@ class _Writer:
         self.marks: list[Mark] = []
 
     def uvarint(self, value: int) -> None:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
+        write_uvarint(self.out, value)
 
     def length(self, kind: str, n: int | None, flexible: bool, nullable: bool, width: int) -> None:
         self.marks.append(Mark(len(self.out), kind, flexible, nullable))

@@ -33,6 +33,7 @@ from operator import attrgetter
 from typing import Any, ClassVar, NamedTuple, Self
 
 from strom.core.errors import CorruptMessageError
+from strom.core.protocol import varint
 
 ALL = (0, 32767)
 NEVER = 32767  # a version no schema reaches: "flexibleVersions": "none"
@@ -45,10 +46,7 @@ NEVER = 32767  # a version no schema reaches: "flexibleVersions": "none"
 def write_uvarint(out: bytearray, value: int) -> None:
     if value < 0:
         raise ValueError(f"unsigned varint cannot be negative: {value}")
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    varint.write_uvarint(out, value)
 
 
 class Reader:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from strom.core.protocol.codec import encode_uvarint
+from strom.core.protocol.varint import encode_uvarint
 
 PRODUCE_KEY = 0
 FIRST_FLEXIBLE = 9

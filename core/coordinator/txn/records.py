@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from strom.core.errors import CorruptMessageError
-from strom.core.protocol.codec import encode_uvarint
 from strom.core.protocol.message_codec import ALL, NEVER, F, Message
+from strom.core.protocol.varint import encode_uvarint
 
 KEY_VERSION = 0
 VALUE_VERSION = 1

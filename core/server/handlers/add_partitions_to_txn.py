@@ -21,8 +21,8 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.txn.wire import client_code, coordinator, may_write_txn_id
 from strom.core.errors import KafkaError
-from strom.core.protocol.codec import encode_uvarint
 from strom.core.protocol.messages import Messages, response_messages
+from strom.core.protocol.varint import encode_uvarint
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
 
