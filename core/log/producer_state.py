@@ -39,7 +39,7 @@ from strom.core.errors import (
     OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
-from strom.core.exceptions import CorruptSnapshotError
+from strom.core.exceptions import CorruptSnapshotError, KafkaError
 
 logger = logging.getLogger(__name__)
 
@@ -239,14 +239,17 @@ class ProducerAppendInfo:
         elif self._owned:
             producers[self.producer_id] = self._entry
 
+    def _refuse(self, error: type[KafkaError], msg: str, level: int = logging.WARNING) -> None:
+        """Refuse a client's or coordinator's append with ``error``; a replicated one (a follower,
+        or a log being rebuilt) must still load, so there it is only logged."""
+        if self.origin != ORIGIN_REPLICATION:
+            raise error(msg)
+        logger.log(level, "%s", msg)
+
     def _reject_epoch(self, epoch: int, current: int, offset: int) -> None:
-        msg = (f"epoch of producer {self.producer_id} at offset {offset} is {epoch}, "
-               f"older than the last seen epoch {current}")
-        if self.origin == ORIGIN_REPLICATION:
-            logger.warning("%s", msg)
-        else:
-            # Kafka 2.7+ answers INVALID_PRODUCER_EPOCH here (PRODUCER_FENCED is the coordinator's).
-            raise InvalidProducerEpochError(msg)
+        # Kafka 2.7+ answers INVALID_PRODUCER_EPOCH here (PRODUCER_FENCED is the coordinator's).
+        self._refuse(InvalidProducerEpochError, f"epoch of producer {self.producer_id} at offset {offset} "
+                                                f"is {epoch}, older than the last seen epoch {current}")
 
     def _check_producer_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int,
                               transaction_version: int = 0) -> None:
@@ -289,11 +292,9 @@ class ProducerAppendInfo:
         # A new epoch does not end the open transaction: the batch is checked against it as it stands.
         txn_first = entry.current_txn_first_offset
         if txn_first is not None and not transactional:
-            msg = f"expected a transactional write from producer {self.producer_id} at offset {first_offset}"
-            if self.origin != ORIGIN_REPLICATION:
-                raise InvalidTxnStateError(msg)
             # Kafka raises for followers too; a log being rebuilt must still load, so only warn.
-            logger.warning("%s", msg)
+            self._refuse(InvalidTxnStateError,
+                         f"expected a transactional write from producer {self.producer_id} at offset {first_offset}")
         starts_txn = txn_first is None and transactional
         if starts_txn:
             self.started_txns.append(first_offset)
@@ -306,12 +307,9 @@ class ProducerAppendInfo:
         entry = self._entry if self._pending is None else self._state()
         self._check_producer_epoch(entry, epoch, offset, transaction_version)
         if entry.coordinator_epoch > coordinator_epoch:
-            msg = (f"invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
-                   f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
-            if self.origin == ORIGIN_REPLICATION:
-                logger.info("%s", msg)
-            else:
-                raise TransactionCoordinatorFencedError(msg)
+            self._refuse(TransactionCoordinatorFencedError,
+                         f"invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
+                         f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)", logging.INFO)
         first = entry.current_txn_first_offset
         completed = None if first is None else CompletedTxn(self.producer_id, first, offset, not commit)
         self._change(entry, ProducerStateEntry.end_transaction, (epoch, coordinator_epoch, timestamp))

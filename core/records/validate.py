@@ -408,43 +408,37 @@ class _Malformed(Exception):
     pass
 
 
-def _varint32(data: Buffer, pos: int, end: int) -> tuple[int, int]:
-    """Kafka's ``ByteUtils.readVarint``: at most 5 bytes; the value must fit 32 bits."""
+def _zigzag(data: Buffer, pos: int, end: int, long: bool) -> tuple[int, int]:
+    """Kafka's ``ByteUtils.readVarint`` (at most 5 bytes, the value must fit 32 bits) or, with
+    ``long``, ``readVarlong`` (at most 10 bytes); the messages are Kafka's."""
+    kind, max_shift = ("varlong", 70) if long else ("varint", 35)
     result = 0
     shift = 0
     while True:
         if pos >= end:
-            raise _Malformed("premature end of a varint")
+            raise _Malformed(f"premature end of a {kind}")
         b = data[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
             break
         shift += 7
-        if shift >= 35:
-            raise _Malformed("varint is too long, the most significant bit in the 5th byte is set")
-    if result > 0xFFFFFFFF:
+        if shift >= max_shift:
+            raise _Malformed("varlong is too long, most significant bit in the 10th byte is set" if long
+                             else "varint is too long, the most significant bit in the 5th byte is set")
+    if long:
+        result &= 0xFFFFFFFFFFFFFFFF
+    elif result > 0xFFFFFFFF:
         raise _Malformed(f"varint {result} does not fit 32 bits")
     return (result >> 1) ^ -(result & 1), pos
 
 
+def _varint32(data: Buffer, pos: int, end: int) -> tuple[int, int]:
+    return _zigzag(data, pos, end, False)
+
+
 def _varint64(data: Buffer, pos: int, end: int) -> tuple[int, int]:
-    """Kafka's ``ByteUtils.readVarlong``: at most 10 bytes."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _Malformed("premature end of a varlong")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift >= 70:
-            raise _Malformed("varlong is too long, most significant bit in the 10th byte is set")
-    result &= 0xFFFFFFFFFFFFFFFF
-    return (result >> 1) ^ -(result & 1), pos
+    return _zigzag(data, pos, end, True)
 
 
 def _walk_records(data: Buffer, start: int, end: int, count: int, base_ts: int, check_ts: bool, now_ms: int,
