@@ -14,5 +14,6 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "range_assignor": "strom.plugins.builtin.range_assignor",
     "local_tier": "strom.plugins.builtin.local_tier",
     "s3_tier": "strom.plugins.builtin.s3_tier",
+    "topic_based_rlmm": "strom.plugins.builtin.topic_based_rlmm",
     "connect_builtins": "strom.connect.builtin",
 }
