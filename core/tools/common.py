@@ -9,13 +9,19 @@ way out.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from strom.core.config import parse_properties
 from strom.exceptions import StromError
 
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+_Client = TypeVar("_Client")
 
 
 class UsageError(StromError):
@@ -85,3 +91,33 @@ def check_bootstrap(value: str) -> None:
 def unreachable_hint(bootstrap: str) -> str:
     return (f"could not reach a broker at {bootstrap}: is one running? "
             "(start one with `strom dev`, or pass --bootstrap-server HOST:PORT)")
+
+
+class WarnOnce:
+    """librdkafka's ``error_cb`` for a console tool: librdkafka retries connections itself, so
+    each kind of problem is told once on stderr (an unreachable cluster with the way out)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.warned: set[int] = set()
+
+    def __call__(self, err: KafkaError) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() in self.warned:
+            return
+        self.warned.add(err.code())
+        hint = unreachable_hint(self.bootstrap) if err.code() == KafkaError._ALL_BROKERS_DOWN else err.str()
+        print(f"warning: {hint}", file=sys.stderr)
+
+
+def open_client(factory: Callable[[dict[str, object]], _Client], conf: ClientConfig, bootstrap: str) -> _Client:
+    """``factory(conf)`` (confluent-kafka's Producer or Consumer) with a :class:`WarnOnce` error
+    callback; a configuration librdkafka refuses is a :class:`ToolError` naming its reason."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return factory({**conf, "error_cb": WarnOnce(bootstrap)})
+    except (KafkaException, ValueError) as e:
+        reason = e.args[0].str() if isinstance(e, KafkaException) and e.args else e
+        raise ToolError(f"invalid client configuration: {reason}") from None

@@ -27,6 +27,7 @@ from strom.core.tools.common import (
     add_client_args,
     check_bootstrap,
     client_config,
+    open_client,
     parse_kv_list,
     unreachable_hint,
 )
@@ -193,27 +194,14 @@ class Consume:
         self.offset = offset
         self.count = 0
         self.stopping = False
-        self.warned: set[int] = set()
-
-    def _on_error(self, err: Any) -> None:
-        from confluent_kafka import KafkaError
-
-        if err.code() in self.warned:
-            return
-        self.warned.add(err.code())
-        hint = unreachable_hint(self.args.bootstrap_server) if err.code() == KafkaError._ALL_BROKERS_DOWN else err.str()
-        print(f"warning: {hint}", file=sys.stderr)
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
 
     def run(self) -> int:
-        from confluent_kafka import Consumer, KafkaException
+        from confluent_kafka import Consumer
 
-        try:
-            consumer = Consumer({**self.conf, "error_cb": self._on_error})
-        except (KafkaException, ValueError) as e:
-            raise ToolError(f"invalid client configuration: {e}") from None
+        consumer = open_client(Consumer, self.conf, self.args.bootstrap_server)
         previous = {s: signal.signal(s, self._stop) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self._start(consumer)

@@ -24,8 +24,8 @@ from strom.core.tools.common import (
     add_client_args,
     check_bootstrap,
     client_config,
+    open_client,
     parse_kv_list,
-    unreachable_hint,
 )
 
 Header = tuple[str, bytes | None]
@@ -195,22 +195,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 def produce_lines(args: argparse.Namespace, fmt: LineFormat, conf: ClientConfig, stdin: BinaryIO) -> int:
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import Producer
 
-    warned: set[int] = set()
-
-    def on_error(err: KafkaError) -> None:
-        # librdkafka retries connections itself; tell the user once per kind of problem.
-        if err.code() in warned:
-            return
-        warned.add(err.code())
-        hint = unreachable_hint(args.bootstrap_server) if err.code() == KafkaError._ALL_BROKERS_DOWN else err.str()
-        print(f"warning: {hint}", file=sys.stderr)
-
-    try:
-        producer = Producer({**conf, "error_cb": on_error})
-    except KafkaException as e:
-        raise ToolError(f"invalid client configuration: {e.args[0].str() if e.args else e}") from None
+    producer = open_client(Producer, conf, args.bootstrap_server)
     counts = _Counts()
     show_progress = args.progress_interval > 0 and not stdin.isatty()
     started = last_status = time.monotonic()
