@@ -56,7 +56,10 @@ class Mirror:
     def read_all(self, bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[Any]:
         """Every record of the topic up to its end offsets now (key, value, headers, timestamp,
         partition, offset)."""
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader", "enable.auto.commit": False})
+        # partition EOF events give the position past transaction markers (the last offsets of a
+        # transactional topic are markers, never records)
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader", "enable.auto.commit": False,
+                      "enable.partition.eof": True})
         try:
             ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
             c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions) if ends[p] > 0])
@@ -69,6 +72,8 @@ class Mirror:
                     err, partition, offset = m.error(), m.partition(), m.offset()
                     if err is not None:
                         assert err.code() == KafkaError._PARTITION_EOF, err
+                        if partition is not None and offset is not None:
+                            pos[partition] = max(pos[partition], offset)
                         continue
                     assert partition is not None and offset is not None
                     out.append((partition, offset, m.key(), m.value(), m.headers(), m.timestamp()[1]))
