@@ -149,6 +149,10 @@ def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
             raise InvalidRecordError(f"varint longer than 10 bytes at byte {pos}")
 
 
+# The value of each one-byte zig-zag varint (0x00..0x7F), for the inline fast path of parse_records.
+_ZIGZAG_BYTE = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
+
+
 def encode_varint(value: int) -> bytes:
     out = bytearray()
     _write_varint(out, value)
@@ -416,45 +420,23 @@ def parse_records(data: bytes, count: int) -> list[Record]:
     read_bytes = _read_bytes
     size = len(data)
     pos = 0
-    # Single-byte varints (values -64..63) are decoded inline: they are the common case for
-    # deltas, lengths of small keys and header counts, and a call per field dominates otherwise.
+    zigzag = _ZIGZAG_BYTE
+    # Single-byte varints (values -64..63) and null keys and values are decoded inline: they are
+    # the common case for deltas, lengths of small keys and header counts, and a call per field
+    # dominates otherwise.
     try:
         for i in range(count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                length, pos = read_varint(data, pos)
+            length, pos = (zigzag[b], pos + 1) if (b := data[pos]) < 0x80 else read_varint(data, pos)
             end = pos + length
             if length < 0 or end > size:
                 raise InvalidRecordError(
                     f"record {i}: length {length} at byte {pos} does not fit the {size} bytes of records"
                 )
-            b = data[pos + 1]  # pos is the (unused) attributes byte
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                ts_delta, pos = read_varint(data, pos + 1)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = read_varint(data, pos)
-            b = data[pos]
-            if b == 1:  # null key
-                key = None
-                pos += 1
-            else:
-                key, pos = read_bytes(data, pos)
-            b = data[pos]
-            if b == 1:  # null value
-                value = None
-                pos += 1
-            else:
-                value, pos = read_bytes(data, pos)
+            # pos is the (unused) attributes byte; a length of 1 is zig-zag -1: null
+            ts_delta, pos = (zigzag[b], pos + 2) if (b := data[pos + 1]) < 0x80 else read_varint(data, pos + 1)
+            offset_delta, pos = (zigzag[b], pos + 1) if (b := data[pos]) < 0x80 else read_varint(data, pos)
+            key, pos = (None, pos + 1) if data[pos] == 1 else read_bytes(data, pos)
+            value, pos = (None, pos + 1) if data[pos] == 1 else read_bytes(data, pos)
             b = data[pos]
             headers: Headers = ()
             if b == 0:
