@@ -5,7 +5,6 @@ wrote them), and a checkpoint Kafka's MM2 wrote translates with strom's ``transl
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 from typing import Self
