@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -12,9 +12,11 @@ from strom.core.exceptions import ConfigError, KafkaError
 from strom.core.request_context import Authorizing, RequestContext, denied
 
 if TYPE_CHECKING:
+    from strom.core.metadata.image import MetadataImage, PartitionRegistration
     from strom.core.server.handlers._deps import RequestDeps
 
 log = logging.getLogger("strom.core.server.handlers")
+_T = TypeVar("_T")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -39,6 +41,30 @@ def error_of(exc: BaseException) -> tuple[int, str | None]:
 def authorize_topics(deps: Authorizing, ctx: RequestContext, operation: str, topics: Sequence[str]) -> set[str]:
     """Ask the authorizer about ``operation`` on each topic; returns the denied ones."""
     return denied(deps, ctx, operation, "TOPIC", topics)
+
+
+def partition_call(denied: set[str], topic: str, call: Callable[[], _T]) -> tuple[int, _T | None]:
+    """One partition's answer in a per-partition API: TOPIC_AUTHORIZATION_FAILED when ``topic``
+    is denied, else ``(0, call())``, or the error code ``call`` failed with (and None)."""
+    if topic in denied:
+        return int(ErrorCode.topic_authorization_failed), None
+    try:
+        return 0, call()
+    except Exception as e:
+        return error_of(e)[0], None
+
+
+def find_partition(image: MetadataImage, topic: str, index: int, no_topic: str,
+                   no_partition: str) -> PartitionRegistration | tuple[int, str]:
+    """The partition's registration, or UNKNOWN_TOPIC_OR_PARTITION with the API's message:
+    ``no_topic`` when the topic is unknown, ``no_partition`` when only the partition is."""
+    topic_image = image.topics.get(topic)
+    if topic_image is None:
+        return int(ErrorCode.unknown_topic_or_partition), no_topic
+    part = topic_image.partitions.get(index)
+    if part is None:
+        return int(ErrorCode.unknown_topic_or_partition), no_partition
+    return part
 
 
 def authorize_cluster(deps: Authorizing, ctx: RequestContext, operation: str) -> bool:

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from strom.core.metadata.image import MetadataImage
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import authorize_cluster, response_throttle
+from strom.core.server.handlers._common import authorize_cluster, find_partition, response_throttle
 
 if TYPE_CHECKING:
     from strom.core.server.handlers._deps import ImageDeps
@@ -67,12 +67,10 @@ def _validate_assignment(image: MetadataImage, replicas: list[int]) -> Result | 
 def reassign(image: MetadataImage, topic: str, index: int, replicas: list[int] | None,
              allow_rf_change: bool) -> Result:
     """The outcome of one partition's target (``None`` cancels)."""
-    topic_image = image.topics.get(topic)
-    if topic_image is None:
-        return int(ErrorCode.unknown_topic_or_partition), f"Unable to find a topic named {topic}."
-    part = topic_image.partitions.get(index)
-    if part is None:
-        return int(ErrorCode.unknown_topic_or_partition), f"Unable to find partition {topic}:{index}."
+    part = find_partition(image, topic, index, f"Unable to find a topic named {topic}.",
+                          f"Unable to find partition {topic}:{index}.")
+    if isinstance(part, tuple):
+        return part
     in_progress = bool(part.adding_replicas or part.removing_replicas)
     if replicas is None:
         if not in_progress:

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from strom.core.metadata.image import MetadataImage
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import authorize_cluster, response_throttle
+from strom.core.server.handlers._common import authorize_cluster, find_partition, response_throttle
 
 if TYPE_CHECKING:
     from strom.core.server.handlers._deps import ImageDeps
@@ -51,12 +51,9 @@ Result = tuple[int, str | None]
 
 def elect(image: MetadataImage, topic: str, index: int, election_type: int) -> Result:
     """The outcome of electing ``topic``-``index``'s leader (Kafka's ``electLeader``)."""
-    topic_image = image.topics.get(topic)
-    if topic_image is None:
-        return int(ErrorCode.unknown_topic_or_partition), f"No such topic as {topic}"
-    part = topic_image.partitions.get(index)
-    if part is None:
-        return int(ErrorCode.unknown_topic_or_partition), f"No such partition as {topic}-{index}"
+    part = find_partition(image, topic, index, f"No such topic as {topic}", f"No such partition as {topic}-{index}")
+    if isinstance(part, tuple):
+        return part
     preferred = part.replicas[0] if part.replicas else -1
     code: ErrorCode
     if (election_type == PREFERRED and part.leader >= 0 and part.leader == preferred) or\

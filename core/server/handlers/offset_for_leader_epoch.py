@@ -5,13 +5,12 @@ Consumers use it after a leader change to detect log divergence; followers to tr
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
-
-from kio.schema.errors import ErrorCode
 
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
+from strom.core.server.handlers._common import authorize_topics, partition_call, response_throttle
 
 if TYPE_CHECKING:
     from strom.core.server.handlers._deps import ReplicaDeps
@@ -24,6 +23,14 @@ API_KEY = 23
 VERSIONS = (2, 4)
 
 
+def _end_offset(deps: ReplicaDeps, topic: str, index: int, current_leader_epoch: int,
+                leader_epoch: int) -> tuple[int, int]:
+    """(epoch, end offset) of ``leader_epoch`` in the partition, if the caller's epoch is current."""
+    part = deps.replica_manager.get_partition(topic, index)
+    part.check_leader_epoch(current_leader_epoch)
+    return part.last_offset_for_leader_epoch(leader_epoch)
+
+
 async def handle(deps: ReplicaDeps, ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     m = response_messages(API_KEY, ctx.api_version)
     denied = authorize_topics(deps, ctx, "DESCRIBE", [t.topic for t in request.topics])
@@ -31,16 +38,9 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: OffsetForLeade
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code, epoch, end = 0, -1, -1
-            if t.topic in denied:
-                code = int(ErrorCode.topic_authorization_failed)
-            else:
-                try:
-                    part = deps.replica_manager.get_partition(t.topic, p.partition)
-                    part.check_leader_epoch(p.current_leader_epoch)
-                    epoch, end = part.last_offset_for_leader_epoch(p.leader_epoch)
-                except Exception as e:
-                    code = error_of(e)[0]
+            code, found = partition_call(denied, t.topic, partial(
+                _end_offset, deps, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch))
+            epoch, end = found or (-1, -1)
             parts.append(m.make("EpochEndOffset", error_code=code, partition=p.partition, leader_epoch=epoch,
                                 end_offset=end))
         topics.append(m.make("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
