@@ -8,12 +8,13 @@ commits ConfigRecords to the metadata log; brokers apply them when they replay t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from strom.core.config import TOPIC_CONFIG_DEFS, format_config_value
-from strom.core.controller.quorum_controller import OP_SET, AlterConfigsResource
+from strom.core.controller.quorum_controller import OP_SET, AlterConfigsResource, ItemResult
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import (
@@ -157,6 +158,18 @@ class _AlterBase:
     API_KEY = 0
 
     @classmethod
+    async def _alter(cls, deps: ControllerDeps, ctx: RequestContext, request: Any, op_of: Callable[[Any], int],
+                     alter: Callable[..., Awaitable[list[ItemResult]]]) -> Any:
+        """Hand the authorized resources to the controller's ``alter`` (``op_of`` gives each
+        config's operation) and answer for every resource of the request."""
+        denied = cls._denied(deps, ctx, request.resources)
+        wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
+                                       [(c.name, op_of(c), c.value) for c in r.configs])
+                  for r in request.resources if (r.resource_type, r.resource_name) not in denied]
+        results = await alter(wanted, validate_only=bool(request.validate_only)) if wanted else []
+        return await cls._answer(deps, ctx, request, results, denied)
+
+    @classmethod
     async def _answer(cls, deps: ControllerDeps, ctx: RequestContext, request: Any, results: list[Any],
                       denied: dict[tuple[int, str], int]) -> Any:
         m = response_messages(cls.API_KEY, ctx.api_version)
@@ -193,13 +206,8 @@ class AlterConfigs(_AlterBase):
 
     @classmethod
     async def handle(cls, deps: ControllerDeps, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-        denied = cls._denied(deps, ctx, request.resources)
-        wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
-                                       [(c.name, OP_SET, c.value) for c in r.configs])
-                  for r in request.resources if (r.resource_type, r.resource_name) not in denied]
-        results = await deps.controller.legacy_alter_configs(
-            wanted, validate_only=bool(request.validate_only)) if wanted else []
-        return await cls._answer(deps, ctx, request, results, denied)
+        # Every listed key is SET; the controller drops the overrides not listed (legacy).
+        return await cls._alter(deps, ctx, request, lambda c: OP_SET, deps.controller.legacy_alter_configs)
 
 
 class IncrementalAlterConfigs(_AlterBase):
@@ -210,10 +218,5 @@ class IncrementalAlterConfigs(_AlterBase):
 
     @classmethod
     async def handle(cls, deps: ControllerDeps, ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-        denied = cls._denied(deps, ctx, request.resources)
-        wanted = [AlterConfigsResource(r.resource_type, r.resource_name,
-                                       [(c.name, int(c.config_operation), c.value) for c in r.configs])
-                  for r in request.resources if (r.resource_type, r.resource_name) not in denied]
-        results = await deps.controller.incremental_alter_configs(
-            wanted, validate_only=bool(request.validate_only)) if wanted else []
-        return await cls._answer(deps, ctx, request, results, denied)
+        return await cls._alter(deps, ctx, request, lambda c: int(c.config_operation),
+                                deps.controller.incremental_alter_configs)
