@@ -19,7 +19,7 @@ from strom.core.testing import ManagedProcess, java_problem, wait_for
 from .conftest import Mirror
 from .test_mirror_dedicated import MirrorMakerProcess
 
-pytestmark = [pytest.mark.reference, pytest.mark.slow]  # ~22 s
+pytestmark = [pytest.mark.reference, pytest.mark.slow]  # ~22-29 s each
 
 
 class KafkaMirrorMaker(ManagedProcess):
@@ -49,14 +49,7 @@ def kmirror_classpath() -> str:
         pytest.skip(f"Kafka's MirrorMaker jars unavailable: {exc}")
 
 
-def test_kafka_mm2_replication_continued_by_strom(mirror: Mirror, tmp_path: Path, kmirror_classpath: str) -> None:
-    tag = uuid.uuid4().hex[:8]
-    topic, group = f"io-{tag}", f"g-{tag}"
-    mirror.create_topic(mirror.a, topic, 2)
-    mirror.produce(mirror.a, topic, [{"partition": i % 2, "value": f"v{i}".encode()} for i in range(2000)])
-    c = Consumer({"bootstrap.servers": mirror.a, "group.id": group, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(topic, 0, 700), TopicPartition(topic, 1, 1000)], asynchronous=False)
-    c.close()
+def _properties(mirror: Mirror, tmp_path: Path, topic: str, group: str, tag: str) -> Path:
     props = tmp_path / "mm2.properties"
     props.write_text("\n".join([
         "clusters = A, B", f"A.bootstrap.servers = {mirror.a}", f"B.bootstrap.servers = {mirror.b}",
@@ -69,6 +62,18 @@ def test_kafka_mm2_replication_continued_by_strom(mirror: Mirror, tmp_path: Path
         f"B.group.id = mm2-{tag}", f"B.config.storage.topic = mm2-configs-{tag}",
         f"B.offset.storage.topic = mm2-offsets-{tag}", f"B.status.storage.topic = mm2-status-{tag}",
     ]) + "\n")
+    return props
+
+
+def test_kafka_mm2_replication_continued_by_strom(mirror: Mirror, tmp_path: Path, kmirror_classpath: str) -> None:
+    tag = uuid.uuid4().hex[:8]
+    topic, group = f"io-{tag}", f"g-{tag}"
+    mirror.create_topic(mirror.a, topic, 2)
+    mirror.produce(mirror.a, topic, [{"partition": i % 2, "value": f"v{i}".encode()} for i in range(2000)])
+    c = Consumer({"bootstrap.servers": mirror.a, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 700), TopicPartition(topic, 1, 1000)], asynchronous=False)
+    c.close()
+    props = _properties(mirror, tmp_path, topic, group, tag)
     remote = f"A.{topic}"
     target = {"bootstrap.servers": mirror.b}
     with KafkaMirrorMaker(kmirror_classpath, props, ["B"]) as kafka_mm2:
@@ -88,3 +93,36 @@ def test_kafka_mm2_replication_continued_by_strom(mirror: Mirror, tmp_path: Path
         got = [r[3] for r in mirror.read_all(mirror.b, remote, 2)]
     # continued where Kafka's MM2 stopped: nothing copied twice, nothing missing
     assert sorted(got) == sorted([f"v{i}".encode() for i in range(2000)] + [f"w{i}".encode() for i in range(1000)])
+
+
+def test_strom_mm2_replication_continued_by_kafka(mirror: Mirror, tmp_path: Path, kmirror_classpath: str) -> None:
+    """The other way round: Kafka's MM2 continues strom's replication from strom's source
+    offsets, and Kafka's checkpoint task translates with the offset syncs strom wrote."""
+    tag = uuid.uuid4().hex[:8]
+    topic, group = f"io2-{tag}", f"g-{tag}"
+    mirror.create_topic(mirror.a, topic, 2)
+    mirror.create_topic(mirror.b, f"A.{topic}", 2)
+    # the remote topic already holds 25 other records per partition: translations must shift
+    mirror.produce(mirror.b, f"A.{topic}", [{"partition": p, "value": b"older"} for p in (0, 1) for _ in range(25)])
+    mirror.produce(mirror.a, topic, [{"partition": i % 2, "value": f"v{i}".encode()} for i in range(2000)])
+    props = _properties(mirror, tmp_path, topic, group, tag)
+    remote = f"A.{topic}"
+    with MirrorMakerProcess(props, ["B"]) as strom_mm2:
+        wait_for(lambda: sum(mirror.end_offsets(mirror.b, remote).values()) >= 2050, 90, "strom copied all",
+                 detail=lambda: strom_mm2.log_tail(30))
+        assert strom_mm2.stop() == 0  # a clean stop commits the source offsets
+    c = Consumer({"bootstrap.servers": mirror.a, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 1000), TopicPartition(topic, 1, 400)], asynchronous=False)
+    c.close()
+    mirror.produce(mirror.a, topic, [{"partition": i % 2, "value": f"w{i}".encode()} for i in range(1000)])
+    target = {"bootstrap.servers": mirror.b}
+    with KafkaMirrorMaker(kmirror_classpath, props, ["B"]) as kafka_mm2:
+        wait_for(lambda: sum(mirror.end_offsets(mirror.b, remote).values()) >= 3050, 120, "Kafka's MM2 continued",
+                 detail=lambda: kafka_mm2.log_tail(30))
+        translated = wait_for(lambda: (t := translate_offsets(target, "A", group, timeout=20)) and len(t) == 2 and t,
+                              90, "Kafka's checkpoints from strom's offset syncs", detail=lambda: kafka_mm2.log_tail(30))
+    got = [r[3] for r in mirror.read_all(mirror.b, remote, 2) if r[3] != b"older"]
+    assert sorted(got) == sorted([f"v{i}".encode() for i in range(2000)] + [f"w{i}".encode() for i in range(1000)])
+    for p, committed in ((0, 1000), (1, 400)):
+        offset = translated[TP(remote, p)]
+        assert 25 <= offset <= committed + 25  # shifted by the older records, never past the group
