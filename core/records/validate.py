@@ -441,6 +441,16 @@ def _varint64(data: Buffer, pos: int, end: int) -> tuple[int, int]:
     return _zigzag(data, pos, end, True)
 
 
+def _skip_field(data: Buffer, pos: int, end: int, what: str) -> tuple[int, int]:
+    """Read a nullable field's length (-1: null) and step over its bytes: ``(length, next_pos)``."""
+    length, pos = _varint32(data, pos, end)
+    if length >= 0:
+        pos += length
+        if pos > end:
+            raise _Malformed(f"{what} of {length} bytes runs past the end of the record")
+    return length, pos
+
+
 def _walk_records(data: Buffer, start: int, end: int, count: int, base_ts: int, check_ts: bool, now_ms: int,
                   lo: int, hi: int, compacted: bool, tp: str, batch_pos: int = 0) -> None:
     """Read ``count`` records from ``data[start:end]`` as Kafka does and validate each.
@@ -470,16 +480,8 @@ def _walk_records(data: Buffer, start: int, end: int, count: int, base_ts: int, 
             pos += 1  # attributes: unused in v2, any value
             ts_delta, pos = _varint64(data, pos, record_end)
             offset_delta, pos = _varint32(data, pos, record_end)
-            key_len, pos = _varint32(data, pos, record_end)
-            if key_len >= 0:
-                pos += key_len
-                if pos > record_end:
-                    raise _Malformed(f"key of {key_len} bytes runs past the end of the record")
-            value_len, pos = _varint32(data, pos, record_end)
-            if value_len >= 0:
-                pos += value_len
-                if pos > record_end:
-                    raise _Malformed(f"value of {value_len} bytes runs past the end of the record")
+            key_len, pos = _skip_field(data, pos, record_end, "key")
+            _, pos = _skip_field(data, pos, record_end, "value")
             num_headers, pos = _varint32(data, pos, record_end)
             if num_headers < 0:
                 raise _Malformed(f"Found invalid number of record headers {num_headers}")
@@ -493,12 +495,7 @@ def _walk_records(data: Buffer, start: int, end: int, count: int, base_ts: int, 
                 pos += header_key_len
                 if pos > record_end:
                     raise _Malformed(f"header key of {header_key_len} bytes runs past the end of the record")
-                header_value_len, pos = _varint32(data, pos, record_end)
-                if header_value_len >= 0:
-                    pos += header_value_len
-                    if pos > record_end:
-                        raise _Malformed(f"header value of {header_value_len} bytes runs past the end of "
-                                         "the record")
+                _, pos = _skip_field(data, pos, record_end, "header value")
             if pos != record_end:
                 raise _Malformed(f"Invalid record size: expected to read {length} bytes in record payload, "
                                  f"but instead read {pos - record_start}")

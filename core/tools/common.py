@@ -46,6 +46,16 @@ def parse_kv_list(items: Iterable[str] | None, flag: str) -> dict[str, str]:
     return dict(parse_kv(item, flag) for item in items or ())
 
 
+def bool_property(props: Mapping[str, str], key: str, default: bool) -> bool:
+    """A ``--property key=true|false`` of a console tool (``default`` when absent)."""
+    raw = props.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise UsageError(f"--property {key}={raw}: expected true or false")
+    return raw.strip().lower() == "true"
+
+
 def add_client_args(parser: argparse.ArgumentParser) -> None:
     """The connection flags every console tool takes (named as in Kafka's tools)."""
     group = parser.add_argument_group("connection")

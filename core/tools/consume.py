@@ -25,6 +25,7 @@ from strom.core.tools.common import (
     ToolError,
     UsageError,
     add_client_args,
+    bool_property,
     check_bootstrap,
     client_config,
     open_client,
@@ -35,15 +36,6 @@ from strom.core.tools.common import (
 # Timestamp types as confluent-kafka reports them (librdkafka's rd_kafka_timestamp_type_t).
 _TS_NAMES = {1: b"CreateTime", 2: b"LogAppendTime"}
 BATCH = 500
-
-
-def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    if raw.strip().lower() not in ("true", "false"):
-        raise UsageError(f"--property {key}={raw}: expected true or false")
-    return raw.strip().lower() == "true"
 
 
 def _unescape(value: str) -> bytes:
@@ -75,12 +67,12 @@ class RecordFormat:
         if unknown:
             raise UsageError(f"--property {unknown[0]}: unknown property; known: {', '.join(cls.PROPERTIES)}")
         return cls(
-            print_timestamp=_bool(props, "print.timestamp", False),
-            print_partition=_bool(props, "print.partition", False),
-            print_offset=_bool(props, "print.offset", False),
-            print_headers=_bool(props, "print.headers", False),
-            print_key=_bool(props, "print.key", False),
-            print_value=_bool(props, "print.value", True),
+            print_timestamp=bool_property(props, "print.timestamp", False),
+            print_partition=bool_property(props, "print.partition", False),
+            print_offset=bool_property(props, "print.offset", False),
+            print_headers=bool_property(props, "print.headers", False),
+            print_key=bool_property(props, "print.key", False),
+            print_value=bool_property(props, "print.value", True),
             key_separator=_unescape(props.get("key.separator", "\t")),
             line_separator=_unescape(props.get("line.separator", "\n")),
             headers_separator=_unescape(props.get("headers.separator", ",")),

@@ -22,6 +22,7 @@ from strom.core.tools.common import (
     ToolError,
     UsageError,
     add_client_args,
+    bool_property,
     check_bootstrap,
     client_config,
     open_client,
@@ -36,15 +37,6 @@ DELIVERY_TIMEOUT_MS = 120_000
 
 class LineParseError(Exception):
     """A line does not match the configured format (Kafka aborts the producer on it, so do we)."""
-
-
-def _bool_prop(props: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    if raw.strip().lower() not in ("true", "false"):
-        raise UsageError(f"--property {key}={raw}: expected true or false")
-    return raw.strip().lower() == "true"
 
 
 def _sep_prop(props: Mapping[str, str], key: str, default: str) -> bytes:
@@ -77,13 +69,13 @@ class LineFormat:
             raise UsageError(f"--property {unknown[0]}: unknown property; known: {', '.join(cls.PROPERTIES)}")
         null_marker = props.get("null.marker")
         return cls(
-            parse_key=_bool_prop(props, "parse.key", False),
+            parse_key=bool_property(props, "parse.key", False),
             key_separator=_sep_prop(props, "key.separator", "\t"),
-            parse_headers=_bool_prop(props, "parse.headers", False),
+            parse_headers=bool_property(props, "parse.headers", False),
             headers_delimiter=_sep_prop(props, "headers.delimiter", "\t"),
             headers_separator=_sep_prop(props, "headers.separator", ","),
             headers_key_separator=_sep_prop(props, "headers.key.separator", ":"),
-            ignore_error=_bool_prop(props, "ignore.error", False),
+            ignore_error=bool_property(props, "ignore.error", False),
             null_marker=null_marker.encode() if null_marker else None,
         )
 
