@@ -143,7 +143,7 @@ class StromSegments:
     big: Segment  # one segment larger than S3's 5 MiB minimum multipart part
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def strom_segments(tmp_path_factory: pytest.TempPathFactory) -> StromSegments:
     """Closed segments written by strom's broker: produced with confluent-kafka, then the broker stopped."""
     data_dir = tmp_path_factory.mktemp("tiered-broker")
