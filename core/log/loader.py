@@ -31,7 +31,7 @@ from typing import NamedTuple
 from strom.core.config import LogConfig
 from strom.core.log.epoch_cache import LeaderEpochFileCache
 from strom.core.log.index import AbortedTxn, CorruptIndexError
-from strom.core.log.local_log import SEGMENT_EXTS, new_segment
+from strom.core.log.local_log import new_segment
 from strom.core.log.producer_state import (
     ORIGIN_REPLICATION,
     CompletedTxn,
@@ -43,10 +43,12 @@ from strom.core.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_EXTS,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
+    rename_segment_files,
     segment_path,
 )
 from strom.core.records.batch import BatchHeader
@@ -172,10 +174,7 @@ class LogLoader:
             stem, _, ext = path.name.partition(".")
             if stem.isdigit() and "." + ext in SEGMENT_EXTS and base <= int(stem) < max(next_offset, base + 1):
                 path.unlink()
-        for ext in SEGMENT_EXTS:
-            src = segment_path(self.dir, base, ext, SWAP_SUFFIX)
-            if src.exists():
-                os.replace(src, segment_path(self.dir, base, ext))
+        rename_segment_files(self.dir, base, SWAP_SUFFIX, "")
         logger.info("Completed an interrupted segment swap of %s", segment_path(self.dir, base, LOG_SUFFIX))
 
     def _recover_unflushed(self) -> None:

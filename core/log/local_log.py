@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import random
 import shutil
 import time
@@ -28,19 +27,14 @@ from strom.core.config import LogConfig
 from strom.core.log.index import CorruptIndexError
 from strom.core.log.segment import (
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     LogSegment,
-    segment_path,
+    rename_segment_files,
 )
 from strom.core.records.batch import BatchHeader
 
 logger = logging.getLogger(__name__)
 
-SEGMENT_EXTS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 # Kafka's UnknownOffsetMetadata: the segment / position of an offset that is not known.
 UNKNOWN_SEGMENT = -1
@@ -274,10 +268,7 @@ class LocalLog:
         """
         i = self.segments.index(old)
         old.close_handlers()
-        for ext in SEGMENT_EXTS:
-            src = segment_path(self.dir, old.base_offset, ext, SWAP_SUFFIX)
-            if src.exists():
-                os.replace(src, segment_path(self.dir, old.base_offset, ext))
+        rename_segment_files(self.dir, old.base_offset, SWAP_SUFFIX, "")
         new = self.new_segment(old.base_offset)
         try:
             new.sanity_check()

@@ -86,7 +86,7 @@ from strom.core.log.segment import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
-    segment_path,
+    rename_segment_files,
 )
 from strom.core.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -830,10 +830,8 @@ class UnifiedLog:
                     or (expected_size is not None and old.size != expected_size)):
                 return False
             # Index files first, the log file last: a .log.swap means the whole swap is complete.
-            for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-                src = segment_path(cleaned.dir, cleaned.base_offset, ext, CLEANED_SUFFIX)
-                if src.exists():
-                    os.replace(src, segment_path(cleaned.dir, cleaned.base_offset, ext, SWAP_SUFFIX))
+            rename_segment_files(cleaned.dir, cleaned.base_offset, CLEANED_SUFFIX, SWAP_SUFFIX,
+                                 (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX))
             fsync_dir(self.dir)
             cleaned.close_handlers()
             local.swap_in_cleaned(old)

@@ -46,6 +46,8 @@ TXN_INDEX_SUFFIX = ".txnindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
+# A segment's files.
+SEGMENT_EXTS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 # Header scans read this much at a time: a bit more than the default index interval, so the
 # scan that follows an index lookup usually costs one pread.
@@ -64,6 +66,16 @@ def file_stem(base_offset: int) -> str:
 
 def segment_path(dir_path: Path, base_offset: int, ext: str, suffix: str = "") -> Path:
     return dir_path / f"{file_stem(base_offset)}{ext}{suffix}"
+
+
+def rename_segment_files(dir_path: Path, base_offset: int, from_suffix: str, to_suffix: str,
+                         exts: tuple[str, ...] = SEGMENT_EXTS) -> None:
+    """Rename the files of a segment that exist from ``from_suffix`` to ``to_suffix`` ("" is the
+    live name), in the order of ``exts`` (the compaction swap and its recovery both do this)."""
+    for ext in exts:
+        src = segment_path(dir_path, base_offset, ext, from_suffix)
+        if src.exists():
+            os.replace(src, segment_path(dir_path, base_offset, ext, to_suffix))
 
 
 class LogOffsetPosition(NamedTuple):
