@@ -25,7 +25,7 @@ import io
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 
 import zstandard
@@ -48,7 +48,7 @@ LOG_SUFFIX = "log"
 INDEXES_SUFFIX = "indexes"
 MANIFEST_SUFFIX = "rsm-manifest"
 MAX_CHUNK_SIZE = (2**31 - 1) // 2  # Aiven's bound for chunk.size
-FETCH_GROUP_BYTES = 8 * 1024 * 1024  # transformed bytes fetched per ranged GET of a segment read
+READ_PIECE_BYTES = 1024 * 1024  # a segment read takes the response body in pieces of this size
 MANIFEST_CACHE_ENTRIES = 1000
 
 
@@ -169,29 +169,30 @@ class ChunkedRemoteStorageManager:
         return io.BufferedReader(_PiecesReader(pieces), buffer_size=min(self.chunk_size, 1024 * 1024))
 
     def _range_pieces(self, metadata: RemoteLogSegmentMetadata, manifest: SegmentManifest, first: int,
-                      last: int) -> Iterator[bytes]:
+                      last: int) -> Generator[memoryview, None, None]:
         chunks = manifest.chunk_index.chunks_for_range(first, last)
+        if not chunks:
+            return
         key = self.object_key(metadata, LOG_SUFFIX)
         decompressor = zstandard.ZstdDecompressor() if manifest.compression else None
-        i = 0
-        while i < len(chunks):
-            # One ranged GET for as many consecutive chunks as fit in FETCH_GROUP_BYTES.
-            j = i + 1
-            while j < len(chunks) and (chunks[j].transformed_position + chunks[j].transformed_size
-                                       - chunks[i].transformed_position) <= FETCH_GROUP_BYTES:
-                j += 1
-            group = chunks[i:j]
-            start = group[0].transformed_position
-            blob = self.storage.fetch(key, start, group[-1].transformed_position + group[-1].transformed_size - 1)
-            for chunk in group:
-                stored = blob[chunk.transformed_position - start:
-                              chunk.transformed_position - start + chunk.transformed_size]
-                raw = (decompressor.decompress(stored, max_output_size=chunk.original_size)
-                       if decompressor is not None else stored)
-                lo = max(first - chunk.original_position, 0)
-                hi = min(last - chunk.original_position + 1, chunk.original_size)
-                yield raw[lo:hi]
-            i = j
+        # One ranged GET from the first chunk to the last, read as it arrives and cut into chunks.
+        stream = self.storage.fetch_stream(
+            key, chunks[0].transformed_position, chunks[-1].transformed_position + chunks[-1].transformed_size - 1,
+            READ_PIECE_BYTES)
+        pending = bytearray()
+        for chunk in chunks:
+            while len(pending) < chunk.transformed_size:
+                piece = next(stream, None)
+                if piece is None:
+                    raise RemoteStorageError(f"{key} ended before chunk {chunk.id} of its manifest")
+                pending += piece
+            stored = bytes(pending[:chunk.transformed_size])
+            del pending[:chunk.transformed_size]
+            raw = (decompressor.decompress(stored, max_output_size=chunk.original_size)
+                   if decompressor is not None else stored)
+            lo = max(first - chunk.original_position, 0)
+            hi = min(last - chunk.original_position + 1, chunk.original_size)
+            yield memoryview(raw)[lo:hi]
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> io.BytesIO:
         manifest = self._manifest(metadata)
@@ -222,19 +223,24 @@ class ChunkedRemoteStorageManager:
 class _PiecesReader(io.RawIOBase):
     """A raw stream over an iterator of byte strings (pulled lazily, one ranged GET at a time)."""
 
-    def __init__(self, pieces: Iterator[bytes]) -> None:
+    def __init__(self, pieces: Generator[memoryview, None, None]) -> None:
         self._pieces = pieces
         self._current = memoryview(b"")
 
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        # Ends the generator, whose finally closes the HTTP response of a read stopped early.
+        self._pieces.close()
+        super().close()
+
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
         while not self._current:
             piece = next(self._pieces, None)
             if piece is None:
                 return 0
-            self._current = memoryview(piece)
+            self._current = piece
         n = min(len(buffer), len(self._current))
         buffer[:n] = self._current[:n]
         self._current = self._current[n:]

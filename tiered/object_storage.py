@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,6 +47,11 @@ class ObjectStorage(Protocol):
 
     def fetch(self, key: str, first: int = 0, last: int | None = None) -> bytes:
         """Bytes ``first..last`` (inclusive; to the end when ``last`` is ``None``) of ``key``."""
+        ...
+
+    def fetch_stream(self, key: str, first: int, last: int, piece_size: int) -> Iterator[bytes]:
+        """Bytes ``first..last`` (inclusive) of ``key`` in pieces of about ``piece_size``, from one
+        request read as it arrives."""
         ...
 
     def delete(self, keys: Iterable[str]) -> None:
@@ -95,6 +100,18 @@ class FileSystemStorage:
             raise RemoteResourceNotFoundError(f"object {key!r} not found under {self.root}") from None
         except OSError as e:
             raise RemoteStorageError(f"reading object {key!r}: {e}") from e
+
+    def fetch_stream(self, key: str, first: int, last: int, piece_size: int) -> Iterator[bytes]:
+        try:
+            f = open(self._path(key), "rb")  # noqa: SIM115 - closed by the generator
+        except FileNotFoundError:
+            raise RemoteResourceNotFoundError(f"object {key!r} not found under {self.root}") from None
+        with f:
+            f.seek(first)
+            left = last - first + 1
+            while left > 0 and (piece := f.read(min(piece_size, left))):
+                left -= len(piece)
+                yield piece
 
     def delete(self, keys: Iterable[str]) -> None:
         for key in keys:
@@ -195,6 +212,20 @@ class S3Storage:
                 body.close()
         except (BotoCoreError, ClientError) as e:
             raise self._error("read of", key, e) from e
+
+    def fetch_stream(self, key: str, first: int, last: int, piece_size: int) -> Iterator[bytes]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={first}-{last}")["Body"]
+        except (BotoCoreError, ClientError) as e:
+            raise self._error("read of", key, e) from e
+        try:
+            yield from body.iter_chunks(piece_size)
+        except (BotoCoreError, ClientError) as e:
+            raise self._error("read of", key, e) from e
+        finally:
+            body.close()
 
     def delete(self, keys: Iterable[str]) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
