@@ -10,12 +10,15 @@ hook                              returns                                       
 ``strom_quota_managers()``        ``{name: factory(config) -> QuotaManager}``   ``client.quota.callback.class``
 ``strom_assignors()``             ``[ConsumerGroupPartitionAssignor, ...]``     ``group.consumer.assignors``
 ``strom_remote_storage_managers`` ``{name: factory(config) -> RSM}``            ``remote.log.storage.manager.class.name``
+``strom_remote_log_metadata_``    ``{name: factory(config) -> RLMM}``           ``remote.log.metadata.manager.class.name``
+``managers()``
 ``strom_local_tiers()``           ``{name: factory(config) -> LocalTier}``      ``strom.local.tier``
 ================================  ============================================  ==================================
 
 Every plugin offers implementations *by name*; the broker config picks one by that name, and an
 unknown name is a start-up error that lists the names installed. Defaults (``allow-all``,
-``unlimited``, ``uniform,range``, ``local``) are built-in plugins (:mod:`strom.plugins.builtin`)
+``unlimited``, ``uniform,range``, ``local``, ``topic-based``; and ``s3`` when a remote tier is
+named) are built-in plugins (:mod:`strom.plugins.builtin`)
 registered exactly like third-party ones. Hooks are called once at broker start-up; the request
 path calls the returned objects directly.
 
