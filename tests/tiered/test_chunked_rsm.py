@@ -135,3 +135,13 @@ def test_round_trip_on_aivens_filesystem_backend(tmp_path: Path) -> None:
         rsm.fetch_index(m, IndexType.TRANSACTION)
     rsm.delete_log_segment_data(m)
     assert not [p for p in (tmp_path / "remote").rglob("*") if p.is_file()]
+
+
+def test_selected_from_a_broker_config(tmp_path: Path) -> None:
+    from strom.core.config import BrokerConfig
+
+    config = BrokerConfig.model_validate({
+        "remote.log.storage.manager.class.name": AIVEN_RSM, "rsm.config.chunk.size": "1000",
+        "rsm.config.storage.backend.class": "filesystem", "rsm.config.storage.root": str(tmp_path)})
+    rsm = load_remote_storage_manager(get_plugin_manager(autoload=False, env={}), config)
+    assert isinstance(rsm, ChunkedRemoteStorageManager) and rsm.chunk_size == 1000
