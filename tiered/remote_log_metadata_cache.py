@@ -112,6 +112,16 @@ class RemoteLogMetadataCache:
     def highest_offset_for_epoch(self, epoch: int) -> int | None:
         return self._highest_offset.get(epoch)
 
+    def next_segment_with_txn_index(self, epoch: int, offset: int) -> RemoteLogSegmentMetadata | None:
+        """The first finished segment holding records of ``epoch`` at or after ``offset`` whose
+        transaction index is not empty."""
+        candidates = []
+        for m in self._segments.values():
+            end = epoch_end_offset(m, epoch)
+            if m.state is FINISHED and not m.txn_index_empty and end is not None and end >= offset:
+                candidates.append(m)
+        return min(candidates, key=lambda m: m.start_offset, default=None)
+
     def segments(self, epoch: int | None = None) -> Iterator[RemoteLogSegmentMetadata]:
         """Every recorded segment (any state but deleted), by start offset; with ``epoch``, those
         holding records of that epoch."""

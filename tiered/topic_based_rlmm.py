@@ -287,6 +287,11 @@ class TopicBasedRemoteLogMetadataManager:
         with self._lock:
             return self._cache(topic_id_partition).highest_offset_for_epoch(leader_epoch)
 
+    def next_segment_with_txn_index(self, topic_id_partition: TopicIdPartition, epoch: int,
+                                    offset: int) -> RemoteLogSegmentMetadata | None:
+        with self._lock:
+            return self._cache(topic_id_partition).next_segment_with_txn_index(epoch, offset)
+
     def list_remote_log_segments(self, topic_id_partition: TopicIdPartition,
                                  leader_epoch: int | None = None) -> Iterator[RemoteLogSegmentMetadata]:
         with self._lock:

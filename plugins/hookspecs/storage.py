@@ -319,6 +319,13 @@ class RemoteLogMetadataManager(Protocol):
         """The highest offset of ``leader_epoch`` held by COPY_SEGMENT_FINISHED segments, or ``None``."""
         ...
 
+    def next_segment_with_txn_index(self, topic_id_partition: TopicIdPartition, epoch: int,
+                                    offset: int) -> RemoteLogSegmentMetadata | None:
+        """Kafka's ``nextSegmentWithTxnIndex``: the first COPY_SEGMENT_FINISHED segment of ``epoch``
+        at or after ``offset`` whose transaction index is not empty (aborted transactions for a
+        read_committed fetch), or ``None``."""
+        ...
+
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         """Record the deletion state of a whole partition's remote data."""
         ...

@@ -73,3 +73,22 @@ def test_transitions_are_enforced() -> None:
     for state in (P.DELETE_PARTITION_MARKED, P.DELETE_PARTITION_STARTED, P.DELETE_PARTITION_FINISHED):
         cache.put_partition_delete(RemotePartitionDeleteMetadata(TIP, state, 1, 1))
     assert cache.delete_state is P.DELETE_PARTITION_FINISHED
+
+
+def test_next_segment_with_txn_index() -> None:
+    from dataclasses import replace
+
+    cache = RemoteLogMetadataCache(TIP)
+    plain = replace(seg(0, 99, {0: 0}), txn_index_empty=True)
+    aborted = seg(100, 199, {0: 100})  # txn_index_empty defaults to False: it has entries
+    later = seg(200, 299, {1: 200})
+    for m in (plain, aborted, later):
+        cache.add_copy_in_progress_segment(m)
+    assert cache.next_segment_with_txn_index(0, 0) is None  # nothing finished yet
+    for m in (plain, aborted, later):
+        cache.update_remote_log_segment_metadata(up(m, S.COPY_SEGMENT_FINISHED))
+    found = cache.next_segment_with_txn_index(0, 0)
+    assert found is not None and found.start_offset == 100  # the empty one is skipped
+    assert cache.next_segment_with_txn_index(0, 200) is None  # epoch 0 ends at 199
+    found = cache.next_segment_with_txn_index(1, 0)
+    assert found is not None and found.start_offset == 200
