@@ -49,14 +49,14 @@ def run(total_mib: int, segment_mib: int, chunk_kib: int, compression: bool, rou
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    creds = {"aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **creds)
+    key_id, secret = "bench", "bench"  # moto takes any credentials
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key_id,
+                      aws_secret_access_key=secret)
     s3.create_bucket(Bucket=BUCKET)
     rsm = ChunkedRemoteStorageManager({
         "storage.backend.class": "s3", "storage.s3.bucket.name": BUCKET, "storage.s3.region": "us-east-1",
         "storage.s3.endpoint.url": endpoint, "storage.s3.path.style.access.enabled": "true",
-        "storage.aws.access.key.id": creds["aws_access_key_id"],
-        "storage.aws.secret.access.key": creds["aws_secret_access_key"],
+        "storage.aws.access.key.id": key_id, "storage.aws.secret.access.key": secret,
         "chunk.size": str(chunk_kib * 1024), "compression.enabled": str(compression).lower()})
     tip = TopicIdPartition(uuid.uuid4(), "bench", 0)
     segments: list[RemoteLogSegmentMetadata] = []
