@@ -179,17 +179,28 @@ class ChunkedRemoteStorageManager:
         stream = self.storage.fetch_stream(
             key, chunks[0].transformed_position, chunks[-1].transformed_position + chunks[-1].transformed_size - 1,
             READ_PIECE_BYTES)
+        if decompressor is None:
+            # Stored bytes are the original bytes: pass the pieces through, trimmed to the range.
+            position = chunks[0].original_position
+            for piece in stream:
+                view = memoryview(piece)
+                lo, hi = max(first - position, 0), min(last - position + 1, len(view))
+                position += len(view)
+                if lo < hi:
+                    yield view[lo:hi]
+            if position < chunks[-1].original_position + chunks[-1].original_size:
+                raise RemoteStorageError(f"{key} ended at byte {position}, before the end of its manifest's chunks")
+            return
         pending = bytearray()
         for chunk in chunks:
             while len(pending) < chunk.transformed_size:
-                piece = next(stream, None)
-                if piece is None:
+                more = next(stream, None)
+                if more is None:
                     raise RemoteStorageError(f"{key} ended before chunk {chunk.id} of its manifest")
-                pending += piece
+                pending += more
             stored = bytes(pending[:chunk.transformed_size])
             del pending[:chunk.transformed_size]
-            raw = (decompressor.decompress(stored, max_output_size=chunk.original_size)
-                   if decompressor is not None else stored)
+            raw = decompressor.decompress(stored, max_output_size=chunk.original_size)
             lo = max(first - chunk.original_position, 0)
             hi = min(last - chunk.original_position + 1, chunk.original_size)
             yield memoryview(raw)[lo:hi]
