@@ -194,6 +194,9 @@ class MirrorCheckpointConnector(SourceConnector):
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        # librdkafka handles have no close(): dropping the last reference ends their threads
+        for name in ("_source_admin", "_target_admin"):
+            self.__dict__.pop(name, None)
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         cfg = self.cfg
@@ -270,6 +273,8 @@ class MirrorCheckpointTask(SourceTask):
             reader, self.reader = self.reader, None
             if reader is not None:
                 reader.close()
+        for name in ("_source_admin", "_target_admin"):
+            self.__dict__.pop(name, None)
 
     def poll(self) -> Sequence[SourceRecord] | None:
         cfg = self.cfg

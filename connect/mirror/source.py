@@ -134,6 +134,9 @@ class MirrorSourceConnector(SourceConnector):
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        # librdkafka handles have no close(): dropping the last reference ends their threads
+        for name in ("_source_admin", "_target_admin", "_offset_syncs_admin"):
+            self.__dict__.pop(name, None)
 
     def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
         cfg = self.cfg

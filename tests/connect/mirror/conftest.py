@@ -1,4 +1,5 @@
-"""Two strom brokers (clusters ``A`` and ``B``) and helpers for the MirrorMaker tests.
+"""Two strom brokers (clusters ``A`` and ``B``), a dedicated ``strom connect mirror-maker``
+process and helpers for the MirrorMaker tests.
 
 ``cluster_a`` is the session's shared broker; ``cluster_b`` a second broker process of this
 folder's own. Tests use unique topic and group names, so they share both.
@@ -6,20 +7,22 @@ folder's own. Tests use unique topic and group names, so they share both.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.connect.mirror.maker import READY_LINE
 from strom.connect.plugins import PluginRegistry
 from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.standalone import StandaloneHerder
-from strom.core.testing import BrokerProcess
+from strom.core.testing import BrokerProcess, ManagedProcess
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +118,24 @@ class Mirror:
                 "replication.factor": "1", "offset-syncs.topic.replication.factor": "1",
                 "checkpoints.topic.replication.factor": "1", "heartbeats.topic.replication.factor": "1",
                 **{k.replace("_", "."): v for k, v in extra.items()}}
+
+
+class MirrorMakerProcess(ManagedProcess):
+    name = "strom-mirror-maker"
+
+    def __init__(self, properties: Path, clusters: list[str]) -> None:
+        super().__init__()
+        self.properties, self.clusters = properties, clusters
+
+    def start(self) -> Self:
+        self.spawn([sys.executable, "-m", "strom.connect.cli", "mirror-maker", str(self.properties),
+                    "--clusters", *self.clusters], ready=lambda line: READY_LINE in line)
+        if not self.wait_ready(60):
+            raise self.fail_start("mirror-maker did not start")
+        return self
+
+    def task_lines(self) -> list[str]:
+        return [line for line in self.output if "replicating" in line and "partition(s)" in line and "task" in line]
 
 
 @pytest.fixture

@@ -4,33 +4,12 @@ record arrives. The flow's worker settings come from ``B.*`` cluster properties.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
-from typing import Self
 
-from strom.connect.mirror.maker import READY_LINE
-from strom.core.testing import ManagedProcess, wait_for
+from strom.core.testing import wait_for
 
-from .conftest import Mirror
-
-
-class MirrorMakerProcess(ManagedProcess):
-    name = "strom-mirror-maker"
-
-    def __init__(self, properties: Path, clusters: list[str]) -> None:
-        super().__init__()
-        self.properties, self.clusters = properties, clusters
-
-    def start(self) -> Self:
-        self.spawn([sys.executable, "-m", "strom.connect.cli", "mirror-maker", str(self.properties),
-                    "--clusters", *self.clusters], ready=lambda line: READY_LINE in line)
-        if not self.wait_ready(60):
-            raise self.fail_start("mirror-maker did not start")
-        return self
-
-    def task_lines(self) -> list[str]:
-        return [line for line in self.output if "replicating" in line and "partition(s)" in line and "task" in line]
+from .conftest import Mirror, MirrorMakerProcess
 
 
 def test_two_processes_share_the_partitions(mirror: Mirror, tmp_path: Path) -> None:

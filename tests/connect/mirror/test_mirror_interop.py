@@ -16,8 +16,7 @@ from strom.connect.api.records import TopicPartition as TP
 from strom.connect.mirror import translate_offsets
 from strom.core.testing import ManagedProcess, java_problem, wait_for
 
-from .conftest import Mirror
-from .test_mirror_dedicated import MirrorMakerProcess
+from .conftest import Mirror, MirrorMakerProcess
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]  # ~22-29 s each
 

@@ -13,8 +13,7 @@ import pytest
 
 from strom.core.testing import wait_for
 
-from .conftest import Mirror
-from .test_mirror_dedicated import MirrorMakerProcess
+from .conftest import Mirror, MirrorMakerProcess
 
 N = 20_000
 
