@@ -123,3 +123,31 @@ def test_group_lagging_100k_records_still_translates(mirror: Mirror) -> None:
     target = {"bootstrap.servers": mirror.b}
     translated = wait_for(lambda: translate_offsets(target, "A", group, timeout=20), 60, "a checkpoint")
     _check_resume(mirror, topic, committed, translated)
+
+
+def test_sync_group_offsets_leaves_active_target_groups_alone(mirror: Mirror) -> None:
+    topic, group = f"act-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    _setup(mirror, topic, per_partition=300, partitions=1, pre=0)
+    _consume_and_commit(mirror.a, topic, group, {0: 250})
+    # the group is active on B (a member consuming the remote topic) before MirrorMaker starts
+    active = Consumer({"bootstrap.servers": mirror.b, "group.id": group, "enable.auto.commit": False,
+                       "auto.offset.reset": "latest"})
+    try:
+        active.subscribe([f"A.{topic}"])
+        wait_for(lambda: active.consume(1, 0.5) is not None and active.assignment(), 30, "member of the group on B")
+        _start(mirror, "act", topic, {0: 300}, sync_group_offsets_enabled="true",
+               sync_group_offsets_interval_seconds="1")
+        target = {"bootstrap.servers": mirror.b}
+        # the first checkpoint is emitted by the same round that first tried to sync offsets
+        wait_for(lambda: translate_offsets(target, "A", group, timeout=20), 60, "a checkpoint")
+        committed = active.committed([TopicPartition(f"A.{topic}", 0)], timeout=10)
+        assert committed[0].offset < 0  # nothing committed into the active group
+    finally:
+        active.close()  # leaves the group: now it is idle and gets the translated offsets
+    translated = translate_offsets({"bootstrap.servers": mirror.b}, "A", group, timeout=20)
+    probe = Consumer({"bootstrap.servers": mirror.b, "group.id": group})
+    try:
+        wait_for(lambda: probe.committed([TopicPartition(f"A.{topic}", 0)], timeout=10)[0].offset
+                 == translated[TP(f"A.{topic}", 0)], 60, "offsets synced once the group is idle")
+    finally:
+        probe.close()
