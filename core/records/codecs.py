@@ -33,6 +33,7 @@ import lz4.frame
 import zstandard
 
 from strom.core.errors import CorruptMessageError, UnsupportedCompressionTypeError
+from strom.core.exceptions import BrokerError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -94,7 +95,7 @@ def compress(codec_id: int, data: Buffer, level: int | None = None) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec_id}")
 
 
-class DecompressionLimitError(Exception):
+class DecompressionLimitError(BrokerError):
     """The data decompresses to more than the ``max_bytes`` the caller allowed."""
 
     def __init__(self, codec: str, limit: int) -> None:

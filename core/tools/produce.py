@@ -35,7 +35,7 @@ Header = tuple[str, bytes | None]
 DELIVERY_TIMEOUT_MS = 120_000
 
 
-class LineParseError(Exception):
+class LineParseError(ToolError):
     """A line does not match the configured format (Kafka aborts the producer on it, so do we)."""
 
 
