@@ -19,7 +19,7 @@ from strom.connect.api.records import TopicPartition
 from strom.connect.exceptions import ConnectException
 from strom.connect.mirror.config import REPLICATION_POLICY_CLASS, REPLICATION_POLICY_CLASS_DEFAULT
 from strom.connect.mirror.policy import ReplicationPolicy, replication_policy
-from strom.connect.mirror.records import Checkpoint
+from strom.connect.mirror.records import Checkpoint, Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,9 @@ def _read_topic(properties: Mapping[str, Any], topic: str, timeout: float) -> li
     consumer = Consumer(props)
     try:
         deadline = time.monotonic() + timeout
+        md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if md is None or md.error is not None or not md.partitions:
+            return []  # no such topic (yet): nothing replicated or checkpointed here
         tp = KTopicPartition(topic, 0)
         _, end = consumer.get_watermark_offsets(tp, timeout=timeout)
         out: list[tuple[bytes | None, bytes | None]] = []
@@ -128,6 +131,27 @@ class RemoteClusterUtils:
                 upstream = policy.upstream_topic(t)
                 t = upstream if upstream != t else None
         return out
+
+    @staticmethod
+    def replication_lag(properties: Mapping[str, Any], upstream_cluster_alias: str,
+                        timeout: float = 30.0) -> float | None:
+        """Seconds between now and the newest heartbeat in ``<upstream>.heartbeats`` here: how
+        far behind this cluster's copy of that upstream is (at most the heartbeat interval when
+        in sync); None when no heartbeat of it arrived."""
+        policy = _policy(properties)
+        topic = policy.format_remote_topic(upstream_cluster_alias, policy.heartbeats_topic())
+        newest: int | None = None
+        for key, value in _read_topic(properties, topic, timeout):
+            try:
+                hb = Heartbeat.deserialize(key, value)
+            except Exception as exc:  # skipped like an unreadable checkpoint
+                log.warning("skipping an unreadable heartbeat: %s", exc)
+                continue
+            # Any heartbeat in <upstream>.heartbeats was written on the upstream cluster (by
+            # whichever flow into it) and reached us through the upstream->here flow.
+            if newest is None or hb.timestamp > newest:
+                newest = hb.timestamp
+        return None if newest is None else max(0.0, time.time() - newest / 1000.0)
 
     @staticmethod
     def replication_hops(properties: Mapping[str, Any], upstream_cluster_alias: str, timeout: float = 30.0) -> int:

@@ -41,3 +41,6 @@ def test_heartbeats_are_emitted_and_replicated_back(mirror: Mirror) -> None:
     assert "B" in RemoteClusterUtils.upstream_clusters(props)
     assert RemoteClusterUtils.replication_hops(props, "B") == 1
     assert RemoteClusterUtils.replication_hops(props, "Z") == -1
+    lag = RemoteClusterUtils.replication_lag(props, "B")
+    assert lag is not None and 0.0 <= lag < 60.0  # B's copy on A is seconds behind, not unknown
+    assert RemoteClusterUtils.replication_lag(props, "Z") is None
