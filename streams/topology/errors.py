@@ -25,18 +25,17 @@ the stream thread waits and retries within ``task.timeout.ms`` and never asks a 
 record is dropped for it. A record a handler lets go (CONTINUE) is logged with its topic,
 partition and offset.
 
-Dead letters (KIP-1034), one rule under both guarantees: **a dead-letter record is written if
-and only if the failed record's input is committed as processed**. With
+Dead letters (KIP-1034), one rule under both guarantees: **every failed record's dead letter is
+written at least once, whatever the handler answers, and no transaction takes it back.** With
 ``errors.dead.letter.queue.topic.name`` set, every failed record (whatever the handler answers;
 strom does not leave that to custom handlers as Kafka does) is sent to that topic with the
 *source* record's key and value bytes and Kafka's headers ``__streams.errors.exception``,
-``.message``, ``.stacktrace``, ``.topic``, ``.partition``, ``.offset``, through the task's
-producer, as Kafka 4.x does. On CONTINUE the input is committed past the record, so its dead
-letter is committed with it (under exactly_once_v2 in the same transaction). On FAIL the thread
-stops before that commit and the input is not committed past the record, so the dead letter is
-not either: under exactly_once_v2 the transaction holding it is aborted, under at_least_once it
-may already have been delivered (at-least-once allows the extra copy); either way the record
-fails again, and its dead letter is written, when the application next processes it.
+``.message``, ``.stacktrace``, ``.topic``, ``.partition``, ``.offset``. Kafka 4.x sends it
+through the task's producer, so under exactly_once_v2 a FAIL answer's dead letter is lost with
+the transaction the failure aborts; strom sends it through a second, non-transactional
+(idempotent) producer of the stream thread and flushes that before every commit and every abort.
+A record processed again (after a failure, a rebalance or an abort) fails again and leaves
+another dead letter: consumers of the DLQ see each failure at least once, read_committed or not.
 A FAIL answer raises :class:`ErrorHandlerFailure`, which names topic, partition and offset and
 stops the stream thread (the uncaught-exception handler decides what follows; by default, as
 in Kafka, the client shuts down and the application goes to ERROR).
