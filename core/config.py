@@ -443,6 +443,30 @@ class BrokerConfig(BaseModel):
     add_partitions_to_txn_retry_backoff_max_ms: int = Field(
         100, alias="add.partitions.to.txn.retry.backoff.max.ms", ge=1)
 
+    # KIP-405 tiered storage (strom.tiered). Off by default: nothing of the tier is loaded then.
+    # The managers' own keys stay under the rsm.config. / rlmm.config. prefixes (kept as extras).
+    remote_log_storage_system_enable: bool = Field(
+        False, alias="remote.log.storage.system.enable",
+        description="Enable tiered storage on this broker (loads the remote storage and metadata managers).")
+    remote_log_storage_manager_class_name: str = Field(
+        "", alias="remote.log.storage.manager.class.name",
+        description="The remote storage manager plugin (strom's name, or Kafka's/Aiven's class name).")
+    remote_log_metadata_manager_class_name: str = Field(
+        "topic-based", alias="remote.log.metadata.manager.class.name",
+        description="The remote log metadata manager plugin (default: the topic-based one).")
+    log_local_retention_ms: int = Field(
+        -2, alias="log.local.retention.ms", ge=-2,
+        description="Local retention time of tiered topics (-2: use retention.ms).")
+    log_local_retention_bytes: int = Field(
+        -2, alias="log.local.retention.bytes", ge=-2,
+        description="Local retention size of tiered topics (-2: use retention.bytes).")
+    remote_log_manager_task_interval_ms: int = Field(
+        30000, alias="remote.log.manager.task.interval.ms", ge=1,
+        description="How often the remote log manager runs its copy/expiration tasks.")
+    remote_fetch_max_wait_ms: int = Field(
+        500, alias="remote.fetch.max.wait.ms", ge=1,
+        description="How long a Fetch served from remote storage may wait for the remote read.")
+
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
     fetch_max_bytes: int = Field(57671680, alias="fetch.max.bytes", ge=0)
     metadata_log_segment_bytes: int = Field(1073741824, alias="metadata.log.segment.bytes", ge=12)
@@ -579,6 +603,8 @@ class BrokerConfig(BaseModel):
             "log.preallocate": self.log_preallocate,
             "log.retention.bytes": self.log_retention_bytes,
             "log.retention.ms": self.effective_retention_ms,
+            "log.local.retention.bytes": self.log_local_retention_bytes,
+            "log.local.retention.ms": self.log_local_retention_ms,
             "log.segment.bytes": self.log_segment_bytes,
             "log.index.size.max.bytes": self.log_index_size_max_bytes,
             "log.roll.jitter.ms": (self.log_roll_jitter_ms if self.log_roll_jitter_ms is not None

@@ -43,6 +43,11 @@ class DelayedOperations(Protocol):
         ...
 
 
+# The remote tier's view of leadership (KIP-405): (new leaders, new followers, stopped
+# partitions as (topic, index, topic id)), for partitions of remote.storage.enable topics only.
+RemoteRolesListener = Callable[[list[Partition], list[Partition], list[tuple[str, int, uuid.UUID]]], None]
+
+
 class ReplicaManager:
     """Owns every :class:`Partition` of this broker."""
 
@@ -61,6 +66,9 @@ class ReplicaManager:
         # Partitions whose log could not be created (every log dir offline): they answer
         # KAFKA_STORAGE_ERROR, as Kafka's offline partitions do; the next image retries them.
         self.offline_partitions: dict[tuple[str, int], str] = {}
+        # Set only when remote.log.storage.system.enable is on; None costs the metadata path nothing.
+        self._remote_roles_listener: RemoteRolesListener | None = None
+        self._remote_roles: dict[tuple[str, int], tuple[uuid.UUID, bool]] = {}
 
     # -- metadata publisher -------------------------------------------------------------------
 
@@ -100,6 +108,29 @@ class ReplicaManager:
             del self.offline_partitions[key]
         for name in [n for n in self._topic_configs if n not in image.topics]:
             del self._topic_configs[name]
+        if self._remote_roles_listener is not None:
+            self._publish_remote_roles(self._remote_roles_listener)
+
+    def set_remote_roles_listener(self, listener: RemoteRolesListener | None) -> None:
+        """Tell ``listener`` the roles of every tiered partition now, then each change (Kafka's
+        ``RemoteLogManager.onLeadershipChange`` / ``stopPartitions`` calls)."""
+        self._remote_roles_listener = listener
+        self._remote_roles = {}
+        if listener is not None:
+            self._publish_remote_roles(listener)
+
+    def _publish_remote_roles(self, listener: RemoteRolesListener) -> None:
+        current = {key: (part.topic_id, part.is_leader) for key, part in self.partitions.items()
+                   if part.log.config.get("remote.storage.enable")}
+        leaders, followers = [], []
+        for key, role in current.items():
+            if self._remote_roles.get(key) != role:
+                (leaders if role[1] else followers).append(self.partitions[key])
+        stopped = [(key[0], key[1], old[0]) for key, old in self._remote_roles.items()
+                   if key not in current or current[key][0] != old[0]]
+        self._remote_roles = current
+        if leaders or followers or stopped:
+            listener(leaders, followers, stopped)
 
     def _log_config(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.build(self.config, overrides, self._dynamic_broker)

@@ -58,10 +58,12 @@ from strom.plugins.hookspecs.authorizers import (
 )
 from strom.plugins.hookspecs.authorizers import RequestContext as AuthContext
 from strom.plugins.hookspecs.quotas import QuotaType
+from strom.plugins.hookspecs.storage import RemoteStorageManager
 from strom.plugins.manager import get_plugin_manager, load_authorizer, load_quota_manager
 
 if TYPE_CHECKING:
     from strom.core.coordinator.runtime import CoordinatorHost
+    from strom.core.replica.remote_log import RemoteLogBinding
     from strom.core.server.handlers._deps import (
         ApiVersionsDeps,
         ClusterDeps,
@@ -173,6 +175,13 @@ class Broker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.incarnation_id = uuid.uuid4()
+        # KIP-405: with remote.log.storage.system.enable off nothing of the tier is imported.
+        self.remote_storage_manager: RemoteStorageManager | None = None
+        self.remote_log: RemoteLogBinding | None = None
+        if config.remote_log_storage_system_enable:
+            from strom.core.replica.remote_log import load_storage_manager
+
+            self.remote_storage_manager = load_storage_manager(self.plugin_manager, config)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -191,8 +200,25 @@ class Broker:
         # in the backlog and are served from now on.
         for listener in self.listeners:
             await listener.start()
+        if self.remote_storage_manager is not None:
+            await self._start_remote_log()
+
+    async def _start_remote_log(self) -> None:
+        """The remote log manager, once the listeners serve (its metadata manager is a client of
+        this broker), built off the loop; then the replica manager reports tiered leadership."""
+        from strom.core.replica.remote_log import RemoteLogBinding
+
+        assert self.remote_storage_manager is not None
+        own = next(((h, p) for n, h, p in self.endpoints() if n == self.config.inter_broker_listener_name),
+                   None) or self.endpoints()[0][1:]
+        self.remote_log = await asyncio.to_thread(RemoteLogBinding.start, self.plugin_manager, self.config,
+                                                  self.remote_storage_manager, f"{own[0]}:{own[1]}")
+        self.replica_manager.set_remote_roles_listener(self.remote_log.on_roles)
 
     async def stop(self) -> None:
+        if self.remote_log is not None:  # first: its metadata clients talk to this broker
+            self.replica_manager.set_remote_roles_listener(None)
+            await asyncio.to_thread(self.remote_log.close)
         for listener in self.listeners:
             await listener.close()
         await self.txn_coordinator.close()
