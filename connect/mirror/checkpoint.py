@@ -129,7 +129,10 @@ class OffsetSyncReader:
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
+                    if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        # the source connector has not created it yet: expected at start, every poll
+                        log.debug("reading %s: %s", self.topic, err.str())
+                    elif err.code() != KafkaError._PARTITION_EOF:
                         log.warning("reading %s: %s", self.topic, err.str())
                     continue
                 try:
