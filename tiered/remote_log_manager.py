@@ -91,6 +91,11 @@ class TieredLog(Protocol):
         """The topic's ``remote.log.copy.disable``."""
         ...
 
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """Everything up to ``offset`` is in remote storage (Kafka's
+        ``updateHighestOffsetInRemoteStorage``): local retention may delete it."""
+        ...
+
 
 def leader_epoch_slice(entries: Sequence[tuple[int, int]], start: int, end: int) -> dict[int, int]:
     """The segment's ``segmentLeaderEpochs``: each epoch with records in ``[start, end]`` -> its first
@@ -117,6 +122,7 @@ class DirectoryTieredLog:
         self.partition_dir = partition_dir
         self._lso = last_stable_offset
         self._copy_disabled = copy_disabled
+        self.highest_offset_in_remote_storage = -1
 
     def _path(self, offset: int, suffix: str) -> Path:
         return self.partition_dir / f"{offset:020d}{suffix}"
@@ -144,6 +150,9 @@ class DirectoryTieredLog:
 
     def remote_copy_disabled(self) -> bool:
         return self._copy_disabled
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        self.highest_offset_in_remote_storage = max(self.highest_offset_in_remote_storage, offset)
 
 
 def _max_timestamp(time_index: Path) -> int:
@@ -246,6 +255,7 @@ class RemoteLogManager:
             if tiered_log.remote_copy_disabled():
                 return result
             highest = self._highest_remote_offset(tip, tiered_log)
+            tiered_log.update_highest_offset_in_remote_storage(highest)
             lso = tiered_log.last_stable_offset()
             for seg in tiered_log.closed_segments():
                 if self._stopped.is_set():
@@ -255,6 +265,7 @@ class RemoteLogManager:
                 if seg.next_offset > lso:
                     break  # not wholly below the last stable offset: neither it nor any later one
                 result.copied.append(self._copy_segment(tip, tiered_log, seg))
+                tiered_log.update_highest_offset_in_remote_storage(seg.end_offset)
         except RemoteStorageError as e:
             log.warning("copying %s to remote storage: %s (retried next round)", tip, e)
             result.failed = e

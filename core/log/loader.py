@@ -74,8 +74,10 @@ class LogLoader:
 
     def __init__(self, dir_path: Path, config: LogConfig, *, recovery_point: int, log_start_offset: int,
                  had_clean_shutdown: bool, epoch_cache: LeaderEpochFileCache,
-                 producer_state: ProducerStateManager, clock: Callable[[], int]) -> None:
+                 producer_state: ProducerStateManager, clock: Callable[[], int],
+                 remote_log_enabled: bool = False) -> None:
         self.dir = dir_path
+        self.remote_log_enabled = remote_log_enabled
         self.config = config
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
@@ -124,13 +126,16 @@ class LogLoader:
         active = self._segments[-1]
         active.resize_indexes(self.config.segment_index_bytes)
         leo = active.read_next_offset()
-        log_start = min(max(self.log_start_offset, self._segments[0].base_offset), leo)
+        local_start = min(max(self.log_start_offset, self._segments[0].base_offset), leo)
+        # A tiered log keeps its checkpointed log start below the local segments (Kafka's
+        # LogLoader: the older data is in remote storage).
+        log_start = min(max(self.log_start_offset, 0), leo) if self.remote_log_enabled else local_start
         self.epoch_cache.truncate_from_end(leo)
         self.epoch_cache.truncate_from_start(log_start)
         # Loading runs off the event loop: the checkpoint is made to match what was loaded now.
         self.epoch_cache.flush()
         # Snapshots above the recovery point may describe data lost in the crash (Kafka's rule).
-        rebuild_producer_state(self.producer_state, self._segments, self._bases, log_start, leo,
+        rebuild_producer_state(self.producer_state, self._segments, self._bases, local_start, leo,
                                leo if clean else min(checkpointed_recovery_point, leo), self._clock())
         # After a clean shutdown everything was flushed; after recovery everything was checked.
         return LoadedLogOffsets(self._segments, log_start, leo, leo, self._dir_dirty)

@@ -102,6 +102,7 @@ from strom.core.records.validate import assign_offsets
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "FetchDataInfo",
@@ -121,6 +122,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 # (log dir, what was being done, the error): the LogManager's LogDirFailureChannel.
@@ -191,7 +193,8 @@ class UnifiedLog:
                  high_watermark: int = 0, had_clean_shutdown: bool = True,
                  clock: Callable[[], int] = _now_ms,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 io_error_handler: IoErrorHandler | None = None) -> None:
+                 io_error_handler: IoErrorHandler | None = None,
+                 remote_storage_system_enable: bool = False) -> None:
         self.dir = Path(dir_path)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self._clock = clock
@@ -205,10 +208,17 @@ class UnifiedLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic_id = self._init_topic_id(topic_id)
         self.epoch_cache = LeaderEpochFileCache.in_dir(self.dir)
+        # KIP-405: remote.log.storage.system.enable of the broker; with the topic's
+        # remote.storage.enable it makes the log tiered (remote_log_enabled).
+        self._remote_system = remote_storage_system_enable
+        # The end offset of the newest segment copied to remote storage (Kafka's
+        # highestOffsetInRemoteStorage), set by the remote log manager; -1: none known.
+        self._highest_remote_offset = -1
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms=producer_id_expiration_ms)
         loaded = LogLoader(self.dir, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
                            had_clean_shutdown=had_clean_shutdown, epoch_cache=self.epoch_cache,
-                           producer_state=self.producer_state, clock=clock).load()
+                           producer_state=self.producer_state, clock=clock,
+                           remote_log_enabled=self._remote_enabled(config)).load()
         self._local = LocalLog(self.dir, config, loaded.segments, recovery_point=loaded.recovery_point,
                                next_offset=loaded.next_offset, clock=clock, dir_dirty=loaded.dir_dirty)
         self._log_start = loaded.log_start_offset
@@ -295,6 +305,39 @@ class UnifiedLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (Kafka's localLogStartOffset): the log start offset unless
+        the log is tiered and older segments live only in remote storage."""
+        with self._lock:
+            return self._local_log_start()
+
+    def _local_log_start(self) -> int:
+        return max(self._log_start, self._local.segments[0].base_offset)
+
+    @staticmethod
+    def _remote_enabled_by(system: bool, config: LogConfig) -> bool:
+        return system and bool(config.get("remote.storage.enable")) and not config.compact
+
+    def _remote_enabled(self, config: LogConfig) -> bool:
+        return self._remote_enabled_by(self._remote_system, config)
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """The broker's remote.log.storage.system.enable and the topic's remote.storage.enable."""
+        return self._remote_enabled(self.config)
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        return self._highest_remote_offset
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """The remote log manager copied (or found copied) everything up to ``offset``: local
+        retention may delete segments ending at or below it."""
+        with self._lock:
+            if offset > self._highest_remote_offset:
+                self._highest_remote_offset = offset
 
     @property
     def log_end_offset(self) -> int:
@@ -559,9 +602,10 @@ class UnifiedLog:
         """
         with self._lock:
             leo = self._local.log_end_offset
-            if offset < self._log_start or offset > leo:
+            start = self._local_log_start()
+            if offset < start or offset > leo:
                 raise OffsetOutOfRangeError(
-                    f"{self.dir.name}: offset {offset} is outside [{self._log_start}, {leo}]")
+                    f"{self.dir.name}: offset {offset} is outside [{start}, {leo}]")
             try:
                 return self._local.read(offset, max_bytes, max_offset, min_one_message)
             except OSError as e:
@@ -571,8 +615,16 @@ class UnifiedLog:
         """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp or -1/-2/-3/-4."""
         with self._lock:
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                epoch = self.epoch_cache.epoch_for_offset(self._log_start)
-                return self._log_start, -1, -1 if epoch is None else epoch
+                # KIP-1005: -4 is the first offset on local disk, below which a tiered log's data
+                # is in remote storage only; -2 is the log start, remote included.
+                start = self._log_start if timestamp == EARLIEST_TIMESTAMP else self._local_log_start()
+                epoch = self.epoch_cache.epoch_for_offset(start)
+                return start, -1, -1 if epoch is None else epoch
+            if timestamp == LATEST_TIERED_TIMESTAMP:
+                if not self.remote_log_enabled or self._highest_remote_offset < 0:
+                    return -1, -1, -1
+                epoch = self.epoch_cache.epoch_for_offset(self._highest_remote_offset)
+                return self._highest_remote_offset, -1, -1 if epoch is None else epoch
             if timestamp == LATEST_TIMESTAMP:
                 latest = self.epoch_cache.latest_epoch
                 return self._local.log_end_offset, -1, -1 if latest is None else latest
@@ -649,6 +701,7 @@ class UnifiedLog:
         first, as Kafka's ``deletableSegments`` does.
         """
         deleted = 0
+        tiered = self.remote_log_enabled
         try:
             while True:
                 with self._lock:
@@ -660,15 +713,16 @@ class UnifiedLog:
                     if seg is self._local.active_segment:
                         self._roll(None)  # Kafka rolls before deleting an expired active segment
                     self._local.remove_segment(seg)
-                    self._log_start = max(self._log_start, self._local.segments[0].base_offset)
-                    self.epoch_cache.truncate_from_start(self._log_start)
+                    if not tiered:  # a tiered log keeps its log start: the data is in remote storage
+                        self._log_start = max(self._log_start, self._local.segments[0].base_offset)
+                        self.epoch_cache.truncate_from_start(self._log_start)
                 self._local.delete_segment_files(seg)
                 deleted += 1
             if deleted:
                 with self._lock:
                     # Once per pass: it lists the directory (loading ignores snapshots below
                     # the log start meanwhile).
-                    self.producer_state.delete_snapshots_before(self._log_start)
+                    self.producer_state.delete_snapshots_before(self._local_log_start())
         except OSError as e:
             raise self._storage_error("deleting segments of", e) from None
         return deleted
@@ -683,14 +737,26 @@ class UnifiedLog:
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start)
         if not cfg.delete:
             return deleted
-        if cfg.retention_ms >= 0:
-            deleted += self._delete_segments_while(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms)
-        if cfg.retention_bytes >= 0:
-            diff = self.size_in_bytes - cfg.retention_bytes
+        retention_ms, retention_bytes = cfg.retention_ms, cfg.retention_bytes
+        tiered = self.remote_log_enabled
+        if tiered:
+            # KIP-405: local retention (-2: the total one) deletes only segments already copied;
+            # the total retention is the remote log manager's (it moves the log start).
+            local_ms, local_bytes = int(cfg.get("local.retention.ms")), int(cfg.get("local.retention.bytes"))
+            retention_ms = retention_ms if local_ms == -2 else local_ms
+            retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
+
+        def copied(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            return not tiered or (nxt is not None and nxt.base_offset - 1 <= self._highest_remote_offset)
+        if retention_ms >= 0:
+            deleted += self._delete_segments_while(
+                lambda seg, nxt: copied(seg, nxt) and now - seg.largest_timestamp > retention_ms)
+        if retention_bytes >= 0:
+            diff = self.size_in_bytes - retention_bytes
 
             def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
                 nonlocal diff
-                if diff - seg.size >= 0:
+                if copied(seg, nxt) and diff - seg.size >= 0:
                     diff -= seg.size
                     return True
                 return False

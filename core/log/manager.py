@@ -176,7 +176,8 @@ class LogManager:
             path, tp = job
             return Log(path, configs.get(tp[0], self.default_config), recovery_point=recovery.get(tp, 0),
                        log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
-                       had_clean_shutdown=clean, clock=self._clock, io_error_handler=self._io_error)
+                       had_clean_shutdown=clean, clock=self._clock, io_error_handler=self._io_error,
+                       remote_storage_system_enable=self.broker_config.remote_log_storage_system_enable)
 
         threads = max(self.broker_config.num_recovery_threads_per_data_dir, 1)
         with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -243,7 +244,8 @@ class LogManager:
             path = self._next_log_dir() / f"{topic}-{partition}"
             try:
                 log = Log(path, config or self.default_config, topic_id=topic_id, clock=self._clock,
-                          io_error_handler=self._io_error)
+                          io_error_handler=self._io_error,
+                          remote_storage_system_enable=self.broker_config.remote_log_storage_system_enable)
                 fsync_dir(path.parent)
             except OSError as e:
                 message = f"Error while creating log for {topic}-{partition} in dir {path.parent}"

@@ -49,3 +49,6 @@ class UnifiedLogTieredView:
 
     def remote_copy_disabled(self) -> bool:
         return bool(self.log.config.get("remote.log.copy.disable"))
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        self.log.update_highest_offset_in_remote_storage(offset)

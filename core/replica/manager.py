@@ -122,7 +122,8 @@ class ReplicaManager:
     def _publish_remote_roles(self, listener: RemoteRolesListener) -> None:
         current = {key: (part.topic_id, part.is_leader) for key, part in self.partitions.items()
                    if part.log.config.get("remote.storage.enable")}
-        leaders, followers = [], []
+        leaders: list[Partition] = []
+        followers: list[Partition] = []
         for key, role in current.items():
             if self._remote_roles.get(key) != role:
                 (leaders if role[1] else followers).append(self.partitions[key])

@@ -7,6 +7,7 @@ recorded."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,10 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from diff_wire import WireClient
+from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
 
 from strom.core.testing import BrokerProcess, wait_for
 from strom.plugins.hookspecs.storage import RemoteLogSegmentState, TopicIdPartition, kafka_uuid_parse
@@ -35,6 +40,7 @@ def tier_config(s3_config: dict[str, str]) -> dict[str, str]:
     return {
         "remote.log.storage.system.enable": "true",
         "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "500",
         "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
         "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
         **s3_config,
@@ -65,6 +71,16 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
         producer.produce(topic, os.urandom(100), key=str(i).encode(),
                          on_delivery=lambda e, m: errors.append(e) if e else None)
     assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
+    """(error code, offset) of ListOffsets v9 for partition 0 at a special timestamp."""
+    with WireClient(bootstrap) as c:
+        resp = c.request(ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=(ListOffsetsTopic(
+            name=TopicName(topic), partitions=(ListOffsetsPartition(
+                partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)))
+    p = resp.topics[0].partitions[0]
+    return int(p.error_code), int(p.offset)
 
 
 def test_closed_segments_of_a_tiered_topic_reach_s3_and_the_metadata_topic(
@@ -110,6 +126,52 @@ def test_closed_segments_of_a_tiered_topic_reach_s3_and_the_metadata_topic(
     logs = sorted(k for k in keys if k.endswith(".log"))
     assert [int(k.rsplit("/", 1)[1][:20]) for k in logs][:len(closed)] == closed
     assert all(f"/{TOPIC}-" in k for k in keys)  # nothing of the topic without remote.storage.enable
+
+
+def test_local_retention_deletes_only_copied_segments_and_keeps_the_log_start(
+        tier_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    # local.retention.bytes=1: every closed segment is due locally the moment it is copied.
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"}),
+            NewTopic("uncopied", 1, 1, config={
+                "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
+                "remote.log.copy.disable": "true"})]).values():
+        f.result(30)
+    produce(tier_broker.bootstrap, "uncopied", 1000)
+    uncopied = local_bases(tier_broker.data_dir / "logs" / "uncopied-0")
+    assert len(uncopied) >= 3
+    produce(tier_broker.bootstrap, TOPIC, 2000)
+    partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
+    tip = topic_id_partition(partition_dir, TOPIC, 0)
+    _, end = list_offsets(tier_broker.bootstrap, TOPIC, -1)
+    assert end == 2000
+
+    reader = load_remote_log_metadata_manager(get_plugin_manager(autoload=False, env={}), {
+        "node.id": "99", "rlmm.config.remote.log.metadata.common.client.bootstrap.servers": tier_broker.bootstrap,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1"})
+    try:
+        reader.on_partition_leadership_changes(set(), {tip})
+        # The disk keeps only the hot tail: the active segment.
+        wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one",
+                 detail=lambda: str(local_bases(partition_dir)))
+        local_start = local_bases(partition_dir)[0]
+        assert local_start > 0
+        finished = [m for m in reader.list_remote_log_segments(tip)
+                    if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+        # Every offset below the local start is in a finished remote segment, contiguously from 0.
+        assert finished[0].start_offset == 0
+        assert all(a.end_offset + 1 == b.start_offset for a, b in itertools.pairwise(finished))
+        assert finished[-1].end_offset == local_start - 1
+    finally:
+        reader.close()
+    # Retention passes ran over both topics meanwhile: nothing not in remote storage left the disk.
+    assert local_bases(tier_broker.data_dir / "logs" / "uncopied-0") == uncopied
+    assert list_offsets(tier_broker.bootstrap, "uncopied", -5) == (0, -1)
+    assert list_offsets(tier_broker.bootstrap, TOPIC, -2) == (0, 0)  # the log start stays
+    assert list_offsets(tier_broker.bootstrap, TOPIC, -4) == (0, local_start)  # earliest local
+    assert list_offsets(tier_broker.bootstrap, TOPIC, -5) == (0, local_start - 1)  # latest tiered
 
 
 @pytest.mark.parametrize(("config", "key"), [

@@ -3,9 +3,11 @@
 Special (negative) timestamps each need a minimum request version, checked as Kafka's
 ReplicaManager does: an older request, or a negative timestamp Kafka does not know, answers
 UNSUPPORTED_VERSION for that partition; a partition asked for twice in one request answers
-INVALID_REQUEST for every copy. The tiered-storage timestamps (-5 latest tiered, KIP-1005;
--6 earliest pending upload, KIP-1023, the reason for v11) answer what Kafka answers for a
-topic without remote storage, which every strom topic is: no offset (-1, -1, epoch -1).
+INVALID_REQUEST for every copy. The tiered-storage timestamps: -4 (earliest local, KIP-1005)
+is the first offset on local disk, -2 the log start with remote data included; -5 (latest
+tiered) is the end of the newest segment in remote storage (-1 without remote storage or before
+the first copy); -6 (earliest pending upload, KIP-1023, the reason for v11) answers what Kafka
+answers for a topic without remote storage: no offset (-1, -1, epoch -1).
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: ListOffsetsReq
                     elif ts in (EARLIEST, EARLIEST_LOCAL):
                         # The log answers the start offset with the epoch of its leader-epoch cache.
                         offset, _, epoch = part.fetch_offset_for_timestamp(ts) or (part.log_start_offset, -1, -1)
-                    elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-                        pass  # no remote storage: nothing tiered, nothing pending upload
+                    elif ts == LATEST_TIERED:
+                        # The end of the newest segment copied to remote storage; -1 for a
+                        # topic without remote storage or with nothing copied yet.
+                        offset, _, epoch = part.fetch_offset_for_timestamp(ts) or (-1, -1, -1)
+                    elif ts == EARLIEST_PENDING_UPLOAD:
+                        pass  # not computed yet: answered as for a topic without remote storage
                     else:
                         found = part.fetch_offset_for_timestamp(ts)
                         if found is not None:
