@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError
 from confluent_kafka import TopicPartition as KTopicPartition
@@ -32,6 +33,7 @@ from strom.connect.data import Schema
 from strom.connect.mirror import clients
 from strom.connect.mirror.clients import MirrorRetriableError
 from strom.connect.mirror.config import CHECKPOINT_CONFIG_DEF, TASK_CONSUMER_GROUPS, MirrorCheckpointConfig
+from strom.connect.mirror.offsets import validate_offsets
 from strom.connect.mirror.records import Checkpoint, OffsetSync
 
 log = logging.getLogger(__name__)
@@ -171,6 +173,11 @@ class MirrorCheckpointConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return MirrorCheckpointTask
+
+    def alter_offsets(self, props: Mapping[str, str],
+                      offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> bool:
+        """Kafka's: partitions ``{"group", "topic", "partition"}``, offsets ``{"offset": 0}``."""
+        return validate_offsets(offsets, ("group", "topic"), "partition", offset_must_be_zero=True)
 
     def start(self, props: dict[str, str]) -> None:
         cfg = self.cfg = MirrorCheckpointConfig(props)

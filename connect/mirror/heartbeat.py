@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from strom.connect.api.config import ConfigDef
 from strom.connect.api.connector import ExactlyOnceSupport, SourceConnector
@@ -19,6 +20,7 @@ from strom.connect.data import Schema
 from strom.connect.mirror import clients
 from strom.connect.mirror.clients import MirrorRetriableError
 from strom.connect.mirror.config import HEARTBEAT_CONFIG_DEF, MirrorHeartbeatConfig
+from strom.connect.mirror.offsets import validate_offsets
 from strom.connect.mirror.records import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,11 @@ class MirrorHeartbeatConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return MirrorHeartbeatTask
+
+    def alter_offsets(self, props: Mapping[str, str],
+                      offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> bool:
+        """Kafka's: partitions ``{"sourceClusterAlias", "targetClusterAlias"}``, offsets ``{"offset": 0}``."""
+        return validate_offsets(offsets, ("sourceClusterAlias", "targetClusterAlias"), None, offset_must_be_zero=True)
 
     def start(self, props: dict[str, str]) -> None:
         cfg = self.cfg = MirrorHeartbeatConfig(props)

@@ -44,6 +44,7 @@ from strom.connect.mirror.config import (
     decode_topic_partition,
     encode_topic_partition,
 )
+from strom.connect.mirror.offsets import validate_offsets
 from strom.connect.mirror.records import OffsetSync
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,11 @@ class MirrorSourceConnector(SourceConnector):
 
     def task_class(self) -> type[Task]:
         return MirrorSourceTask
+
+    def alter_offsets(self, props: Mapping[str, str],
+                      offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> bool:
+        """Kafka's: partitions ``{"cluster", "topic", "partition"}``, offsets ``{"offset": n}``."""
+        return validate_offsets(offsets, (PARTITION_CLUSTER, PARTITION_TOPIC), PARTITION_PARTITION)
 
     def start(self, props: dict[str, str]) -> None:
         cfg = MirrorSourceConfig(props)
