@@ -51,7 +51,9 @@ def consume(consumer: Consumer, want: int) -> list[str]:
     """Read ``want`` orders (or fewer if the topic ends)."""
     got: list[str] = []
     idle_since = time.monotonic()
-    while len(got) < want and time.monotonic() - idle_since < 3:
+    # the first records wait for the group to form (the broker delays a new group's first
+    # rebalance by group.initial.rebalance.delay.ms, 3 s); after them, 3 s idle ends the read
+    while len(got) < want and time.monotonic() - idle_since < (3 if got else 60):
         msgs = consumer.consume(min(500, want - len(got)), 1.0)
         for m in msgs:
             err, value = m.error(), m.value()
