@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import Future
 from typing import Protocol
 
 from strom.core.config import BrokerConfig, LogConfig
@@ -40,6 +41,17 @@ class DelayedOperations(Protocol):
 
     def check_and_complete(self, key: Hashable) -> int:
         """Wake the waiters of ``key``; how many were woken."""
+        ...
+
+
+class RemoteFetcher(Protocol):
+    """Reads of a tiered partition below its local log start, served from remote storage (the
+    broker's remote tier; Kafka's ``RemoteLogManager.asyncRead``)."""
+
+    max_wait_s: float  # remote.fetch.max.wait.ms
+
+    def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool) -> Future[bytes]:
+        """Whole batches from the remote segment holding ``offset``, read on a reader thread."""
         ...
 
 
@@ -69,6 +81,7 @@ class ReplicaManager:
         # Set only when remote.log.storage.system.enable is on; None costs the metadata path nothing.
         self._remote_roles_listener: RemoteRolesListener | None = None
         self._remote_roles: dict[tuple[str, int], tuple[uuid.UUID, bool]] = {}
+        self.remote_fetcher: RemoteFetcher | None = None
 
     # -- metadata publisher -------------------------------------------------------------------
 

@@ -10,19 +10,25 @@ the order they happened, never run on the event loop.
 
 from __future__ import annotations
 
+import bisect
 import logging
+import struct
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO
 
 import pluggy
 
 from strom.core.config import BrokerConfig
+from strom.core.errors import OffsetOutOfRangeError
 from strom.core.exceptions import ConfigError
 from strom.core.log.remote_view import UnifiedLogTieredView
 from strom.core.replica.partition import Partition
 from strom.plugins.hookspecs.storage import (
     REMOTE_CONFIG_KEY,
+    IndexType,
     RemoteLogMetadataManager,
+    RemoteLogSegmentMetadata,
     RemoteStorageManager,
     TopicIdPartition,
 )
@@ -31,11 +37,15 @@ from strom.plugins.manager import (
     load_remote_log_metadata_manager,
     load_remote_storage_manager,
 )
+from strom.tiered.config_values import ConfigReader
 from strom.tiered.remote_log_manager import RemoteLogManager, TieredLog
 
 log = logging.getLogger(__name__)
 
 RLMM_BOOTSTRAP_KEY = "rlmm.config.remote.log.metadata.common.client.bootstrap.servers"
+_BATCH_START = struct.Struct(">qi")  # a record batch's base offset and length
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
+_INDEX_ENTRY = struct.Struct(">ii")  # an offset index entry: relative offset, position
 
 
 def load_storage_manager(pm: pluggy.PluginManager, config: BrokerConfig) -> RemoteStorageManager:
@@ -55,9 +65,13 @@ def topic_id_partition(part: Partition) -> TopicIdPartition:
 class RemoteLogBinding:
     """The running remote tier of one broker: the managers and the leadership event thread."""
 
-    def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager, manager: RemoteLogManager) -> None:
+    def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager, manager: RemoteLogManager, *,
+                 reader_threads: int = 10, max_wait_s: float = 0.5) -> None:
         self.rsm, self.rlmm, self.manager = rsm, rlmm, manager
         self._events = ThreadPoolExecutor(1, thread_name_prefix="remote-log-leadership")
+        # remote.log.reader.threads: remote fetches, never on the event loop.
+        self._readers = ThreadPoolExecutor(reader_threads, thread_name_prefix="remote-log-reader")
+        self.max_wait_s = max_wait_s
 
     @classmethod
     def start(cls, pm: pluggy.PluginManager, config: BrokerConfig, rsm: RemoteStorageManager,
@@ -70,9 +84,66 @@ class RemoteLogBinding:
         props["node.id"] = config.node_id
         rlmm = load_remote_log_metadata_manager(pm, props)
         manager = RemoteLogManager(rsm, rlmm, broker_id=config.node_id, config=props)
+        readers = ConfigReader(props).integer("remote.log.reader.threads", 10, minimum=1)
         manager.start()
         log.info("remote log manager started (metadata through %s)", props[RLMM_BOOTSTRAP_KEY])
-        return cls(rsm, rlmm, manager)
+        return cls(rsm, rlmm, manager, reader_threads=readers, max_wait_s=config.remote_fetch_max_wait_ms / 1000)
+
+    # -- remote fetch -----------------------------------------------------------------------
+
+    def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool) -> Future[bytes]:
+        """Event loop: snapshot what the read needs of the log, read on a reader thread."""
+        with part.log.lock:
+            epochs = part.log.epoch_cache.entries()
+        return self._readers.submit(self._read, topic_id_partition(part), epochs, offset, max_bytes,
+                                    min_one_message)
+
+    def _segment_for(self, tip: TopicIdPartition, epochs: list[tuple[int, int]],
+                     offset: int) -> RemoteLogSegmentMetadata:
+        # Kafka's fetchRemoteLogSegmentMetadata: the epoch of the offset, then the later ones (a
+        # segment is found under each epoch it holds records of).
+        i = max(bisect.bisect_right([start for _, start in epochs], offset) - 1, 0)
+        for epoch, _ in epochs[i:]:
+            found = self.rlmm.remote_log_segment_metadata(tip, epoch, offset)
+            if found is not None:
+                return found
+        raise OffsetOutOfRangeError(f"{tip}: no remote segment holds offset {offset}")
+
+    def _position(self, meta: RemoteLogSegmentMetadata, offset: int) -> int:
+        """The position of the last offset index entry at or below ``offset`` (0 without one)."""
+        with self.rsm.fetch_index(meta, IndexType.OFFSET) as stream:
+            data = stream.read()
+        position = 0
+        for n in range(len(data) // _INDEX_ENTRY.size):
+            relative, pos = _INDEX_ENTRY.unpack_from(data, n * _INDEX_ENTRY.size)
+            if (n and relative == 0 and pos == 0) or meta.start_offset + relative > offset:
+                break  # the zero tail of a preallocated index, or past the offset
+            position = pos
+        return position
+
+    def _read(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
+              min_one_message: bool) -> bytes:
+        """Kafka's RemoteLogReader: whole batches of one remote segment from the one holding
+        ``offset``, at most ``max_bytes`` but the first (KIP-74)."""
+        meta = self._segment_for(tip, epochs, offset)
+        out = bytearray()
+        with self.rsm.fetch_log_segment(meta, self._position(meta, offset)) as stream:
+            while True:
+                head = _read_exact(stream, _BATCH_START.size)
+                if len(head) < _BATCH_START.size:
+                    break
+                base, length = _BATCH_START.unpack(head)
+                body = _read_exact(stream, length)
+                if len(body) < length:
+                    break  # the segment's end
+                last = base + _LAST_OFFSET_DELTA.unpack_from(body, 23 - _BATCH_START.size)[0]
+                if last < offset:
+                    continue
+                if len(out) + len(head) + length > max_bytes and (out or not min_one_message):
+                    break
+                out += head
+                out += body
+        return bytes(out)
 
     def on_roles(self, leaders: list[Partition], followers: list[Partition],
                  stopped: list[tuple[str, int, uuid.UUID]]) -> None:
@@ -96,9 +167,21 @@ class RemoteLogBinding:
     def close(self) -> None:
         """Stop the copy task and the managers (blocking)."""
         self._events.shutdown(wait=True, cancel_futures=True)
+        self._readers.shutdown(wait=True, cancel_futures=True)
         self.manager.close()
         for closing in (self.rlmm, self.rsm):
             try:
                 closing.close()
             except Exception:
                 log.exception("closing %s", type(closing).__name__)
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes:
+    """``n`` bytes of a stream, fewer only at its end (a chunked stream may return short reads)."""
+    data = stream.read(n)
+    while len(data) < n:
+        more = stream.read(n - len(data))
+        if not more:
+            break
+        data += more
+    return data

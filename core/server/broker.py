@@ -213,11 +213,13 @@ class Broker:
                    None) or self.endpoints()[0][1:]
         self.remote_log = await asyncio.to_thread(RemoteLogBinding.start, self.plugin_manager, self.config,
                                                   self.remote_storage_manager, f"{own[0]}:{own[1]}")
+        self.replica_manager.remote_fetcher = self.remote_log
         self.replica_manager.set_remote_roles_listener(self.remote_log.on_roles)
 
     async def stop(self) -> None:
         if self.remote_log is not None:  # first: its metadata clients talk to this broker
             self.replica_manager.set_remote_roles_listener(None)
+            self.replica_manager.remote_fetcher = None
             await asyncio.to_thread(self.remote_log.close)
         for listener in self.listeners:
             await listener.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -64,13 +64,33 @@ def local_bases(partition_dir: Path) -> list[int]:
     return sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
+def produce(bootstrap: str, topic: str, count: int) -> list[tuple[bytes, bytes]]:
+    """``count`` records of 100 random bytes keyed by their number; returns (key, value) in order."""
     errors: list[object] = []
+    sent = [(str(i).encode(), os.urandom(100)) for i in range(count)]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4000})
-    for i in range(count):
-        producer.produce(topic, os.urandom(100), key=str(i).encode(),
-                         on_delivery=lambda e, m: errors.append(e) if e else None)
+    for key, value in sent:
+        producer.produce(topic, value, key=key, on_delivery=lambda e, m: errors.append(e) if e else None)
     assert producer.flush(60) == 0 and not errors, errors[:3]
+    return sent
+
+
+def consume_all(bootstrap: str, topic: str, count: int, **config: str | int) -> list[tuple[int, bytes, bytes]]:
+    """(offset, key, value) of the first ``count`` records from offset 0, read with confluent-kafka."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tier-reader", "enable.auto.commit": False,
+                         "auto.offset.reset": "error", **config})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[tuple[int, bytes, bytes]] = []
+    try:
+        def more() -> bool:
+            for m in consumer.consume(500, 1.0):
+                assert m.error() is None, m.error()
+                got.append((m.offset() or 0, m.key() or b"", m.value() or b""))
+            return len(got) >= count
+        wait_for(more, 60, f"{count} records of {topic}", interval=0, detail=lambda: f"{len(got)} read")
+    finally:
+        consumer.close()
+    return got
 
 
 def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
@@ -172,6 +192,27 @@ def test_local_retention_deletes_only_copied_segments_and_keeps_the_log_start(
     assert list_offsets(tier_broker.bootstrap, TOPIC, -2) == (0, 0)  # the log start stays
     assert list_offsets(tier_broker.bootstrap, TOPIC, -4) == (0, local_start)  # earliest local
     assert list_offsets(tier_broker.bootstrap, TOPIC, -5) == (0, local_start - 1)  # latest tiered
+
+
+def test_a_consumer_reads_from_offset_0_through_s3_record_for_record(tier_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():
+        f.result(30)
+    sent = produce(tier_broker.bootstrap, TOPIC, 3000)
+    partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
+    wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one",
+             detail=lambda: str(local_bases(partition_dir)))
+    local_start = local_bases(partition_dir)[0]
+    assert local_start > 2000  # most of the data is in S3 only
+    got = consume_all(tier_broker.bootstrap, TOPIC, len(sent))
+    assert [o for o, _, _ in got] == list(range(len(sent)))
+    assert [(k, v) for _, k, v in got] == sent
+    # Small fetches cross the remote/local boundary batch by batch; read_committed too.
+    small: dict[str, str | int] = {"fetch.max.bytes": 5000, "message.max.bytes": 5000,
+                                   "max.partition.fetch.bytes": 5000, "isolation.level": "read_committed"}
+    got = consume_all(tier_broker.bootstrap, TOPIC, len(sent), **small)
+    assert [(k, v) for _, k, v in got] == sent
 
 
 @pytest.mark.parametrize(("config", "key"), [

@@ -23,12 +23,15 @@ and otherwise ignored; the v18 response is the v17 one.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.errors import OffsetOutOfRangeError
 from strom.core.log.local_log import LogOffsetMetadata
 from strom.core.protocol.fetch_response import PartitionRow, TopicRows, encode_fetch_response
 from strom.core.protocol.messages import ms
@@ -78,6 +81,21 @@ class _Target:
 
 
 Row = tuple[_Target, "ReadResult | None", int, "str | None"]
+
+
+class _RemoteRead:
+    """A partition read below its local log start (a tiered log): served from remote storage."""
+
+    __slots__ = ("budget", "future", "min_one", "part", "row")
+
+    def __init__(self, row: int, part: Partition, budget: int, min_one: bool) -> None:
+        self.row, self.part, self.budget, self.min_one = row, part, budget, min_one
+        self.future: Future[bytes] | None = None
+
+
+def _remote_readable(part: Partition, offset: int) -> bool:
+    log = part.log
+    return log.remote_log_enabled and log.log_start_offset <= offset < log.local_log_start_offset
 
 
 def _readable_end(snapshot: LogOffsetSnapshot, replica_id: int, isolation: int) -> LogOffsetMetadata:
@@ -166,10 +184,13 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
                 # answer as an unknown id or a denied topic (see the aborted list below).
                 t.error = int(ErrorCode.unknown_topic_or_partition)
 
+    remote: list[_RemoteRead] = []
+
     def read_all() -> tuple[list[Row], int, bool]:
         out: list[Row] = []
         total = 0
         errored = False
+        remote.clear()
         for group in targets:
             for t in group:
                 result: ReadResult | None = None
@@ -184,6 +205,15 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
                         total += len(result.records)
                         t.part = part
                         t.bytes_seen = len(result.records)
+                    except OffsetOutOfRangeError as e:
+                        # KIP-405: below a tiered log's local start the data is remote (Kafka's
+                        # ReplicaManager turns this into a remote fetch, consumers only).
+                        if rm.remote_fetcher is not None and replica_id < 0 and _remote_readable(
+                                part, t.fp.fetch_offset):
+                            t.part = part
+                            remote.append(_RemoteRead(len(out), part, budget, total == 0))
+                        else:
+                            code, message = error_of(e)
                     except Exception as e:
                         code, message = error_of(e)
                 errored = errored or code != 0
@@ -193,7 +223,9 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
     rows, total, errored = read_all()
     min_bytes = max(request.min_bytes, 1)
     max_wait_s = ms(request.max_wait) / 1000
-    if total < min_bytes and not errored and max_wait_s > 0 and rows:
+    if remote:
+        total += await _read_remote(rm, remote, rows, isolation)
+    elif total < min_bytes and not errored and max_wait_s > 0 and rows:
         waiting = [t for group in targets for t in group]
         for t in waiting:
             # Still on the event loop since the read: the snapshot is the state it read.
@@ -220,6 +252,44 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
                                result.records)
         by_topic.setdefault(key, []).append(row)
     return FetchRows(throttle_ms, [TopicRows(name, tid, parts) for (name, tid), parts in by_topic.items()])
+
+
+async def _read_remote(rm: ReplicaManager, remote: list[_RemoteRead], rows: list[Row], isolation: int) -> int:
+    """Kafka's DelayedRemoteFetch: the remote reads run on reader threads; the fetch waits in the
+    purgatory until they are done or ``remote.fetch.max.wait.ms`` passes (then those partitions
+    answer no records). Fills their rows; returns the bytes read."""
+    from strom.core.replica.partition import ReadResult  # the handler layer imports the replica layer lazily
+
+    fetcher = rm.remote_fetcher
+    assert fetcher is not None
+    loop = asyncio.get_running_loop()
+    key = ("remote-fetch", id(remote))
+    for r in remote:
+        r.future = fetcher.read(r.part, rows[r.row][0].fp.fetch_offset, r.budget, r.min_one)
+        r.future.add_done_callback(lambda _: loop.call_soon_threadsafe(rm.fetch_purgatory.check_and_complete, key))
+    await rm.fetch_purgatory.wait_until([key], lambda: all(r.future is not None and r.future.done()
+                                                           for r in remote), fetcher.max_wait_s)
+    total = 0
+    for r in remote:
+        t = rows[r.row][0]
+        assert r.future is not None
+        records = b""
+        if r.future.done():
+            error = r.future.exception()
+            if error is not None:
+                code, message = error_of(error)
+                rows[r.row] = (t, None, code, message)
+                continue
+            records = r.future.result()
+        else:
+            r.future.cancel()
+        part = r.part
+        # Aborted transactions of remote data (the remote transaction indexes) are not read yet.
+        result = ReadResult(records, part.high_watermark, part.last_stable_offset, part.log_start_offset,
+                            part.log_end_offset, [] if isolation == READ_COMMITTED else None)
+        total += len(records)
+        rows[r.row] = (t, result, 0, None)
+    return total
 
 
 class FetchRows:
