@@ -75,9 +75,12 @@ class LogLoader:
     def __init__(self, dir_path: Path, config: LogConfig, *, recovery_point: int, log_start_offset: int,
                  had_clean_shutdown: bool, epoch_cache: LeaderEpochFileCache,
                  producer_state: ProducerStateManager, clock: Callable[[], int],
-                 remote_log_enabled: bool = False) -> None:
+                 remote_log_enabled: bool = False, keep_epochs_below_local: bool = False) -> None:
         self.dir = dir_path
         self.remote_log_enabled = remote_log_enabled
+        # On a broker with remote storage a log's topic config is not known yet at load: keep
+        # the epochs of a remote part (from the checkpointed log start) for its remote reads.
+        self.keep_epochs_below_local = keep_epochs_below_local
         self.config = config
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
@@ -129,9 +132,10 @@ class LogLoader:
         local_start = min(max(self.log_start_offset, self._segments[0].base_offset), leo)
         # A tiered log keeps its checkpointed log start below the local segments (Kafka's
         # LogLoader: the older data is in remote storage).
-        log_start = min(max(self.log_start_offset, 0), leo) if self.remote_log_enabled else local_start
+        checkpointed = min(max(self.log_start_offset, 0), leo)
+        log_start = checkpointed if self.remote_log_enabled else local_start
         self.epoch_cache.truncate_from_end(leo)
-        self.epoch_cache.truncate_from_start(log_start)
+        self.epoch_cache.truncate_from_start(checkpointed if self.keep_epochs_below_local else log_start)
         # Loading runs off the event loop: the checkpoint is made to match what was loaded now.
         self.epoch_cache.flush()
         # Snapshots above the recovery point may describe data lost in the crash (Kafka's rule).

@@ -218,11 +218,16 @@ class UnifiedLog:
         loaded = LogLoader(self.dir, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
                            had_clean_shutdown=had_clean_shutdown, epoch_cache=self.epoch_cache,
                            producer_state=self.producer_state, clock=clock,
-                           remote_log_enabled=self._remote_enabled(config)).load()
+                           remote_log_enabled=self._remote_enabled(config),
+                           keep_epochs_below_local=remote_storage_system_enable).load()
         self._local = LocalLog(self.dir, config, loaded.segments, recovery_point=loaded.recovery_point,
                                next_offset=loaded.next_offset, clock=clock, dir_dirty=loaded.dir_dirty)
         self._log_start = loaded.log_start_offset
         self._hw = min(max(high_watermark, self._log_start), loaded.next_offset)
+        # Logs are loaded before the topics' configs are known (broker defaults): a tiered log's
+        # checkpointed log start below its local segments comes back with its config, once.
+        self._restore_log_start = (log_start_offset if remote_storage_system_enable
+                                   and 0 <= log_start_offset < self._log_start else None)
 
     def _init_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID | None:
         stored = read_partition_metadata(self.dir)
@@ -403,6 +408,9 @@ class UnifiedLog:
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
+            restore, self._restore_log_start = self._restore_log_start, None
+            if restore is not None and self._remote_enabled(config):
+                self._log_start = restore  # the older data is in remote storage
             self._local.config = config
             self._local.active_segment.index_interval_bytes = config.index_interval_bytes
 

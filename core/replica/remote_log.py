@@ -20,10 +20,11 @@ from typing import BinaryIO
 import pluggy
 
 from strom.core.config import BrokerConfig
-from strom.core.errors import OffsetOutOfRangeError
+from strom.core.errors import KafkaStorageError, OffsetOutOfRangeError
 from strom.core.exceptions import ConfigError
 from strom.core.log.remote_view import UnifiedLogTieredView
 from strom.core.replica.partition import Partition
+from strom.plugins.exceptions import RemoteStorageError
 from strom.plugins.hookspecs.storage import (
     REMOTE_CONFIG_KEY,
     IndexType,
@@ -95,8 +96,18 @@ class RemoteLogBinding:
         """Event loop: snapshot what the read needs of the log, read on a reader thread."""
         with part.log.lock:
             epochs = part.log.epoch_cache.entries()
-        return self._readers.submit(self._read, topic_id_partition(part), epochs, offset, max_bytes,
-                                    min_one_message)
+        return self._readers.submit(self._read_or_storage_error, topic_id_partition(part), epochs, offset,
+                                    max_bytes, min_one_message)
+
+    def _read_or_storage_error(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int,
+                               max_bytes: int, min_one_message: bool) -> bytes:
+        try:
+            return self._read(tip, epochs, offset, max_bytes, min_one_message)
+        except RemoteStorageError as e:
+            # A retriable answer (clients retry KAFKA_STORAGE_ERROR): S3 down for a while, or the
+            # partition's remote metadata not loaded yet after a leadership change.
+            log.warning("remote read of %s at offset %d failed: %s", tip, offset, e)
+            raise KafkaStorageError(f"reading {tip} at offset {offset} from remote storage: {e}") from e
 
     def _segment_for(self, tip: TopicIdPartition, epochs: list[tuple[int, int]],
                      offset: int) -> RemoteLogSegmentMetadata:

@@ -215,6 +215,27 @@ def test_a_consumer_reads_from_offset_0_through_s3_record_for_record(tier_broker
     assert [(k, v) for _, k, v in got] == sent
 
 
+def test_after_a_restart_the_remote_part_is_read_again(tmp_path: Path, s3_bucket: str,
+                                                       s3_rsm_config: S3Config) -> None:
+    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+                "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():
+            f.result(30)
+        sent = produce(broker.bootstrap, TOPIC, 2000)
+        partition_dir = broker.data_dir / "logs" / f"{TOPIC}-0"
+        wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one")
+        local_start = local_bases(partition_dir)[0]
+        broker.restart()
+        assert local_bases(partition_dir)[0] == local_start
+        assert list_offsets(broker.bootstrap, TOPIC, -2) == (0, 0)  # the remote part is still the log's
+        assert list_offsets(broker.bootstrap, TOPIC, -4) == (0, local_start)
+        wait_for(lambda: list_offsets(broker.bootstrap, TOPIC, -5) == (0, local_start - 1), 60,
+                 "the remote log manager back on the partition")
+        got = consume_all(broker.bootstrap, TOPIC, len(sent))
+        assert [(k, v) for _, k, v in got] == sent
+
+
 @pytest.mark.parametrize(("config", "key"), [
     ({"remote.log.storage.system.enable": "true"}, "remote.log.storage.manager.class.name"),
     ({"remote.log.storage.system.enable": "true", "remote.log.storage.manager.class.name": "no-such-tier"},
