@@ -15,10 +15,12 @@ records of the truth however far it lags.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, KafkaError
@@ -31,7 +33,7 @@ from strom.connect.api.records import SourceRecord
 from strom.connect.api.task import SourceTask, Task
 from strom.connect.data import Schema
 from strom.connect.mirror import clients
-from strom.connect.mirror.clients import MirrorRetriableError
+from strom.connect.mirror.clients import MirrorCallAbandoned, MirrorRetriableError
 from strom.connect.mirror.config import CHECKPOINT_CONFIG_DEF, TASK_CONSUMER_GROUPS, MirrorCheckpointConfig
 from strom.connect.mirror.offsets import validate_offsets
 from strom.connect.mirror.records import Checkpoint, OffsetSync
@@ -41,6 +43,13 @@ log = logging.getLogger(__name__)
 # Far more than the 64 of Kafka's store: at offset.lag.max=100 this keeps exact translation
 # for 20 million records of a partition's history; beyond, the oldest half is thinned.
 MAX_SYNCS_PER_PARTITION = 200_000
+# Kafka's Worker.CONNECTOR_GRACEFUL_SHUTDOWN_TIMEOUT_MS: how long stop() waits for the
+# connector's background thread (its client waits look at the stop event every clients.STOP_CHECK_S).
+CONNECTOR_STOP_TIMEOUT_S = 5.0
+# The longest one poll() waits for the source's answers: a poll returns within about this
+# (plus the offset-syncs read), so the worker's stop is seen between polls however long the
+# answers take (they are waited for over several polls, up to admin.timeout.ms).
+POLL_WAIT_S = 1.0
 
 
 class OffsetSyncStore:
@@ -202,7 +211,10 @@ class MirrorCheckpointConnector(SourceConnector):
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=CONNECTOR_STOP_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.error("%s: background thread did not stop within %.0f s", self.cfg.connector_name if self.cfg
+                          else "MirrorCheckpointConnector", CONNECTOR_STOP_TIMEOUT_S)
             self._thread = None
         # librdkafka handles have no close(): dropping the last reference ends their threads
         for name in ("_source_admin", "_target_admin"):
@@ -224,7 +236,11 @@ class MirrorCheckpointConnector(SourceConnector):
         cfg = self.cfg
         assert cfg is not None
         fut = self._source_admin.list_consumer_groups(request_timeout=cfg.admin_timeout_s)
-        listing = clients.result(fut, cfg.admin_timeout_s, "listing consumer groups")
+        listing = clients.result(fut, cfg.admin_timeout_s, "listing consumer groups", self._stop)
+        if listing.errors and not listing.valid:
+            # librdkafka answers an unreachable cluster with errors and no group: that is no
+            # answer, not "no groups" (which would take every checkpoint task away)
+            raise MirrorRetriableError(f"listing consumer groups: {listing.errors[0]}")
         groups = sorted(g.group_id for g in listing.valid if cfg.group_filter.should_replicate_group(g.group_id))
         return groups
 
@@ -237,6 +253,8 @@ class MirrorCheckpointConnector(SourceConnector):
         while not self._stop.wait(min(interval, 3600.0)):
             try:
                 groups = self._find_groups()
+            except MirrorCallAbandoned:
+                return  # stop() was called
             except MirrorRetriableError as exc:
                 log.warning("%s: %s; retrying at the next round", cfg.connector_name, exc)
                 continue
@@ -265,6 +283,9 @@ class MirrorCheckpointTask(SourceTask):
         self._last: dict[tuple[str, str, int], Checkpoint] = {}
         self._next_emit = 0.0
         self._next_sync = 0.0
+        # the source's answers asked for at an earlier poll, and until when they are waited for
+        self._offset_futures: dict[str, Future[ConsumerGroupTopicPartitions]] = {}
+        self._offsets_deadline = 0.0
 
     def start(self, props: dict[str, str]) -> None:
         cfg = self.cfg = MirrorCheckpointConfig(props)
@@ -301,10 +322,12 @@ class MirrorCheckpointTask(SourceTask):
         if not self.store.read_to_end:
             return None
         try:
-            checkpoints = self.checkpoints()
+            checkpoints = self.checkpoints(POLL_WAIT_S)
         except MirrorRetriableError as exc:
             log.warning("%s: %s; retrying at the next round", cfg.connector_name, exc)
             return None
+        if checkpoints is None:
+            return None  # the answers are still on their way: looked at again at the next poll
         records: list[SourceRecord] = []
         if due_emit:
             self._next_emit = now + cfg.emit_checkpoints_interval_s
@@ -331,8 +354,12 @@ class MirrorCheckpointTask(SourceTask):
                             Schema.BYTES_SCHEMA, cp.record_key(), Schema.BYTES_SCHEMA, cp.record_value(),
                             int(time.time() * 1000))
 
-    def checkpoints(self) -> list[Checkpoint]:
-        """The current checkpoint of every partition of every group of the task."""
+    def checkpoints(self, wait: float | None = None) -> list[Checkpoint] | None:
+        """The current checkpoint of every partition of every group of the task.
+
+        With ``wait``, the source's answers are waited for at most that long per call: None
+        means they have not all come yet and the next call waits for the same requests again,
+        until ``admin.timeout.ms`` after they were sent (then :class:`MirrorRetriableError`)."""
         cfg = self.cfg
         assert cfg is not None
         out: list[Checkpoint] = []
@@ -340,12 +367,25 @@ class MirrorCheckpointTask(SourceTask):
             return out
         timeout = cfg.admin_timeout_s
         policy = cfg.replication_policy
-        # librdkafka answers one group per ListConsumerGroupOffsets call.
-        futures = {g: self._source_admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(g)], request_timeout=timeout)[g] for g in self.groups}
+        if not self._offset_futures:
+            # librdkafka answers one group per ListConsumerGroupOffsets call.
+            self._offset_futures = {g: self._source_admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(g)], request_timeout=timeout)[g] for g in self.groups}
+            self._offsets_deadline = time.monotonic() + timeout
+        futures = self._offset_futures
+        remaining = self._offsets_deadline - time.monotonic()
+        _, pending = concurrent.futures.wait(futures.values(), max(0.0, remaining if wait is None
+                                                                   else min(wait, remaining)))
+        if pending:
+            if time.monotonic() < self._offsets_deadline:
+                return None
+            self._offset_futures = {}
+            raise MirrorRetriableError(f"listing offsets of {len(pending)} group(s): no answer within "
+                                       f"admin.timeout.ms ({timeout:.0f} s)")
+        self._offset_futures = {}
         topic_filter = cfg.topic_filter
         for group, fut in futures.items():
-            res = clients.result(fut, timeout, f"listing offsets of group {group}")
+            res = clients.result(fut, 0.0, f"listing offsets of group {group}")
             for tp in res.topic_partitions or ():
                 if tp.offset < 0 or tp.error is not None:
                     continue

@@ -75,7 +75,8 @@ class MirrorMaker:
         deadline = time.monotonic() + 300
         pending = list(CONNECTOR_CLASSES)
         while pending and not self._stop.is_set() and time.monotonic() < deadline:
-            if not herder.wait_for_assignment(timeout=5.0):
+            # short waits: stop() joins this thread and must not wait out a long one
+            if not herder.wait_for_assignment(timeout=1.0):
                 continue
             cls = pending[0]
             props = self.config.connector_base_config(flow, cls)

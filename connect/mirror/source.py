@@ -36,7 +36,7 @@ from strom.connect.api.task import SourceTask, Task
 from strom.connect.data import Schema
 from strom.connect.exceptions import ConnectException
 from strom.connect.mirror import clients
-from strom.connect.mirror.clients import MirrorRetriableError
+from strom.connect.mirror.clients import MirrorCallAbandoned, MirrorRetriableError
 from strom.connect.mirror.config import (
     SOURCE_CONFIG_DEF,
     TASK_TOPIC_PARTITIONS,
@@ -51,6 +51,13 @@ log = logging.getLogger(__name__)
 
 SOURCE_FETCH_BYTES = 16 * 1024 * 1024
 RETRY_BACKOFF_S = 5.0  # between attempts of a discovery or config sync that failed retriably
+# Kafka's Worker.CONNECTOR_GRACEFUL_SHUTDOWN_TIMEOUT_MS: how long stop() waits for the
+# background thread (its client waits look at the stop event every clients.STOP_CHECK_S).
+CONNECTOR_STOP_TIMEOUT_S = 5.0
+# A stopping task's last offset syncs: a reachable cluster takes them in milliseconds, and an
+# unreachable one never will, so the flush is short and must leave the task room within
+# task.shutdown.graceful.timeout.ms (5 s by default, shared by every task of the worker).
+OFFSET_SYNCS_CLOSE_TIMEOUT_S = 1.0
 PARTITION_CLUSTER = "cluster"
 PARTITION_TOPIC = "topic"
 PARTITION_PARTITION = "partition"
@@ -138,7 +145,10 @@ class MirrorSourceConnector(SourceConnector):
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=CONNECTOR_STOP_TIMEOUT_S)
+            if self._thread.is_alive():
+                log.error("%s: background thread did not stop within %.0f s", self.cfg.connector_name if self.cfg
+                          else "MirrorSourceConnector", CONNECTOR_STOP_TIMEOUT_S)
             self._thread = None
         # librdkafka handles have no close(): dropping the last reference ends their threads
         for name in ("_source_admin", "_target_admin", "_offset_syncs_admin"):
@@ -166,7 +176,7 @@ class MirrorSourceConnector(SourceConnector):
         if not cfg.emit_offset_syncs:
             return
         clients.create_topic(self._offset_syncs_admin, cfg.offset_syncs_topic, 1, cfg.offset_syncs_replication_factor,
-                             {"cleanup.policy": "compact"}, cfg.admin_timeout_s)
+                             {"cleanup.policy": "compact"}, cfg.admin_timeout_s, self._stop)
 
     def _background(self) -> None:
         cfg = self.cfg
@@ -192,6 +202,8 @@ class MirrorSourceConnector(SourceConnector):
                     step = "sync"
                     next_sync = now + sync
                     self._sync_topic_configs()
+            except MirrorCallAbandoned:
+                return  # stop() was called
             except MirrorRetriableError as exc:
                 # Back-pressure: an unreachable cluster delays the work, it never fails the connector.
                 retry = time.monotonic() + RETRY_BACKOFF_S
@@ -211,7 +223,7 @@ class MirrorSourceConnector(SourceConnector):
         cfg = self.cfg
         assert cfg is not None
         timeout = cfg.admin_timeout_s
-        source = {t: n for t, n in clients.topic_partitions(self._source_admin, timeout).items()
+        source = {t: n for t, n in clients.topic_partitions(self._source_admin, timeout, self._stop).items()
                   if should_replicate_topic(cfg, t)}
         with self._lock:
             changed = source != self.known
@@ -231,10 +243,10 @@ class MirrorSourceConnector(SourceConnector):
         assert cfg is not None
         timeout = cfg.admin_timeout_s
         policy = cfg.replication_policy
-        existing = clients.topic_partitions(self._target_admin, timeout)
+        existing = clients.topic_partitions(self._target_admin, timeout, self._stop)
         missing = {t: n for t, n in source.items() if policy.format_remote_topic(cfg.source_cluster_alias, t)
                    not in existing}
-        configs = clients.topic_configs(self._source_admin, missing, timeout) if missing else {}
+        configs = clients.topic_configs(self._source_admin, missing, timeout, self._stop) if missing else {}
         prop_filter = cfg.config_property_filter
         from confluent_kafka.admin import NewTopic
 
@@ -243,7 +255,7 @@ class MirrorSourceConnector(SourceConnector):
                         config={k: v for k, v in configs.get(t, {}).items()
                                 if prop_filter.should_replicate_config_property(k)})
                for t, n in missing.items()]
-        for name in clients.create_topics(self._target_admin, new, timeout):
+        for name in clients.create_topics(self._target_admin, new, timeout, self._stop):
             log.info("%s: created remote topic %s", cfg.connector_name, name)
         grow = {}
         for t, n in source.items():
@@ -251,7 +263,7 @@ class MirrorSourceConnector(SourceConnector):
             if remote in existing and existing[remote] < n:
                 grow[remote] = n
         if grow:
-            clients.add_partitions(self._target_admin, grow, timeout)
+            clients.add_partitions(self._target_admin, grow, timeout, self._stop)
             log.info("%s: added partitions to %s", cfg.connector_name, grow)
 
     def _sync_topic_configs(self) -> None:
@@ -262,11 +274,11 @@ class MirrorSourceConnector(SourceConnector):
         if not topics:
             return
         prop_filter = cfg.config_property_filter
-        configs = clients.topic_configs(self._source_admin, topics, cfg.admin_timeout_s)
+        configs = clients.topic_configs(self._source_admin, topics, cfg.admin_timeout_s, self._stop)
         remote = {cfg.replication_policy.format_remote_topic(cfg.source_cluster_alias, t):
                   {k: v for k, v in values.items() if prop_filter.should_replicate_config_property(k)}
                   for t, values in configs.items()}
-        clients.alter_topic_configs(self._target_admin, remote, cfg.admin_timeout_s)
+        clients.alter_topic_configs(self._target_admin, remote, cfg.admin_timeout_s, self._stop)
 
 
 @dataclass
@@ -305,6 +317,8 @@ class OffsetSyncWriter:
     producer: Producer | None
     topic: str
     max_offset_lag: int
+    # where the topic is, for messages: "cluster A (offset-syncs.topic.location=source)"
+    where: str = "its cluster"
     states: dict[tuple[str, int], _PartitionState] = field(default_factory=dict)
     pending: dict[tuple[str, int], OffsetSync] = field(default_factory=dict)
     delayed: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
@@ -360,13 +374,22 @@ class OffsetSyncWriter:
 
     def _delivered(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
-            log.warning("offset sync to %s not written: %s (a later sync supersedes it)", self.topic, err)
+            log.warning("offset sync to %s on %s not written: %s (a later sync supersedes it)", self.topic,
+                        self.where, err)
 
     def close(self, timeout: float) -> None:
         if self.producer is not None:
             remaining = self.producer.flush(timeout)
             if remaining:
-                log.warning("%d offset sync(s) to %s not written within %.0f s", remaining, self.topic, timeout)
+                # Expected while that cluster is unreachable: checkpoints translate from the syncs
+                # written before, and the next task writes newer ones once it is back.
+                log.warning("%d offset sync(s) to %s on %s not written within %.1f s; expected while that "
+                            "cluster is unreachable (checkpoints keep translating from the earlier syncs)",
+                            remaining, self.topic, self.where, timeout)
+                self.producer.purge(in_queue=True, in_flight=True)
+            # librdkafka handles have no close(): dropping the last reference ends their threads
+            # (a stopped task object may be kept, and its producer would go on reconnecting)
+            self.producer = None
 
 
 class MirrorSourceTask(SourceTask):
@@ -408,7 +431,10 @@ class MirrorSourceTask(SourceTask):
         producer = None
         if cfg.emit_offset_syncs and tps:
             producer = Producer({**cfg.offset_syncs_producer_config(), "linger.ms": "10"})
-        self.syncs = OffsetSyncWriter(producer, cfg.offset_syncs_topic, cfg.max_offset_lag)
+        cluster = cfg.source_cluster_alias if cfg.offset_syncs_on_source else cfg.target_cluster_alias
+        self.syncs = OffsetSyncWriter(producer, cfg.offset_syncs_topic, cfg.max_offset_lag,
+                                      f"cluster {cluster} (offset-syncs.topic.location="
+                                      f"{cfg.offset_syncs_topic_location})")
         log.info("%s: task %s replicating %d partition(s)", cfg.connector_name, props.get("task.index"), len(tps))
 
     def poll(self) -> Sequence[SourceRecord] | None:
@@ -474,4 +500,4 @@ class MirrorSourceTask(SourceTask):
             if consumer is not None:
                 consumer.close()
         if self.syncs is not None:
-            self.syncs.close(5.0)
+            self.syncs.close(OFFSET_SYNCS_CLOSE_TIMEOUT_S)

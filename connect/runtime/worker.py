@@ -541,8 +541,12 @@ class Worker:
             entry = self._tasks.get(task_id)
             return 0 if entry is None else entry.restarts
 
-    def stop_and_await_task(self, task_id: ConnectorTaskId, timeout: float | None = None) -> bool:
-        """Stops one task and waits for it (``task.shutdown.graceful.timeout.ms``); False if it hung."""
+    def stop_and_await_task(self, task_id: ConnectorTaskId, timeout: float | None = None,
+                            stop_started: float | None = None) -> bool:
+        """Stops one task and waits for it (``task.shutdown.graceful.timeout.ms``); False if it hung.
+
+        ``stop_started`` (``time.monotonic()``): the task is one of several stopped together
+        under one shared deadline that began then (``timeout`` is what is left of it)."""
         with self._lock:
             entry = self._tasks.pop(task_id, None)
         if entry is None:
@@ -550,10 +554,17 @@ class Worker:
         if entry.restart_timer is not None:
             entry.restart_timer.cancel()
         entry.task.stop()
-        wait = self.config.task_shutdown_graceful_timeout_ms / 1000 if timeout is None else timeout
+        bound_ms = self.config.task_shutdown_graceful_timeout_ms
+        wait = bound_ms / 1000 if timeout is None else timeout
         if not entry.task.await_stop(max(wait, 0.001)):
-            log.error("task %s-%d did not stop within task.shutdown.graceful.timeout.ms (%.1f s); cancelling it",
-                      task_id.connector, task_id.task, wait)
+            if stop_started is None:
+                log.error("task %s-%d did not stop within task.shutdown.graceful.timeout.ms=%d (waited %.1f s); "
+                          "cancelling it", task_id.connector, task_id.task, bound_ms, wait)
+            else:
+                log.error("task %s-%d did not stop within task.shutdown.graceful.timeout.ms=%d, the bound shared "
+                          "by the tasks stopping together (%.1f s since they were asked to stop, %.1f s of it "
+                          "waiting for this one); cancelling it", task_id.connector, task_id.task, bound_ms,
+                          time.monotonic() - stop_started, max(wait, 0.0))
             entry.task.cancel()
             return False
         return True
@@ -564,9 +575,10 @@ class Worker:
         for _, entry in entries:  # signal all first, so they stop in parallel
             if entry is not None:
                 entry.task.stop()
-        deadline = time.monotonic() + self.config.task_shutdown_graceful_timeout_ms / 1000
+        started = time.monotonic()
+        deadline = started + self.config.task_shutdown_graceful_timeout_ms / 1000
         for tid, _ in entries:
-            self.stop_and_await_task(tid, max(0.001, deadline - time.monotonic()))
+            self.stop_and_await_task(tid, max(0.001, deadline - time.monotonic()), started)
 
     def task_ids(self) -> list[ConnectorTaskId]:
         with self._lock:
