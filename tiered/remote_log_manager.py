@@ -41,6 +41,8 @@ from strom.plugins.hookspecs.storage import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
     RemoteStorageManager,
     TopicIdPartition,
 )
@@ -234,6 +236,33 @@ class RemoteLogManager:
             for tip in followers:
                 self._leaders.pop(tip, None)
             self._leaders.update(leaders)
+
+    def delete_remote_partition(self, tip: TopicIdPartition) -> int:
+        """The partition's topic was deleted (Kafka's ``stopPartitions`` with ``deleteRemoteLog``):
+        DELETE_PARTITION_MARKED, STARTED, every remote segment deleted, FINISHED. Blocking; returns
+        how many segments were deleted."""
+        with self._lock:
+            self._leaders.pop(tip, None)
+            running = self._running.pop(tip, None)
+        if running is not None:
+            try:  # a round in flight finishes its current segment first
+                running.result(timeout=self.task_interval_s + 60)
+            except Exception as e:
+                log.info("copy round of deleted partition %s ended with %s", tip, e)
+        self.rlmm.on_partition_leadership_changes(set(), {tip})  # its metadata loaded (no-op if it is)
+        for state in (RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                      RemotePartitionDeleteState.DELETE_PARTITION_STARTED):
+            self.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(tip, state, int(time.time() * 1000), self.broker_id))
+        deleted = 0
+        for m in list(self.rlmm.list_remote_log_segments(tip)):
+            if m.state is not S.DELETE_SEGMENT_FINISHED:
+                self._delete_remote_segment(m)
+                deleted += 1
+        self.rlmm.put_remote_partition_delete_metadata(RemotePartitionDeleteMetadata(
+            tip, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, int(time.time() * 1000), self.broker_id))
+        log.info("deleted %d remote segment(s) of deleted partition %s", deleted, tip)
+        return deleted
 
     def on_stopped_partitions(self, partitions: Set[TopicIdPartition]) -> None:
         with self._lock:

@@ -56,8 +56,10 @@ class RemoteFetcher(Protocol):
 
 
 # The remote tier's view of leadership (KIP-405): (new leaders, new followers, stopped
-# partitions as (topic, index, topic id)), for partitions of remote.storage.enable topics only.
-RemoteRolesListener = Callable[[list[Partition], list[Partition], list[tuple[str, int, uuid.UUID]]], None]
+# partitions as (topic, index, topic id, whether the topic was deleted)), for partitions of
+# remote.storage.enable topics only.
+StoppedPartition = tuple[str, int, uuid.UUID, bool]
+RemoteRolesListener = Callable[[list[Partition], list[Partition], list[StoppedPartition]], None]
 
 
 class ReplicaManager:
@@ -122,7 +124,7 @@ class ReplicaManager:
         for name in [n for n in self._topic_configs if n not in image.topics]:
             del self._topic_configs[name]
         if self._remote_roles_listener is not None:
-            self._publish_remote_roles(self._remote_roles_listener)
+            self._publish_remote_roles(self._remote_roles_listener, image)
 
     def set_remote_roles_listener(self, listener: RemoteRolesListener | None) -> None:
         """Tell ``listener`` the roles of every tiered partition now, then each change (Kafka's
@@ -130,9 +132,9 @@ class ReplicaManager:
         self._remote_roles_listener = listener
         self._remote_roles = {}
         if listener is not None:
-            self._publish_remote_roles(listener)
+            self._publish_remote_roles(listener, None)
 
-    def _publish_remote_roles(self, listener: RemoteRolesListener) -> None:
+    def _publish_remote_roles(self, listener: RemoteRolesListener, image: MetadataImage | None) -> None:
         current = {key: (part.topic_id, part.is_leader) for key, part in self.partitions.items()
                    if part.log.config.get("remote.storage.enable")}
         leaders: list[Partition] = []
@@ -140,8 +142,8 @@ class ReplicaManager:
         for key, role in current.items():
             if self._remote_roles.get(key) != role:
                 (leaders if role[1] else followers).append(self.partitions[key])
-        stopped = [(key[0], key[1], old[0]) for key, old in self._remote_roles.items()
-                   if key not in current or current[key][0] != old[0]]
+        stopped = [(key[0], key[1], old[0], image is not None and old[0] not in image.topics_by_id)
+                   for key, old in self._remote_roles.items() if key not in current or current[key][0] != old[0]]
         self._remote_roles = current
         if leaders or followers or stopped:
             listener(leaders, followers, stopped)

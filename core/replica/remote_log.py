@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import logging
 import struct
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
@@ -23,6 +22,7 @@ from strom.core.config import BrokerConfig
 from strom.core.errors import KafkaStorageError, OffsetOutOfRangeError
 from strom.core.exceptions import ConfigError
 from strom.core.log.remote_view import UnifiedLogTieredView
+from strom.core.replica.manager import StoppedPartition
 from strom.core.replica.partition import Partition
 from strom.plugins.exceptions import RemoteStorageError
 from strom.plugins.hookspecs.storage import (
@@ -157,17 +157,20 @@ class RemoteLogBinding:
         return bytes(out)
 
     def on_roles(self, leaders: list[Partition], followers: list[Partition],
-                 stopped: list[tuple[str, int, uuid.UUID]]) -> None:
+                 stopped: list[StoppedPartition]) -> None:
         """The replica manager's listener (event loop): queue the change for the worker thread."""
         views: dict[TopicIdPartition, TieredLog] = {topic_id_partition(p): UnifiedLogTieredView(p.log)
                                                    for p in leaders}
         follower_ids = {topic_id_partition(p) for p in followers}
-        stopped_ids = {TopicIdPartition(topic_id, topic, index) for topic, index, topic_id in stopped}
-        self._events.submit(self._apply, views, follower_ids, stopped_ids)
+        stopped_ids = {TopicIdPartition(topic_id, topic, index) for topic, index, topic_id, _ in stopped}
+        deleted = {TopicIdPartition(topic_id, topic, index) for topic, index, topic_id, gone in stopped if gone}
+        self._events.submit(self._apply, views, follower_ids, stopped_ids, deleted)
 
     def _apply(self, leaders: dict[TopicIdPartition, TieredLog], followers: set[TopicIdPartition],
-               stopped: set[TopicIdPartition]) -> None:
+               stopped: set[TopicIdPartition], deleted: set[TopicIdPartition]) -> None:
         try:
+            for tip in deleted:  # topic deletion removes the remote data too (Kafka's stopPartitions)
+                self.manager.delete_remote_partition(tip)
             if stopped:
                 self.manager.on_stopped_partitions(stopped)
             if leaders or followers:

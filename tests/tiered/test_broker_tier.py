@@ -236,6 +236,37 @@ def test_after_a_restart_the_remote_part_is_read_again(tmp_path: Path, s3_bucket
         assert [(k, v) for _, k, v in got] == sent
 
 
+def test_deleting_a_tiered_topic_deletes_its_remote_segments(tier_broker: BrokerProcess, s3: S3Client,
+                                                              s3_bucket: str) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384"})]).values():
+        f.result(30)
+    produce(tier_broker.bootstrap, TOPIC, 1000)
+    partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
+    tip = topic_id_partition(partition_dir, TOPIC, 0)
+    closed = local_bases(partition_dir)[:-1]
+
+    def objects() -> list[str]:
+        return [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket)
+                for o in page.get("Contents", [])]
+
+    wait_for(lambda: sum(k.endswith(".log") for k in objects()) == len(closed), 60, "every closed segment in S3")
+    for f in admin.delete_topics([TOPIC]).values():
+        f.result(30)
+    wait_for(lambda: not objects(), 60, "the deleted topic's objects gone from S3", detail=lambda: str(objects()))
+    reader = load_remote_log_metadata_manager(get_plugin_manager(autoload=False, env={}), {
+        "node.id": "99", "rlmm.config.remote.log.metadata.common.client.bootstrap.servers": tier_broker.bootstrap,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1"})
+    try:
+        reader.on_partition_leadership_changes(set(), {tip})
+        # DELETE_SEGMENT_FINISHED removes a segment from the metadata: nothing left to read.
+        wait_for(lambda: not list(reader.list_remote_log_segments(tip)), 30, "no remote segment in the metadata")
+    finally:
+        reader.close()
+
+
 @pytest.mark.parametrize(("config", "key"), [
     ({"remote.log.storage.system.enable": "true"}, "remote.log.storage.manager.class.name"),
     ({"remote.log.storage.system.enable": "true", "remote.log.storage.manager.class.name": "no-such-tier"},
