@@ -50,8 +50,10 @@ class RemoteFetcher(Protocol):
 
     max_wait_s: float  # remote.fetch.max.wait.ms
 
-    def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool) -> Future[bytes]:
-        """Whole batches from the remote segment holding ``offset``, read on a reader thread."""
+    def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool,
+             read_committed: bool) -> Future[tuple[bytes, list[tuple[int, int]] | None]]:
+        """Whole batches from the remote segment holding ``offset``, read on a reader thread, with
+        the aborted transactions over them when ``read_committed`` (else ``None``)."""
         ...
 
 

@@ -47,6 +47,9 @@ RLMM_BOOTSTRAP_KEY = "rlmm.config.remote.log.metadata.common.client.bootstrap.se
 _BATCH_START = struct.Struct(">qi")  # a record batch's base offset and length
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 _INDEX_ENTRY = struct.Struct(">ii")  # an offset index entry: relative offset, position
+_ABORTED_TXN = struct.Struct(">hqqqq")  # a .txnindex entry: version, producer id, first, last, LSO
+
+RemoteRead = tuple[bytes, "list[tuple[int, int]] | None"]
 
 
 def load_storage_manager(pm: pluggy.PluginManager, config: BrokerConfig) -> RemoteStorageManager:
@@ -92,17 +95,28 @@ class RemoteLogBinding:
 
     # -- remote fetch -----------------------------------------------------------------------
 
-    def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool) -> Future[bytes]:
+    def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool,
+             read_committed: bool) -> Future[RemoteRead]:
         """Event loop: snapshot what the read needs of the log, read on a reader thread."""
         with part.log.lock:
             epochs = part.log.epoch_cache.entries()
-        return self._readers.submit(self._read_or_storage_error, topic_id_partition(part), epochs, offset,
-                                    max_bytes, min_one_message)
+        return self._readers.submit(self._read_or_storage_error, part, epochs, offset, max_bytes, min_one_message,
+                                    read_committed)
 
-    def _read_or_storage_error(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int,
-                               max_bytes: int, min_one_message: bool) -> bytes:
+    def _read_or_storage_error(self, part: Partition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
+                               min_one_message: bool, read_committed: bool) -> RemoteRead:
+        tip = topic_id_partition(part)
         try:
-            return self._read(tip, epochs, offset, max_bytes, min_one_message)
+            meta, records = self._read(tip, epochs, offset, max_bytes, min_one_message)
+            if not read_committed:
+                return records, None
+            upper = offset
+            pos = 0
+            while pos + _BATCH_START.size <= len(records):  # the next offset after the data returned
+                base, length = _BATCH_START.unpack_from(records, pos)
+                upper = base + _LAST_OFFSET_DELTA.unpack_from(records, pos + 23)[0] + 1
+                pos += _BATCH_START.size + length
+            return records, self._aborted(part, tip, epochs, meta, offset, upper)
         except RemoteStorageError as e:
             # A retriable answer (clients retry KAFKA_STORAGE_ERROR): S3 down for a while, or the
             # partition's remote metadata not loaded yet after a leadership change.
@@ -132,8 +146,42 @@ class RemoteLogBinding:
             position = pos
         return position
 
+    def _aborted(self, part: Partition, tip: TopicIdPartition, epochs: list[tuple[int, int]],
+                 meta: RemoteLogSegmentMetadata, offset: int, upper: int) -> list[tuple[int, int]]:
+        """Kafka's ``RemoteLogManager.collectAbortedTransactions``: (producer id, first offset) of
+        the aborted transactions overlapping ``[offset, upper)``, from the transaction indexes of
+        this remote segment and the following ones, then of the local log, until an entry's last
+        stable offset reaches ``upper`` (no later marker can concern the data returned)."""
+        aborted: list[tuple[int, int]] = []
+        segment: RemoteLogSegmentMetadata | None = meta
+        while segment is not None:
+            if not segment.txn_index_empty:
+                with self.rsm.fetch_index(segment, IndexType.TRANSACTION) as stream:
+                    data = stream.read()
+                for n in range(len(data) // _ABORTED_TXN.size):
+                    _, producer_id, first, last, lso = _ABORTED_TXN.unpack_from(data, n * _ABORTED_TXN.size)
+                    if last >= offset and first < upper:
+                        aborted.append((producer_id, first))
+                    if lso >= upper:
+                        return aborted
+            segment = self._next_with_txn_index(tip, epochs, segment.end_offset + 1)
+        log_ = part.log
+        local_start = log_.local_log_start_offset
+        if local_start < upper:
+            aborted += log_.collect_aborted_transactions(local_start, upper)
+        return aborted
+
+    def _next_with_txn_index(self, tip: TopicIdPartition, epochs: list[tuple[int, int]],
+                             offset: int) -> RemoteLogSegmentMetadata | None:
+        i = max(bisect.bisect_right([start for _, start in epochs], offset) - 1, 0)
+        for epoch, _ in epochs[i:]:
+            found = self.rlmm.next_segment_with_txn_index(tip, epoch, offset)
+            if found is not None:
+                return found
+        return None
+
     def _read(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
-              min_one_message: bool) -> bytes:
+              min_one_message: bool) -> tuple[RemoteLogSegmentMetadata, bytes]:
         """Kafka's RemoteLogReader: whole batches of one remote segment from the one holding
         ``offset``, at most ``max_bytes`` but the first (KIP-74)."""
         meta = self._segment_for(tip, epochs, offset)
@@ -154,7 +202,7 @@ class RemoteLogBinding:
                     break
                 out += head
                 out += body
-        return bytes(out)
+        return meta, bytes(out)
 
     def on_roles(self, leaders: list[Partition], followers: list[Partition],
                  stopped: list[StoppedPartition]) -> None:

@@ -236,6 +236,33 @@ def test_after_a_restart_the_remote_part_is_read_again(tmp_path: Path, s3_bucket
         assert [(k, v) for _, k, v in got] == sent
 
 
+def test_read_committed_skips_aborted_transactions_read_from_s3(tier_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():
+        f.result(30)
+    txn = Producer({"bootstrap.servers": tier_broker.bootstrap, "transactional.id": "tier-txn", "batch.size": 4000})
+    txn.init_transactions(30)
+    committed: list[bytes] = []
+    for n in range(24):
+        txn.begin_transaction()
+        values = [f"{n}-{i}".encode() * 20 for i in range(40)]
+        for value in values:
+            txn.produce(TOPIC, value)
+        if n % 3 == 2:
+            assert txn.flush(30) == 0  # in the log before the abort (librdkafka purges unsent ones)
+            txn.abort_transaction(30)
+        else:
+            txn.commit_transaction(30)
+            committed += values
+    partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
+    wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one",
+             detail=lambda: str(local_bases(partition_dir)))
+    assert local_bases(partition_dir)[0] > 500  # aborted transactions among the remote data
+    got = consume_all(tier_broker.bootstrap, TOPIC, len(committed), **{"isolation.level": "read_committed"})
+    assert [v for _, _, v in got] == committed
+
+
 def test_deleting_a_tiered_topic_deletes_its_remote_segments(tier_broker: BrokerProcess, s3: S3Client,
                                                               s3_bucket: str) -> None:
     admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})

@@ -90,7 +90,7 @@ class _RemoteRead:
 
     def __init__(self, row: int, part: Partition, budget: int, min_one: bool) -> None:
         self.row, self.part, self.budget, self.min_one = row, part, budget, min_one
-        self.future: Future[bytes] | None = None
+        self.future: Future[tuple[bytes, list[tuple[int, int]] | None]] | None = None
 
 
 def _remote_readable(part: Partition, offset: int) -> bool:
@@ -265,7 +265,8 @@ async def _read_remote(rm: ReplicaManager, remote: list[_RemoteRead], rows: list
     loop = asyncio.get_running_loop()
     key = ("remote-fetch", id(remote))
     for r in remote:
-        r.future = fetcher.read(r.part, rows[r.row][0].fp.fetch_offset, r.budget, r.min_one)
+        r.future = fetcher.read(r.part, rows[r.row][0].fp.fetch_offset, r.budget, r.min_one,
+                                isolation == READ_COMMITTED)
         r.future.add_done_callback(lambda _: loop.call_soon_threadsafe(rm.fetch_purgatory.check_and_complete, key))
     await rm.fetch_purgatory.wait_until([key], lambda: all(r.future is not None and r.future.done()
                                                            for r in remote), fetcher.max_wait_s)
@@ -274,19 +275,19 @@ async def _read_remote(rm: ReplicaManager, remote: list[_RemoteRead], rows: list
         t = rows[r.row][0]
         assert r.future is not None
         records = b""
+        aborted: list[tuple[int, int]] | None = [] if isolation == READ_COMMITTED else None
         if r.future.done():
             error = r.future.exception()
             if error is not None:
                 code, message = error_of(error)
                 rows[r.row] = (t, None, code, message)
                 continue
-            records = r.future.result()
+            records, aborted = r.future.result()
         else:
             r.future.cancel()
         part = r.part
-        # Aborted transactions of remote data (the remote transaction indexes) are not read yet.
         result = ReadResult(records, part.high_watermark, part.last_stable_offset, part.log_start_offset,
-                            part.log_end_offset, [] if isolation == READ_COMMITTED else None)
+                            part.log_end_offset, aborted)
         total += len(records)
         rows[r.row] = (t, result, 0, None)
     return total
