@@ -661,6 +661,25 @@ class BrokerConfig(BaseModel):
 SECURITY_PROTOCOL_NAMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
+def check_remote_storage_topic(broker: BrokerConfig, overrides: Mapping[str, Any]) -> None:
+    """Kafka's ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled`` and its neighbours, for a
+    topic's overrides: a compacted topic cannot use remote storage, and the local retention cannot
+    exceed the total one. Checked only on a broker with ``remote.log.storage.system.enable``
+    (elsewhere the keys are kept as they always were)."""
+    if not broker.remote_log_storage_system_enable:
+        return
+    values = {**broker.topic_defaults(), **{k: parse_topic_config(k, v) for k, v in overrides.items()}}
+    if not values["remote.storage.enable"]:
+        return
+    if "compact" in str(values["cleanup.policy"]).split(","):
+        raise ConfigError("remote.storage.enable", "true",
+                          "false for a compacted topic (Compacted topic cannot be enabled with remote storage)")
+    for local_key, total_key in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
+        local, total = int(values[local_key]), int(values[total_key])
+        if local != -2 and total != -1 and (local == -1 or local > total):
+            raise ConfigError(local_key, local, f"-2 or at most {total_key} ({total})")
+
+
 def _parse_connection_overrides(value: str) -> dict[str, int]:
     """Kafka's ``host:count,host:count`` (split at the last colon, so IPv6 addresses work)."""
     out: dict[str, int] = {}

@@ -21,7 +21,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from strom.core.config import TOPIC_CONFIGS, BrokerConfig, format_config_value, parse_topic_config
+from strom.core.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    check_remote_storage_topic,
+    format_config_value,
+    parse_topic_config,
+)
 from strom.core.errors import (
     BrokerIdNotRegisteredError,
     InvalidConfigurationError,
@@ -200,6 +206,10 @@ class QuorumController:
                 out[key] = format_config_value(parse_topic_config(key, value))
             except ConfigError as e:
                 raise InvalidConfigurationError(str(e)) from None
+        try:
+            check_remote_storage_topic(self.config, out)  # KIP-405 combinations (tiered brokers only)
+        except ConfigError as e:
+            raise InvalidConfigurationError(str(e)) from None
         return out
 
     def _effective_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -292,6 +292,19 @@ def test_deleting_a_tiered_topic_deletes_its_remote_segments(tier_broker: Broker
         wait_for(lambda: not list(reader.list_remote_log_segments(tip)), 30, "no remote segment in the metadata")
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize(("topic_config", "message"), [
+    ({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "Compacted topic cannot be enabled"),
+    ({"remote.storage.enable": "true", "retention.ms": "1000", "local.retention.ms": "2000"}, "local.retention.ms"),
+])
+def test_a_tiered_topic_config_kafka_refuses_is_refused(tier_broker: BrokerProcess, topic_config: dict[str, str],
+                                                       message: str) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic("refused", 1, 1, config=topic_config)])["refused"].result(30)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG and message in error.str()
 
 
 @pytest.mark.parametrize(("config", "key"), [
