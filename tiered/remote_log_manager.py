@@ -98,6 +98,18 @@ class TieredLog(Protocol):
         ``updateHighestOffsetInRemoteStorage``): local retention may delete it."""
         ...
 
+    def retention(self) -> tuple[int, int]:
+        """The topic's total ``retention.ms`` and ``retention.bytes`` (-1: unlimited)."""
+        ...
+
+    def local_only_size(self, above: int) -> int:
+        """Bytes of the local segments starting above offset ``above`` (not in remote storage)."""
+        ...
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """Move the log start forward (before remote segments below it are deleted)."""
+        ...
+
 
 def leader_epoch_slice(entries: Sequence[tuple[int, int]], start: int, end: int) -> dict[int, int]:
     """The segment's ``segmentLeaderEpochs``: each epoch with records in ``[start, end]`` -> its first
@@ -156,6 +168,15 @@ class DirectoryTieredLog:
     def update_highest_offset_in_remote_storage(self, offset: int) -> None:
         self.highest_offset_in_remote_storage = max(self.highest_offset_in_remote_storage, offset)
 
+    def retention(self) -> tuple[int, int]:
+        return -1, -1  # a directory read-only: remote data never expires through it
+
+    def local_only_size(self, above: int) -> int:
+        return sum(s.log.stat().st_size for s in self.closed_segments() if s.base_offset > above)
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        raise RemoteStorageError("a directory view cannot move the log start")
+
 
 def _max_timestamp(time_index: Path) -> int:
     """The last entry's timestamp of a time index (12-byte entries: timestamp, relative offset)."""
@@ -177,6 +198,7 @@ class CopyRound:
 
     copied: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     cleaned_up: list[RemoteLogSegmentId] = field(default_factory=list)
+    expired: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     failed: RemoteStorageError | None = None
 
 
@@ -295,10 +317,40 @@ class RemoteLogManager:
                     break  # not wholly below the last stable offset: neither it nor any later one
                 result.copied.append(self._copy_segment(tip, tiered_log, seg))
                 tiered_log.update_highest_offset_in_remote_storage(seg.end_offset)
+            result.expired = self._expire(tip, tiered_log, highest if not result.copied
+                                          else result.copied[-1].end_offset)
         except RemoteStorageError as e:
             log.warning("copying %s to remote storage: %s (retried next round)", tip, e)
             result.failed = e
         return result
+
+    def _expire(self, tip: TopicIdPartition, tiered_log: TieredLog, highest: int) -> list[RemoteLogSegmentMetadata]:
+        """Kafka's RLMExpirationTask: the total retention (``retention.ms|bytes``, local plus
+        remote) expires the oldest remote segments: the log start moves past them first, then
+        each is deleted (DELETE_SEGMENT_STARTED, from the store, DELETE_SEGMENT_FINISHED)."""
+        retention_ms, retention_bytes = tiered_log.retention()
+        if retention_ms < 0 and retention_bytes < 0:
+            return []
+        finished = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is S.COPY_SEGMENT_FINISHED]
+        now = int(time.time() * 1000)
+        excess = (sum(m.segment_size_in_bytes for m in finished) + tiered_log.local_only_size(highest)
+                  - retention_bytes) if retention_bytes >= 0 else 0
+        expired = []
+        for m in finished:  # oldest first; stop at the first one retention keeps
+            too_old = retention_ms >= 0 and now - m.max_timestamp_ms > retention_ms
+            too_big = retention_bytes >= 0 and excess - m.segment_size_in_bytes >= 0
+            if not (too_old or too_big):
+                break
+            excess -= m.segment_size_in_bytes
+            expired.append(m)
+        if not expired:
+            return []
+        tiered_log.increment_log_start_offset(expired[-1].end_offset + 1)
+        for m in expired:
+            self._delete_remote_segment(m)
+        log.info("%s: %d remote segment(s) past retention deleted, log start now %d", tip, len(expired),
+                 expired[-1].end_offset + 1)
+        return expired
 
     def _highest_remote_offset(self, tip: TopicIdPartition, tiered_log: TieredLog) -> int:
         highest = -1

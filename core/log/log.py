@@ -337,6 +337,18 @@ class UnifiedLog:
     def highest_offset_in_remote_storage(self) -> int:
         return self._highest_remote_offset
 
+    def increment_log_start_for_remote(self, offset: int) -> None:
+        """The remote log manager expired remote data below ``offset`` (total retention): the log
+        start moves there (never past the highest remote offset + 1 nor the high watermark),
+        with local segments wholly below it deleted as DeleteRecords does."""
+        with self._lock:
+            new_start = min(offset, self._highest_remote_offset + 1, self._hw)
+            if new_start <= self._log_start:
+                return
+            self._log_start = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+        self._delete_segments_while(lambda seg, nxt: nxt is not None and nxt.base_offset <= new_start)
+
     def update_highest_offset_in_remote_storage(self, offset: int) -> None:
         """The remote log manager copied (or found copied) everything up to ``offset``: local
         retention may delete segments ending at or below it."""

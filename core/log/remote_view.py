@@ -52,3 +52,16 @@ class UnifiedLogTieredView:
 
     def update_highest_offset_in_remote_storage(self, offset: int) -> None:
         self.log.update_highest_offset_in_remote_storage(offset)
+
+    def retention(self) -> tuple[int, int]:
+        config = self.log.config
+        if not config.delete:
+            return -1, -1
+        return config.retention_ms, config.retention_bytes
+
+    def local_only_size(self, above: int) -> int:
+        with self.log.lock:
+            return sum(seg.size for seg in self.log.log_segments() if seg.base_offset > above)
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        self.log.increment_log_start_for_remote(offset)

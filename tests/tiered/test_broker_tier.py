@@ -263,6 +263,38 @@ def test_read_committed_skips_aborted_transactions_read_from_s3(tier_broker: Bro
     assert [v for _, _, v in got] == committed
 
 
+def test_total_retention_deletes_remote_segments_after_moving_the_log_start(
+        tier_broker: BrokerProcess, s3: S3Client, s3_bucket: str) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    # retention.bytes over local plus remote: about 3 segments' worth is kept in all.
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
+            "retention.bytes": str(3 * 16384)})]).values():
+        f.result(30)
+    produce(tier_broker.bootstrap, TOPIC, 3000)
+    partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
+
+    def remote_logs() -> list[int]:
+        return sorted(int(o["Key"].rsplit("/", 1)[1][:20])
+                      for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket)
+                      for o in page.get("Contents", []) if o["Key"].endswith(".log"))
+
+    def expired() -> bool:  # the log start first, then the deletions: done when they meet
+        remote = remote_logs()
+        return len(local_bases(partition_dir)) == 1 and remote[:1] > [0] and \
+            list_offsets(tier_broker.bootstrap, TOPIC, -2) == (0, remote[0])
+
+    wait_for(expired, 60,
+             "old remote segments expired", detail=lambda: f"local {local_bases(partition_dir)}, "
+                                                           f"remote {remote_logs()}")
+    remote = remote_logs()
+    assert remote_logs()[0] > 0 and len(remote) <= 5  # 3000 records fill 20+ segments
+    code, start = list_offsets(tier_broker.bootstrap, TOPIC, -2)
+    assert code == 0 and start == remote[0]  # the log start moved to the oldest segment kept
+    got = consume_all(tier_broker.bootstrap, TOPIC, 3000 - start, **{"auto.offset.reset": "earliest"})
+    assert got[0][0] == start and [o for o, _, _ in got] == list(range(start, 3000))
+
+
 def test_deleting_a_tiered_topic_deletes_its_remote_segments(tier_broker: BrokerProcess, s3: S3Client,
                                                               s3_bucket: str) -> None:
     admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
