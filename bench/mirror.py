@@ -12,6 +12,11 @@ until the remote topic holds them all. Printed per MirrorMaker: records/s end to
 and the lag of the last record (its arrival on ``dst`` minus the end of producing), then the
 ratio strom / Kafka.
 
+``ceiling`` (``--only ...,ceiling``) is the raw limit strom's MirrorMaker can at best reach: one
+process with one confluent-kafka consumer reading the source topic and one producer writing the
+remote topic, no Connect in between (same records, same partitions, same clock); its
+records/s is printed beside the others and strom's share of it.
+
 Kafka's jars (connect-mirror 4.3.1 and its runtime) come from Maven Central through ``mvn``
 into ``.cache/kmirror/lib`` on the first run.
 
@@ -113,6 +118,11 @@ def run_one(name: str, a: str, b: str, args: argparse.Namespace, work: Path, cla
     admin = AdminClient({"bootstrap.servers": a})
     for t in (topic, warm):
         admin.create_topics([NewTopic(t, args.partitions, 1)])[t].result(30)
+    if name == "ceiling":  # MirrorMaker creates the remote topics; the bare copy loop does not
+        admin_b = AdminClient({"bootstrap.servers": b})
+        for t in (topic, warm):
+            admin_b.create_topics([NewTopic(f"{src}.{t}", args.partitions, 1)])[f"{src}.{t}"].result(30)
+        del admin_b
     del admin
     p = Producer({"bootstrap.servers": a})
     for part in range(args.partitions):
@@ -122,6 +132,8 @@ def run_one(name: str, a: str, b: str, args: argparse.Namespace, work: Path, cla
     props.write_text(mm2_properties(src, dst, a, b, f"bench-{tag}.*", args.partitions, tag))
     if name == "strom":
         cmd = [sys.executable, "-m", "strom.connect.cli", "mirror-maker", str(props), "--clusters", dst]
+    elif name == "ceiling":
+        cmd = [sys.executable, __file__, "--copy", a, b, f"bench-{tag}", src]
     else:
         assert classpath is not None
         cmd = ["java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath,
@@ -157,12 +169,36 @@ def run_one(name: str, a: str, b: str, args: argparse.Namespace, work: Path, cla
             "produce_s": produced - t0}
 
 
+def copy_loop(a: str, b: str, prefix: str, alias: str) -> int:
+    """The ceiling: consume ``prefix*`` topics from ``a``, produce each record to ``alias.topic`` on
+    ``b`` (same partition, key, value, headers, timestamp), no Connect in between."""
+    consumer = Consumer({"bootstrap.servers": a, "group.id": f"ceiling-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": b, "linger.ms": 20, "batch.size": 1_000_000,
+                         "compression.type": "none", "queue.buffering.max.kbytes": 1_048_576})
+    consumer.subscribe([f"^{prefix}.*"])
+    while True:
+        for m in consumer.consume(10_000, 0.5):
+            if m.error():
+                continue
+            while True:
+                try:
+                    producer.produce(f"{alias}.{m.topic()}", value=m.value(), key=m.key(),
+                                     partition=m.partition(), headers=m.headers(), timestamp=m.timestamp()[1])
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+
+
 def main() -> int:
+    if len(sys.argv) == 6 and sys.argv[1] == "--copy":
+        return copy_loop(*sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--only", default="strom,kafka", help="comma-separated: strom, kafka")
+    parser.add_argument("--only", default="strom,kafka", help="comma-separated: strom, kafka, ceiling")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
@@ -180,6 +216,9 @@ def main() -> int:
                      r["produce_s"], r["ready_s"])
     if "strom" in results and "kafka" in results:
         log.info("ratio strom/kafka: %.2fx records/s", results["strom"]["records_per_s"] / results["kafka"]["records_per_s"])
+    if "strom" in results and "ceiling" in results:
+        log.info("strom/ceiling: %.2f of the raw consumer->producer limit",
+                 results["strom"]["records_per_s"] / results["ceiling"]["records_per_s"])
     return 0
 
 
