@@ -107,13 +107,15 @@ def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
 
 class HoldingProxy:
     """Forwards TCP to the S3 endpoint; a request whose bytes contain ``hold_on`` is never
-    forwarded: its connection is held open until ``release()``, which drops it."""
+    forwarded: its connection is held open until ``release()``, which drops it. ``down()`` makes
+    S3 unreachable (connections dropped and refused) until ``up()``."""
 
     def __init__(self, upstream: str) -> None:
         u = urlsplit(upstream)
         self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
         self.hold_on: bytes | None = None
         self.held = threading.Event()
+        self._down = False
         self._released = threading.Event()
         self._sockets: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -126,6 +128,9 @@ class HoldingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._down:
+                client.close()
+                continue
             upstream = socket.create_connection(self.upstream)
             self._sockets += [client, upstream]
             threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
@@ -144,6 +149,15 @@ class HoldingProxy:
         for s in (src, dst):
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
+
+    def down(self) -> None:
+        self._down = True
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def up(self) -> None:
+        self._down = False
 
     def release(self) -> None:
         self.hold_on = None
@@ -269,3 +283,37 @@ def test_kill_9_during_a_remote_deletion_then_restart(tmp_path: Path, s3_bucket:
         assert start > 0
         got = consume_all(broker.bootstrap, TOPIC, 3000 - start, **{"auto.offset.reset": "earliest"})
         assert [o for o, _, _ in got] == list(range(start, 3000))
+
+
+@pytest.mark.slow  # ~22 s
+def test_s3_unavailable_for_a_while(tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config,
+                                    proxy: HoldingProxy, s3: S3Client) -> None:
+    config = tier_config(s3_rsm_config(s3_bucket, endpoint=proxy.url))
+    with BrokerProcess(tmp_path / "broker", config=config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+                "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():
+            f.result(30)
+        partition_dir = broker.data_dir / "logs" / f"{TOPIC}-0"
+        proxy.down()
+        sent = produce(broker.bootstrap, TOPIC, 2000)  # producers do not notice
+        closed = local_bases(partition_dir)[:-1]
+        assert len(closed) >= 5
+        # Copies fail and are retried each round; the retries are seen failing more than once.
+        failures = "retried next round"
+        wait_for(lambda: broker.log_text().count(failures) >= 3, 60, "copy rounds failing against the missing S3")
+        assert local_bases(partition_dir)[:len(closed)] == closed  # nothing deleted locally that is not in S3
+        assert list_offsets(broker.bootstrap, TOPIC, -5) == (0, -1)
+        assert not objects(s3, s3_bucket)
+        proxy.up()
+        wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "every closed segment copied once S3 is back",
+                 detail=lambda: str(local_bases(partition_dir)))
+        tip = topic_id_partition(partition_dir, TOPIC, 0)
+
+        def clean() -> bool:  # the copies abandoned while S3 was away are cleaned up
+            return all(m.state is S.COPY_SEGMENT_FINISHED for m in remote_segments(broker.bootstrap, tip))
+
+        wait_for(clean, 60, "abandoned copies cleaned up")
+        assert assert_consistent(broker.bootstrap, tip, s3, s3_bucket, local_bases(partition_dir)[0]) == 0
+        got = consume_all(broker.bootstrap, TOPIC, len(sent))
+        assert [(k, v) for _, k, v in got] == sent
