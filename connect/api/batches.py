@@ -86,7 +86,8 @@ class SourceRecordBatch(_RecordColumns[SourceRecord]):
     ``source_offsets[i]`` is the source offset after ``values[i]`` (a Sequence; it may compute
     its items lazily: the worker reads only the last one unless it builds the records). ``keys``
     ``None`` means every key is null; ``kafka_partition`` ``None`` lets the producer's
-    partitioner choose, as for a SourceRecord.
+    partitioner choose, as for a SourceRecord. ``timestamps`` (one per record) overrides the
+    single ``timestamp``.
     """
 
     __slots__ = (
@@ -96,6 +97,7 @@ class SourceRecordBatch(_RecordColumns[SourceRecord]):
         "source_offsets",
         "source_partition",
         "timestamp",
+        "timestamps",
         "value_schema",
     )
 
@@ -103,11 +105,13 @@ class SourceRecordBatch(_RecordColumns[SourceRecord]):
                  source_offsets: Sequence[Mapping[str, Any] | None], topic: str,
                  value_schema: Schema | None, values: Sequence[Any], *, key_schema: Schema | None = None,
                  keys: Sequence[Any] | None = None, kafka_partition: int | None = None,
-                 timestamp: int | None = None) -> None:
+                 timestamp: int | None = None, timestamps: Sequence[int | None] | None = None) -> None:
         if len(source_offsets) != len(values):
             raise ValueError(f"{len(source_offsets)} source offsets for {len(values)} values")
         if keys is not None and len(keys) != len(values):
             raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        if timestamps is not None and len(timestamps) != len(values):
+            raise ValueError(f"{len(timestamps)} timestamps for {len(values)} values")
         self.source_partition = source_partition
         self.source_offsets = source_offsets
         self.topic = topic
@@ -117,6 +121,7 @@ class SourceRecordBatch(_RecordColumns[SourceRecord]):
         self.value_schema = value_schema
         self.values = values
         self.timestamp = timestamp
+        self.timestamps = timestamps
         self._records: list[SourceRecord] | None = None
 
     def last_source_offset(self) -> Mapping[str, Any] | None:
@@ -127,8 +132,9 @@ class SourceRecordBatch(_RecordColumns[SourceRecord]):
         sp, topic, part, ks, vs, ts = (self.source_partition, self.topic, self.kafka_partition, self.key_schema,
                                        self.value_schema, self.timestamp)
         keys = repeat(None) if self.keys is None else self.keys
-        return [SourceRecord(sp, off, topic, part, ks, k, vs, v, ts)
-                for off, k, v in zip(self.source_offsets, keys, self.values, strict=self.keys is not None)]
+        stamps: Iterable[int | None] = repeat(ts) if self.timestamps is None else self.timestamps
+        return [SourceRecord(sp, off, topic, part, ks, k, vs, v, t)
+                for off, k, v, t in zip(self.source_offsets, keys, self.values, stamps, strict=False)]  # lengths checked in __init__
 
 
 class SinkRecordBatch(_RecordColumns[SinkRecord]):

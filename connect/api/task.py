@@ -12,9 +12,12 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strom.connect.api.records import RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+
+if TYPE_CHECKING:
+    from strom.connect.api.batches import SourceRecordBatch
 
 
 def _version() -> str:
@@ -120,6 +123,15 @@ class SourceTask(Task):
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         """``record`` was acknowledged by Kafka (``metadata=None`` when a transform dropped it)."""
+
+    def commit_record_batch(self, batch: SourceRecordBatch, offsets: Sequence[int]) -> None:
+        """Every record of ``batch`` was acknowledged by Kafka: ``offsets[i]`` is where record ``i``
+        was written (topic ``batch.topic``). A strom extension (Kafka has only ``commit_record``):
+        one call per batch instead of one per record. A task overriding it gets its
+        :class:`~strom.connect.api.batches.SourceRecordBatch` es produced from the columns; when
+        the worker builds the records anyway (transformations, exactly-once) it calls
+        ``commit_record`` per record instead, so a task that needs acknowledgements implements
+        both. Not called for a batch of which a record could not be written."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,13 +22,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as KTopicPartition
 
+from strom.connect.api.batches import SourceRecordBatch
 from strom.connect.api.config import ConfigDef
 from strom.connect.api.connector import ExactlyOnceSupport, SourceConnector
 from strom.connect.api.records import Header, Headers, RecordMetadata, SourceRecord
@@ -345,6 +347,42 @@ class OffsetSyncWriter:
         # end up further apart than offset.lag.max.
         self._send(sync)
 
+    def maybe_queue_batch(self, topic: str, partition: int, upstream: Sequence[int],
+                          downstream: Sequence[int]) -> None:
+        """``maybe_queue`` for each record of a batch, without a step per record when both offset
+        runs are contiguous (the common case): then after the first record only offset.lag.max
+        can call for a sync, at known downstream offsets."""
+        n = len(upstream)
+        if self.producer is None or n == 0:
+            return
+        if upstream[-1] - upstream[0] != n - 1 or downstream[-1] - downstream[0] != n - 1:
+            for up, down in zip(upstream, downstream, strict=True):
+                self.maybe_queue(topic, partition, up, down)
+            return
+        self.maybe_queue(topic, partition, upstream[0], downstream[0])
+        if n == 1:
+            return
+        tp = (topic, partition)
+        u0, d0, u_last, d_last = upstream[0], downstream[0], upstream[-1], downstream[-1]
+        syncs: list[OffsetSync] = []
+        with self.lock:
+            state = self.states[tp]
+            while True:
+                # too_stale fires at last_sync + 1 + lag; after the first record it lies past d0
+                down = max(state.last_sync_downstream + 1 + self.max_offset_lag, d0 + 1)
+                if down > d_last:
+                    break
+                state.last_sync_downstream = down
+                syncs.append(OffsetSync(topic, partition, u0 + (down - d0), down))
+            state.previous_upstream, state.previous_downstream = u_last, d_last
+            state.reset()
+            if syncs and syncs[-1].downstream_offset == d_last:
+                self.delayed.pop(tp, None)
+            else:
+                self.delayed[tp] = (u_last, d_last)
+        for sync in syncs:
+            self._send(sync)
+
     def promote_delayed(self) -> None:
         with self.lock:
             for (topic, partition), (up, down) in self.delayed.items():
@@ -392,6 +430,30 @@ class OffsetSyncWriter:
             self.producer = None
 
 
+class _SourceOffsets(Sequence[Mapping[str, Any]]):
+    """A batch's source offsets as Kafka's ``{"offset": n}`` maps, built only when asked for
+    (the worker reads the last one; offset syncs read ``offsets``)."""
+
+    __slots__ = ("offsets",)
+
+    def __init__(self, offsets: list[int]) -> None:
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mapping[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        if isinstance(index, slice):
+            return [{OFFSET_KEY: o} for o in self.offsets[index]]
+        return {OFFSET_KEY: self.offsets[index]}
+
+
 class MirrorSourceTask(SourceTask):
     """Consumes assigned source partitions and returns their records for the remote topics."""
 
@@ -406,6 +468,8 @@ class MirrorSourceTask(SourceTask):
         self._stopping = False
         self._remote: dict[str, str] = {}
         self._source_partitions: dict[tuple[str, int], dict[str, Any]] = {}
+        # One poll's records, per source partition: the worker takes one batch per poll() call
+        self._ready: deque[Sequence[SourceRecord]] = deque()
 
     def start(self, props: dict[str, str]) -> None:
         cfg = self.cfg = MirrorSourceConfig(props)
@@ -440,18 +504,20 @@ class MirrorSourceTask(SourceTask):
     def poll(self) -> Sequence[SourceRecord] | None:
         cfg = self.cfg
         assert cfg is not None
+        if self._stopping:
+            return None
+        if self.syncs is not None:
+            self.syncs.fire_pending()
+        if self._ready:
+            return self._ready.popleft()
         with self._lock:
             if self._stopping or self.consumer is None:
                 return None
             msgs = self.consumer.consume(self.MAX_RECORDS_PER_POLL, cfg.consumer_poll_timeout_s)
-        if self.syncs is not None:
-            self.syncs.fire_pending()
         if not msgs:
             return None
-        out: list[SourceRecord] = []
         alias = cfg.source_cluster_alias
-        bytes_schema = Schema.OPTIONAL_BYTES_SCHEMA
-        source_partitions = self._source_partitions
+        groups: dict[tuple[str, int], list[Message]] = {}
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -464,11 +530,31 @@ class MirrorSourceTask(SourceTask):
                 continue
             topic, partition = msg.topic(), msg.partition()
             assert topic is not None and partition is not None  # a message without error has both
-            # One source-partition dict per partition, shared by its records (read-only).
-            sp = source_partitions.get((topic, partition))
-            if sp is None:
-                sp = source_partitions[(topic, partition)] = {PARTITION_CLUSTER: alias, PARTITION_TOPIC: topic,
-                                                              PARTITION_PARTITION: partition}
+            group = groups.get((topic, partition))
+            if group is None:
+                group = groups[(topic, partition)] = []
+            group.append(msg)
+        for (topic, partition), group in groups.items():
+            self._ready.append(self._records(alias, topic, partition, group))
+        return self._ready.popleft() if self._ready else None
+
+    def _records(self, alias: str, topic: str, partition: int, msgs: list[Message]) -> Sequence[SourceRecord]:
+        """One partition's records: a SourceRecordBatch (produced from its columns, acknowledged
+        by ``commit_record_batch``) unless a record has headers, which the columns do not carry."""
+        bytes_schema = Schema.OPTIONAL_BYTES_SCHEMA
+        # One source-partition dict per partition, shared by its records (read-only).
+        sp = self._source_partitions.get((topic, partition))
+        if sp is None:
+            sp = self._source_partitions[(topic, partition)] = {PARTITION_CLUSTER: alias, PARTITION_TOPIC: topic,
+                                                                PARTITION_PARTITION: partition}
+        remote = self._remote[topic]
+        if not any(msg.headers() for msg in msgs):
+            stamps = [ts if ts_type else None for ts_type, ts in (msg.timestamp() for msg in msgs)]
+            return SourceRecordBatch(sp, _SourceOffsets([msg.offset() for msg in msgs]), remote, bytes_schema,
+                                     [msg.value() for msg in msgs], key_schema=bytes_schema,
+                                     keys=[msg.key() for msg in msgs], kafka_partition=partition, timestamps=stamps)
+        out: list[SourceRecord] = []
+        for msg in msgs:
             raw_headers = msg.headers()
             headers = None
             if raw_headers:
@@ -476,10 +562,16 @@ class MirrorSourceTask(SourceTask):
                 pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
                 headers = Headers([Header(k, bytes_schema, v) for k, v in pairs])
             ts_type, ts = msg.timestamp()
-            out.append(SourceRecord(
-                sp, {OFFSET_KEY: msg.offset()}, self._remote[topic], partition, bytes_schema, msg.key(),
-                bytes_schema, msg.value(), ts if ts_type else None, headers))
+            out.append(SourceRecord(sp, {OFFSET_KEY: msg.offset()}, remote, partition, bytes_schema, msg.key(),
+                                    bytes_schema, msg.value(), ts if ts_type else None, headers))
         return out
+
+    def commit_record_batch(self, batch: SourceRecordBatch, offsets: Sequence[int]) -> None:
+        sp = batch.source_partition
+        if self.syncs is None or sp is None or not isinstance(batch.source_offsets, _SourceOffsets):
+            return
+        self.syncs.maybe_queue_batch(sp[PARTITION_TOPIC], sp[PARTITION_PARTITION], batch.source_offsets.offsets,
+                                     offsets)
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         if metadata is None or self.syncs is None or record.source_partition is None or record.source_offset is None:
@@ -495,6 +587,7 @@ class MirrorSourceTask(SourceTask):
 
     def stop(self) -> None:
         self._stopping = True
+        self._ready.clear()  # polled, not sent: their offsets were never committed, so they are read again
         with self._lock:
             consumer, self.consumer = self.consumer, None
             if consumer is not None:

@@ -254,6 +254,10 @@ class AbstractWorkerSourceTask(WorkerTask):
         base = getattr(type(task), "__mro__", ())
         self._wants_commit_record = any("commit_record" in vars(c) for c in base[:-1]
                                         if c.__module__ != "strom.connect.api.task")
+        # A task with the batch form of the acknowledgement keeps the columnar path for its
+        # SourceRecordBatches (one call per batch, not a record object and a call per record).
+        self._wants_batch_ack = any("commit_record_batch" in vars(c) for c in base[:-1]
+                                    if c.__module__ != "strom.connect.api.task")
         self.records_sent = 0
 
     # -- hooks ----------------------------------------------------------------------------
@@ -375,12 +379,13 @@ class AbstractWorkerSourceTask(WorkerTask):
 
     def _produce_converted(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes | None],
                            partitions: Iterable[int | None], stamps: Iterable[int | None],
-                           records: Sequence[SourceRecord]) -> SubmittedBatch:
+                           records: Sequence[SourceRecord], acked: SourceRecordBatch | None = None) -> SubmittedBatch:
         """Produce converted keys and values as one acknowledgement batch (``records[i]`` is
-        looked at only to report a record that could not be produced)."""
+        looked at only to report a record that could not be produced); with ``acked``, the task's
+        ``commit_record_batch`` is called once every record is written."""
         self.active_topics.add(topic)
         batch = self._new_batch()
-        callback = self._batch_callback(batch)
+        callback = self._batch_callback(batch) if acked is None else self._acked_batch_callback(batch, acked)
         produce = self.producer.produce
         batch.pending += len(values)
         sent = 0
@@ -512,6 +517,25 @@ class AbstractWorkerSourceTask(WorkerTask):
 
         return on_delivery
 
+    def _acked_batch_callback(self, batch: SubmittedBatch, records: SourceRecordBatch) -> Callable[[Any, Any], None]:
+        """For tasks overriding ``commit_record_batch``: the batch callback, collecting where each
+        record was written; the task is called once, after the last acknowledgement."""
+        commit_record_batch = self.task.commit_record_batch
+        offsets: list[int] = []
+        append = offsets.append
+        n = len(records)
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                self._delivery_failed(batch, err, msg)
+                return
+            batch.pending -= 1
+            append(msg.offset())  # reports of one partition come in produce order
+            if len(offsets) == n:
+                commit_record_batch(records, offsets)
+
+        return on_delivery
+
     def _record_callback(self, batch: SubmittedBatch, record: SourceRecord) -> Callable[[Any, Any], None]:
         """For tasks overriding ``commit_record``: the same, plus the per-record call."""
         commit_record = self.task.commit_record
@@ -600,7 +624,10 @@ class WorkerSourceTask(AbstractWorkerSourceTask):
         self.commit_offsets(flush_timeout=self.worker_config.offset_flush_timeout_ms / 1000)
 
     def _send(self, records: Sequence[SourceRecord]) -> None:
-        if not self._wants_commit_record and self._send_fast(records):
+        if isinstance(records, SourceRecordBatch) and self._wants_batch_ack:
+            if self._send_fast(records):
+                return
+        elif not self._wants_commit_record and self._send_fast(records):
             return
         super()._send(records)
 
@@ -641,8 +668,9 @@ class WorkerSourceTask(AbstractWorkerSourceTask):
             values = value_batch(topic, [records.value_schema] * n, records.values)
         except Exception:
             return False
-        batch = self._produce_converted(topic, keys, values, repeat(records.kafka_partition, n),
-                                        repeat(records.timestamp, n), records)
+        stamps = repeat(records.timestamp, n) if records.timestamps is None else records.timestamps
+        batch = self._produce_converted(topic, keys, values, repeat(records.kafka_partition, n), stamps, records,
+                                        records if self._wants_batch_ack else None)
         partition, offset = records.source_partition, records.last_source_offset()
         if partition is not None and offset is not None:
             batch.offsets[id(partition)] = (partition, offset)
