@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import threading
 import time
 from collections.abc import Mapping, Sequence, Set
@@ -237,6 +238,18 @@ class RemoteLogManager:
         self.task_interval_s = r.integer("remote.log.manager.task.interval.ms", 30_000, minimum=1) / 1000
         self.pool_size = r.integer("remote.log.manager.copier.thread.pool.size", 10, minimum=1)
         copy_rate = r.integer("remote.log.manager.copy.max.bytes.per.second", LONG_MAX, minimum=1)
+        # Kafka's RemoteLogManagerConfig retry keys: a partition whose round failed waits
+        # backoff * 2^(failures-1), capped, with jitter, before its next round (S3 away stays quiet).
+        self.retry_backoff_s = r.integer("remote.log.manager.task.retry.backoff.ms", 500, minimum=0) / 1000
+        self.retry_backoff_max_s = r.integer("remote.log.manager.task.retry.backoff.max.ms", 30_000,
+                                             minimum=0) / 1000
+        jitter = r.string("remote.log.manager.task.retry.jitter", "0.2")
+        try:
+            self.retry_jitter = float(jitter)
+        except ValueError:
+            self.retry_jitter = -1.0
+        if not 0 <= self.retry_jitter <= 1:
+            raise ValueError(f"remote.log.manager.task.retry.jitter: {jitter!r} is not a number in [0, 1]")
         self.rsm, self.rlmm, self.broker_id = rsm, rlmm, broker_id
         self._stopped = threading.Event()
         self._quota = _CopyQuota(copy_rate, self._stopped)
@@ -244,6 +257,7 @@ class RemoteLogManager:
         self._leaders: dict[TopicIdPartition, TieredLog] = {}
         self._running: dict[TopicIdPartition, Future[CopyRound]] = {}
         self._copying: set[RemoteLogSegmentId] = set()  # copies in flight in this process
+        self._failures: dict[TopicIdPartition, tuple[int, float]] = {}  # failed rounds in a row, retry time
         self._pool: ThreadPoolExecutor | None = None
         self._scheduler: threading.Thread | None = None
 
@@ -320,8 +334,17 @@ class RemoteLogManager:
             result.expired = self._expire(tip, tiered_log, highest if not result.copied
                                           else result.copied[-1].end_offset)
         except RemoteStorageError as e:
-            log.warning("copying %s to remote storage: %s (retried next round)", tip, e)
             result.failed = e
+        with self._lock:
+            if result.failed is None:
+                self._failures.pop(tip, None)
+            else:
+                failures = self._failures.get(tip, (0, 0.0))[0] + 1
+                backoff = min(self.retry_backoff_s * 2 ** (failures - 1), self.retry_backoff_max_s)
+                backoff *= 1 + random.uniform(-self.retry_jitter, self.retry_jitter)
+                self._failures[tip] = (failures, time.monotonic() + backoff)
+                log.warning("copying %s to remote storage: %s (failed round %d, retried in %d ms)", tip,
+                            result.failed, failures, backoff * 1000)
         return result
 
     def _expire(self, tip: TopicIdPartition, tiered_log: TieredLog, highest: int) -> list[RemoteLogSegmentMetadata]:
@@ -438,8 +461,11 @@ class RemoteLogManager:
         """Submit a round for every leader partition that has none running."""
         assert self._pool is not None, "start() first"
         with self._lock:
+            now = time.monotonic()
             for tip in list(self._leaders):
                 running = self._running.get(tip)
+                if tip in self._failures and now < self._failures[tip][1]:
+                    continue  # backing off after a failed round
                 if running is None or running.done():
                     self._running[tip] = self._pool.submit(self.copy_round, tip)
             return dict(self._running)

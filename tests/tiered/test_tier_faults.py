@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -299,9 +300,14 @@ def test_s3_unavailable_for_a_while(tmp_path: Path, s3_bucket: str, s3_rsm_confi
         sent = produce(broker.bootstrap, TOPIC, 2000)  # producers do not notice
         closed = local_bases(partition_dir)[:-1]
         assert len(closed) >= 5
-        # Copies fail and are retried each round; the retries are seen failing more than once.
-        failures = "retried next round"
-        wait_for(lambda: broker.log_text().count(failures) >= 3, 60, "copy rounds failing against the missing S3")
+        # Copies fail and are retried with a growing backoff (remote.log.manager.task.retry.backoff.ms
+        # 500 doubling, jitter 0.2).
+        retries = re.compile(r"failed round (\d+), retried in (\d+) ms")
+        wait_for(lambda: len(retries.findall(broker.log_text())) >= 3, 60,
+                 "copy rounds failing against the missing S3")
+        backoffs = [(int(n), int(ms)) for n, ms in retries.findall(broker.log_text())]
+        assert [n for n, _ in backoffs[:3]] == [1, 2, 3]
+        assert backoffs[0][1] < backoffs[1][1] < backoffs[2][1], backoffs
         assert local_bases(partition_dir)[:len(closed)] == closed  # nothing deleted locally that is not in S3
         assert list_offsets(broker.bootstrap, TOPIC, -5) == (0, -1)
         assert not objects(s3, s3_bucket)
