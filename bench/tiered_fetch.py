@@ -7,11 +7,20 @@ server (in this process's threads), then read back whole, in the same run, two w
 * ``rsm``: ``fetch_log_segment`` of each segment — ranged GETs by chunk groups, de-chunked (and
   decompressed with ``--compression``).
 
-The figure is rsm/raw (issue 21's goal for the consumer path: >= 0.8x, floor 0.5x). Stage 2,
-consuming the same data through strom's broker with confluent-kafka, needs the broker's remote
-fetch path (not wired yet) and will be added here.
+The figure is rsm/raw (issue 21's goal for the consumer path: >= 0.8x, floor 0.5x).
+
+Stage 2 (``--broker``), issue 21 item 8 itself, on strom's broker process with moto's S3 server:
+
+* (b) produce throughput, confluent-kafka, ``--size`` MiB to a plain topic then to a
+  ``remote.storage.enable`` topic (``local.retention.bytes=1``) of the same broker, whose closed
+  segments are copied to S3 meanwhile: tiered/plain (floor 0.9x);
+* (a) once only the tiered topic's active segment is left on disk, a confluent-kafka consumer
+  reads it from offset 0 to the local log start (all of it from S3 through the broker), against
+  boto3 GETs of the same ``.log`` objects from the same server in the same run: consumer/raw
+  (goal >= 0.8x, floor 0.5x). Both rates count the same bytes (the remote ``.log`` objects).
 
     python bench/tiered_fetch.py                          # 256 MiB in 32 MiB segments
+    python bench/tiered_fetch.py --broker --size 1024     # stage 2, 1 GiB
     python bench/tiered_fetch.py --mib 1024 --segment-mib 64 --chunk-kib 4096 --compression
     python bench/tiered_fetch.py --json out.json
 """
@@ -28,8 +37,11 @@ import uuid
 from pathlib import Path
 
 import boto3
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from moto.server import ThreadedMotoServer
 
+from strom.core.testing import BrokerProcess, wait_for
 from strom.plugins.hookspecs.storage import (
     LogSegmentData,
     RemoteLogSegmentId,
@@ -100,6 +112,101 @@ def run(total_mib: int, segment_mib: int, chunk_kib: int, compression: bool, rou
         server.stop()
 
 
+def _produce(bootstrap: str, topic: str, total: int, value: bytes) -> float:
+    """Produce ``total`` bytes of ``value`` records; returns MiB/s from the first send to the last ack."""
+    errors: list[object] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+                         "queue.buffering.max.kbytes": 262144})
+    start = time.perf_counter()
+    for _ in range(total // len(value)):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=lambda e, m: errors.append(e) if e else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(600) or errors:
+        raise RuntimeError(f"produce to {topic} failed: {errors[:3]}")
+    rate = total / MIB / (time.perf_counter() - start)
+    del producer  # destroyed now, not after the broker stops
+    return rate
+
+
+def broker_run(size_mib: int, segment_mib: int, chunk_kib: int) -> dict[str, float]:
+    """Stage 2: strom's broker with the S3 tier on moto's server (see the module docstring)."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    key_id, secret = "bench", "bench"
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key_id,
+                      aws_secret_access_key=secret)
+    s3.create_bucket(Bucket=BUCKET)
+    config = {
+        "remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "1000",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "remote.log.storage.manager.class.name": "io.aiven.kafka.tieredstorage.RemoteStorageManager",
+        "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
+        "rsm.config.storage.s3.bucket.name": BUCKET, "rsm.config.storage.s3.region": "us-east-1",
+        "rsm.config.storage.s3.endpoint.url": endpoint, "rsm.config.storage.s3.path.style.access.enabled": "true",
+        "rsm.config.storage.aws.access.key.id": key_id, "rsm.config.storage.aws.secret.access.key": secret,
+        "rsm.config.chunk.size": str(chunk_kib * 1024),
+    }
+    segment = str(segment_mib * MIB)
+    total = size_mib * MIB
+    value = os.urandom(64 * 1024)  # incompressible, as a log of already-compressed batches
+    try:
+        with tempfile.TemporaryDirectory(prefix="tiered-broker-") as tmp, \
+                BrokerProcess(Path(tmp) / "broker", config=config, startup_timeout=60) as broker:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            for f in admin.create_topics([
+                    NewTopic("plain", 1, 1, config={"segment.bytes": segment}),
+                    NewTopic("tiered", 1, 1, config={"segment.bytes": segment, "remote.storage.enable": "true",
+                                                     "local.retention.bytes": "1"})]).values():
+                f.result(60)
+            _produce(broker.bootstrap, "plain", total // 8, value)  # warm-up: the first producer pays for it
+            plain = _produce(broker.bootstrap, "plain", total, value)
+            tiered = _produce(broker.bootstrap, "tiered", total, value)
+            log.info("produce: plain %.0f MiB/s, tiered %.0f MiB/s", plain, tiered)
+            partition_dir = Path(tmp) / "broker" / "logs" / "tiered-0"
+            wait_for(lambda: len(list(partition_dir.glob("*.log"))) == 1, 600, "the tiered topic copied to S3")
+            local_start = int(next(partition_dir.glob("*.log")).name[:20])
+            keys = sorted(o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+                          for o in page.get("Contents", []) if o["Key"].endswith(".log"))
+            start = time.perf_counter()
+            remote_bytes = 0
+            for key in keys:
+                body = s3.get_object(Bucket=BUCKET, Key=key)["Body"]
+                while piece := body.read(MIB):
+                    remote_bytes += len(piece)
+            raw = remote_bytes / MIB / (time.perf_counter() - start)
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                                 "fetch.max.bytes": 64 * MIB, "max.partition.fetch.bytes": 16 * MIB,
+                                 "receive.message.max.bytes": 70 * MIB, "queued.max.messages.kbytes": 262144})
+            consumer.assign([TopicPartition("tiered", 0, 0)])
+            last = -1
+            start = time.perf_counter()
+            try:
+                while last < local_start - 1:
+                    for m in consumer.consume(1000, 1.0):
+                        if m.error() is not None:
+                            raise RuntimeError(str(m.error()))
+                        last = m.offset() or 0
+                consumed = remote_bytes / MIB / (time.perf_counter() - start)
+            finally:
+                consumer.close()
+            log.info("fetch from S3: raw GET %.0f MiB/s, consumer through the broker %.0f MiB/s (%d MiB, %d segments)",
+                     raw, consumed, remote_bytes // MIB, len(keys))
+            return {"remote_mib": remote_bytes / MIB, "raw_mib_s": raw, "consumer_mib_s": consumed,
+                    "fetch_ratio": consumed / raw, "produce_plain_mib_s": plain, "produce_tiered_mib_s": tiered,
+                    "produce_ratio": tiered / plain}
+    finally:
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=256)
@@ -108,8 +215,19 @@ def main() -> None:
     parser.add_argument("--compression", action="store_true")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--broker", action="store_true", help="stage 2: through strom's broker")
+    parser.add_argument("--size", type=int, default=1024, help="stage 2: MiB produced to each topic")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.broker:
+        fig = broker_run(args.size, args.segment_mib, args.chunk_kib)
+        log.info("tiered_fetch --broker: %.0f MiB from S3: consumer %.0f vs raw GET %.0f MiB/s = %.2fx "
+                 "(goal 0.8x, floor 0.5x); produce tiered %.0f vs plain %.0f MiB/s = %.2fx (floor 0.9x)",
+                 fig["remote_mib"], fig["consumer_mib_s"], fig["raw_mib_s"], fig["fetch_ratio"],
+                 fig["produce_tiered_mib_s"], fig["produce_plain_mib_s"], fig["produce_ratio"])
+        if args.json:
+            args.json.write_text(json.dumps({**fig, "size": args.size, "segment_mib": args.segment_mib}, indent=2))
+        return
     figures = run(args.mib, args.segment_mib, args.chunk_kib, args.compression, args.rounds)
     print(f"tiered_fetch: {figures['mib']:.0f} MiB from moto S3, chunk {args.chunk_kib} KiB, "
           f"compression {'on' if args.compression else 'off'}: raw GET {figures['raw_mib_s']:.0f} MiB/s, "
