@@ -550,7 +550,9 @@ class MirrorSourceTask(SourceTask):
         remote = self._remote[topic]
         if not any(msg.headers() for msg in msgs):
             stamps = [ts if ts_type else None for ts_type, ts in (msg.timestamp() for msg in msgs)]
-            return SourceRecordBatch(sp, _SourceOffsets([msg.offset() for msg in msgs]), remote, bytes_schema,
+            # a consumed message without error always has an offset
+            offsets: list[int] = [msg.offset() for msg in msgs]  # type: ignore[misc]
+            return SourceRecordBatch(sp, _SourceOffsets(offsets), remote, bytes_schema,
                                      [msg.value() for msg in msgs], key_schema=bytes_schema,
                                      keys=[msg.key() for msg in msgs], kafka_partition=partition, timestamps=stamps)
         out: list[SourceRecord] = []

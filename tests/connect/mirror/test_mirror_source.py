@@ -99,3 +99,34 @@ def test_new_topics_and_partitions_are_picked_up_and_cycles_refused(mirror: Mirr
     wait_for(lambda: mirror.end_offsets(mirror.b, f"A.{later}") == {0: 1, 1: 1}, 60, "new topic mirrored")
     wait_for(lambda: mirror.end_offsets(mirror.b, f"A.{first}") == {0: 1, 1: 1}, 60, "added partition mirrored")
     assert mirror.end_offsets(mirror.b, f"A.B.{base}-cycle") == {}
+
+
+def test_headerless_records_take_the_batch_path_with_exact_records_and_offset_syncs(mirror: Mirror) -> None:
+    """Records without headers go as SourceRecordBatches acknowledged by commit_record_batch: the
+    remote topic is still exact and the offset syncs are still Kafka's (first at 0, true pairs,
+    at most offset.lag.max apart)."""
+    topic = f"plain-{uuid.uuid4().hex[:8]}"
+    mirror.create_topic(mirror.a, topic, 2, {})
+    sent = [{**r, "headers": None} for r in _records(4000, 2)]
+    mirror.produce(mirror.a, topic, sent)
+    herder = mirror.herder(mirror.b, "src")
+    herder.put_connector_config("mm-plain", mirror.connector(SOURCE, "mm-plain", ("A", mirror.a), ("B", mirror.b),
+                                                             topics=topic, offset_lag_max="50"), False)
+    remote = f"A.{topic}"
+    wait_for(lambda: sum(mirror.end_offsets(mirror.b, remote).values()) >= len(sent), 90, f"{remote} complete")
+    src = mirror.read_all(mirror.a, topic, 2)
+    assert mirror.read_all(mirror.b, remote, 2) == src  # keys, values, timestamps, partitions, offsets
+
+    def settled() -> list[OffsetSync] | None:
+        syncs = [s for s in _offset_syncs(mirror.a, "mm2-offset-syncs.B.internal") if s.topic == topic]
+        # the tail of each partition is synced once lag.max is reached or at the next commit
+        return syncs if {s.partition for s in syncs} == {0, 1} else None
+
+    syncs = wait_for(settled, 30, "offset syncs of both partitions")
+    for p in range(2):
+        ups = [s for s in syncs if s.partition == p]
+        assert ups[0].upstream_offset == 0 and ups[0].downstream_offset == 0
+        assert all(s.upstream_offset == s.downstream_offset for s in ups)  # empty target: same offsets
+        assert all(b.downstream_offset - a.downstream_offset <= 51
+                   for a, b in itertools.pairwise(ups) if b.upstream_offset > a.upstream_offset)
+        assert len(ups) >= 2000 // 51  # a sync at least every offset.lag.max records, not one per batch
