@@ -133,7 +133,7 @@ def _produce(bootstrap: str, topic: str, total: int, value: bytes) -> float:
     return rate
 
 
-def broker_run(size_mib: int, segment_mib: int, chunk_kib: int) -> dict[str, float]:
+def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int = 16) -> dict[str, float]:
     """Stage 2: strom's broker with the S3 tier on moto's server (see the module docstring)."""
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -184,7 +184,7 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int) -> dict[str, flo
                     remote_bytes += len(piece)
             raw = remote_bytes / MIB / (time.perf_counter() - start)
             consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                                 "fetch.max.bytes": 64 * MIB, "max.partition.fetch.bytes": 16 * MIB,
+                                 "fetch.max.bytes": 64 * MIB, "max.partition.fetch.bytes": fetch_mib * MIB,
                                  "receive.message.max.bytes": 70 * MIB, "queued.max.messages.kbytes": 262144})
             consumer.assign([TopicPartition("tiered", 0, 0)])
             last = -1
@@ -217,10 +217,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--broker", action="store_true", help="stage 2: through strom's broker")
     parser.add_argument("--size", type=int, default=1024, help="stage 2: MiB produced to each topic")
+    parser.add_argument("--fetch-mib", type=int, default=16, help="stage 2: the consumer's max.partition.fetch.bytes")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.broker:
-        fig = broker_run(args.size, args.segment_mib, args.chunk_kib)
+        fig = broker_run(args.size, args.segment_mib, args.chunk_kib, args.fetch_mib)
         log.info("tiered_fetch --broker: %.0f MiB from S3: consumer %.0f vs raw GET %.0f MiB/s = %.2fx "
                  "(goal 0.8x, floor 0.5x); produce tiered %.0f vs plain %.0f MiB/s = %.2fx (floor 0.9x)",
                  fig["remote_mib"], fig["consumer_mib_s"], fig["raw_mib_s"], fig["fetch_ratio"],
