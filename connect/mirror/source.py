@@ -10,8 +10,11 @@ and re-syncs configs every ``sync.topic.configs.interval.seconds``.
 
 A task consumes its partitions (assign, no group; its position is the Connect source offset
 ``{"offset": n}`` of the partition ``{"cluster", "topic", "partition"}``) and returns each
-record as a SourceRecord to the same partition of the remote topic, key, value, headers and
-timestamp unchanged. From the producer's acknowledgements it writes offset syncs (Kafka's
+record to the same partition of the remote topic, key, value, headers and timestamp
+unchanged: a poll's records of one partition go as one SourceRecordBatch (columns the worker
+produces from, acknowledged once through ``commit_record_batch``), or as SourceRecords when one
+has headers (acknowledged through ``commit_record``); 100 B records measured 81k -> 172k
+records/s (bench/mirror.py, 200,000 records). From the producer's acknowledgements it writes offset syncs (Kafka's
 ``OffsetSyncWriter``): one at the first record of a partition, whenever offsets stop being
 contiguous upstream or go backwards downstream, and at least every ``offset.lag.max``
 downstream records; the latest record's sync is written at each offset commit.
