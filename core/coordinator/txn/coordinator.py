@@ -29,7 +29,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -256,6 +256,15 @@ class TransactionCoordinator:
             self.write_lingering()  # close() may have written the others already
         elif self._linger_timer is None:
             self._linger_timer = asyncio.get_running_loop().call_later(COMPLETE_LINGER_S, self.write_lingering)
+
+    def persist_lingering(self, transactional_ids: Iterable[str] | None = None) -> None:
+        """Write the lingering CompleteX records now if a client is about to see one of these ids
+        (any id when None): a state a client can see is a state in the log, as in Kafka, where a
+        transition shows only once appended. Otherwise a crash right after the answer reloads
+        PrepareX and writes the markers a second time (DescribeTransactions, ListTransactions)."""
+        if self._lingering and (transactional_ids is None
+                                or any(t in self._lingering for t in transactional_ids)):
+            self.write_lingering()
 
     def write_lingering(self) -> None:
         """Write every lingering CompleteX record, one batch per ``__transaction_state`` partition."""

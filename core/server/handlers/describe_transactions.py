@@ -48,6 +48,7 @@ async def handle(deps: TxnDeps, ctx: RequestContext, request: DescribeTransactio
             if tid == "":
                 # Kafka refuses an empty id (once the coordinator is up) instead of looking it up.
                 raise InvalidRequestError()
+            txn.persist_lingering((tid,))
             md = txn.describe(tid)
         except KafkaError as e:
             states.append(failed(e.code))

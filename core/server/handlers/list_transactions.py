@@ -46,8 +46,10 @@ async def handle(deps: TxnDeps, ctx: RequestContext, request: ListTransactionsRe
         except re.error:
             return answer(int(ErrorCode.invalid_regular_expression), unknown, [])
     try:
-        found = coordinator(deps).list_transactions(states or None, set(request.producer_id_filters) or None,
-                                                      getattr(request, "duration_filter", -1), pattern)
+        txn = coordinator(deps)
+        txn.persist_lingering()
+        found = txn.list_transactions(states or None, set(request.producer_id_filters) or None,
+                                      getattr(request, "duration_filter", -1), pattern)
     except KafkaError as e:
         return answer(int(e.code), unknown, [])
     ids = [md.transactional_id for md in found]
