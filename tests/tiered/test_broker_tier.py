@@ -11,7 +11,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -178,8 +178,17 @@ def test_local_retention_deletes_only_copied_segments_and_keeps_the_log_start(
                  detail=lambda: str(local_bases(partition_dir)))
         local_start = local_bases(partition_dir)[0]
         assert local_start > 0
-        finished = [m for m in reader.list_remote_log_segments(tip)
+
+        def finished_segments() -> list[Any]:
+            return [m for m in reader.list_remote_log_segments(tip)
                     if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+
+        # The reader is a second metadata manager consuming __remote_log_metadata: it catches up
+        # with the broker's records a little after the broker deleted the local segments.
+        wait_for(lambda: (f := finished_segments()) and f[-1].end_offset >= local_start - 1, 60,
+                 "the reader sees the finished copies up to the local start",
+                 detail=lambda: str([(m.start_offset, m.end_offset) for m in finished_segments()]))
+        finished = finished_segments()
         # Every offset below the local start is in a finished remote segment, contiguously from 0.
         assert finished[0].start_offset == 0
         assert all(a.end_offset + 1 == b.start_offset for a, b in itertools.pairwise(finished))
