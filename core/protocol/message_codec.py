@@ -92,6 +92,7 @@ _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _PRIM: dict[str, struct.Struct] = {
     "int8": struct.Struct(">b"), "int16": _I16, "int32": _I32,
     "int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "bool": struct.Struct(">?"),
+    "float64": struct.Struct(">d"),  # Kafka's float64: IEEE 754 double, big-endian (ClientQuotaRecord)
 }
 
 # ---------------------------------------------------------------------------------------------
