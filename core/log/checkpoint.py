@@ -200,7 +200,8 @@ _PARTITION_METADATA_WAY_OUT = ("move the file aside and restart: the broker then
 
 
 def write_partition_metadata(dir_path: Path, topic_id: uuid.UUID) -> None:
-    write_atomically(dir_path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n")
+    # Byte for byte Kafka's PartitionMetadataFile: two lines, no newline after the second.
+    write_atomically(dir_path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}")
 
 
 def read_partition_metadata(dir_path: Path) -> uuid.UUID | None:

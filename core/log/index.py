@@ -39,6 +39,8 @@ from typing import ClassVar, NamedTuple
 from strom.core.exceptions import BrokerError
 
 INT32_MAX = 2**31 - 1
+# RecordBatch.NO_TIMESTAMP: a batch without timestamps; also the empty time index's sentinel.
+NO_TIMESTAMP = -1
 _PAGE = 4096
 
 
@@ -340,7 +342,7 @@ class TimeIndex(_MappedIndex):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty (Kafka's sentinel)."""
-        return self.entry(self._entries - 1) if self._entries else TimestampOffset(-1, self.base_offset)
+        return self.entry(self._entries - 1) if self._entries else TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The largest entry whose timestamp <= target, else ``(-1, base_offset)``."""
@@ -350,7 +352,8 @@ class TimeIndex(_MappedIndex):
         return self.entry(slot)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Append if ``timestamp`` is larger than the last entry's (Kafka's rule)."""
+        """Append if ``timestamp`` is larger than the last entry's, or than -1 when the index is
+        empty (Kafka's rule)."""
         rel = offset - self.base_offset
         if not 0 <= rel <= INT32_MAX:
             raise IndexOffsetError(f"{self.path}: offset {offset} not relative to base {self.base_offset}")
@@ -362,6 +365,11 @@ class TimeIndex(_MappedIndex):
                 return
             if rel < last_rel:
                 raise IndexOffsetError(f"{self.path}: offset {offset} is below the last indexed offset")
+        elif timestamp <= NO_TIMESTAMP:
+            # Kafka compares with its empty-index sentinel (NO_TIMESTAMP, base offset), so an
+            # empty segment closes with an empty .timeindex; an entry (-1, 0) is one that
+            # `kafka-dump-log --verify-index-only` reports.
+            return
         if not skip_full_check and n >= self._max_entries - 1:  # is_full()
             raise IndexOffsetError(f"{self.path}: time index is full")
         if n >= self._max_entries:

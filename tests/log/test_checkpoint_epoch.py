@@ -41,13 +41,21 @@ def test_partition_metadata(tmp_path: Path) -> None:
     tid = uuid.uuid4()
     write_partition_metadata(tmp_path, tid)
     text = (tmp_path / "partition.metadata").read_text()
-    assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n"
+    # Kafka's PartitionMetadataFile writes no newline after the topic id.
+    assert text == f"version: 0\ntopic_id: {topic_id_to_str(tid)}"
     assert len(topic_id_to_str(tid)) == 22  # Kafka's base64 Uuid string
     assert read_partition_metadata(tmp_path) == tid
     assert topic_id_from_str(topic_id_to_str(tid)) == tid
     (tmp_path / "partition.metadata").write_text("version: 3\n")
     with pytest.raises(CheckpointError):
         read_partition_metadata(tmp_path)
+
+
+def test_partition_metadata_with_a_trailing_newline_still_reads(tmp_path: Path) -> None:
+    # Files written by strom before it matched Kafka end with a newline; they must still open.
+    tid = uuid.uuid4()
+    (tmp_path / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id_to_str(tid)}\n")
+    assert read_partition_metadata(tmp_path) == tid
 
 
 def test_meta_properties(tmp_path: Path) -> None:

@@ -111,6 +111,32 @@ def test_time_index(tmp_path: Path) -> None:
         TimeIndex(bad, 0, 120).sanity_check()
 
 
+def test_empty_time_index_stays_empty(tmp_path: Path) -> None:
+    # Kafka's maybeAppend compares with the empty index's sentinel (-1, base offset): the final
+    # entry of a segment without timestamps is not written, and the closed file is empty.
+    path = tmp_path / "00000000000000000100.timeindex"
+    idx = TimeIndex(path, 100, 12 * 10)
+    idx.maybe_append(-1, 100, skip_full_check=True)
+    assert idx.entries == 0
+    idx.close()
+    assert path.read_bytes() == b""
+
+
+def test_time_index_from_old_strom_with_a_sentinel_entry_still_works(tmp_path: Path) -> None:
+    # strom once closed empty segments with one entry (-1, 0): such a file must keep opening.
+    path = tmp_path / "00000000000000000100.timeindex"
+    path.write_bytes(struct.pack(">qi", -1, 0))
+    idx = TimeIndex(path, 100, 12 * 10)
+    idx.sanity_check()
+    assert idx.entries == 1 and idx.last_entry == (-1, 100)
+    assert idx.lookup(5) == (-1, 100)
+    idx.resize(12 * 10)  # as the Log regrows its active segment's indexes
+    idx.maybe_append(1000, 105)
+    assert idx.lookup(1000) == (1000, 105)
+    idx.close()
+    assert path.read_bytes() == struct.pack(">qiqi", -1, 0, 1000, 5)
+
+
 def test_time_index_keeps_a_slot_for_the_final_entry(tmp_path: Path) -> None:
     idx = TimeIndex(tmp_path / "x.timeindex", 0, 24)
     idx.maybe_append(1, 1)

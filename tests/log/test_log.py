@@ -248,12 +248,37 @@ def test_reopen_after_clean_close(log_dir: Path, cfg: Any, appender: Any, decode
     assert os.path.getsize(log.active_segment.offset_index.path) == 10485760
 
 
+def test_empty_segment_closes_with_an_empty_time_index(log_dir: Path, cfg: Any, appender: Any) -> None:
+    # As Kafka: `kafka-dump-log --verify-index-only` reports a (-1, 0) entry in an empty segment.
+    Log(log_dir, cfg()).close()
+    timeindex = log_dir / "00000000000000000000.timeindex"
+    assert timeindex.read_bytes() == b""
+    log = Log(log_dir, cfg())
+    appender(log, recs(2, ts=500))
+    assert log.fetch_offset_by_timestamp(500) == (0, 500, 0)
+    log.close()
+
+
+def test_old_sentinel_time_index_of_an_empty_segment_still_opens(log_dir: Path, cfg: Any, appender: Any) -> None:
+    import struct
+
+    Log(log_dir, cfg()).close()
+    # What strom wrote before: one entry (timestamp -1, relative offset 0).
+    (log_dir / "00000000000000000000.timeindex").write_bytes(struct.pack(">qi", -1, 0))
+    log = Log(log_dir, cfg())
+    appender(log, recs(2, ts=500))
+    assert log.fetch_offset_by_timestamp(500) == (0, 500, 0)
+    assert log.fetch_offset_by_timestamp(0) == (0, 500, 0)
+    log.close()
+
+
 def test_partition_metadata_written(log_dir: Path, cfg: Any) -> None:
     import uuid
 
     tid = uuid.uuid4()
     Log(log_dir, cfg(), topic_id=tid).close()
-    assert (log_dir / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+    text = (log_dir / "partition.metadata").read_text()
+    assert text.startswith("version: 0\ntopic_id: ") and not text.endswith("\n")  # Kafka's bytes
     assert Log(log_dir, cfg()).topic_id == tid
     with pytest.raises(Exception, match=r"partition\.metadata"):
         Log(log_dir, cfg(), topic_id=uuid.uuid4())
