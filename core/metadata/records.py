@@ -65,8 +65,9 @@ class RegisterBrokerRecord(Message):
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: list[uuid.UUID] = field(default_factory=list)
+    cordoned_log_dirs: list[uuid.UUID] | None = None
     API_KEY: ClassVar[int] = 0
-    VERSIONS: ClassVar[tuple[int, int]] = (0, 3)
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 4)
     SCHEMA: ClassVar[tuple[F, ...]] = (
         F("broker_id", "int32"),
         F("is_migrating_zk_broker", "bool", versions=(2, 32767)),
@@ -78,7 +79,16 @@ class RegisterBrokerRecord(Message):
         F("fenced", "bool"),
         F("in_controlled_shutdown", "bool", versions=(1, 32767)),
         F("log_dirs", "[]uuid", versions=(3, 32767), tag=0),
+        F("cordoned_log_dirs", "[]uuid", versions=(4, 32767), nullable=(4, 32767), tag=1),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord(Message):
+    broker_id: int = 0
+    broker_epoch: int = 0
+    API_KEY: ClassVar[int] = 1
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("broker_id", "int32"), F("broker_epoch", "int64"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +175,62 @@ class PartitionChangeRecord(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class FenceBrokerRecord(Message):
+    """Fences a broker (written by metadata versions before BrokerRegistrationChangeRecord)."""
+
+    id: int = 0
+    epoch: int = 0
+    API_KEY: ClassVar[int] = 7
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("id", "int32"), F("epoch", "int64"))
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord(Message):
+    id: int = 0
+    epoch: int = 0
+    API_KEY: ClassVar[int] = 8
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("id", "int32"), F("epoch", "int64"))
+
+
+@dataclass(frozen=True, slots=True)
 class RemoveTopicRecord(Message):
     topic_id: uuid.UUID = ZERO_UUID
     API_KEY: ClassVar[int] = 9
     SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_id", "uuid"),)
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenRecord(Message):
+    owner: str = ""
+    requester: str = ""
+    renewers: list[str] = field(default_factory=list)
+    issue_timestamp: int = 0
+    max_timestamp: int = 0
+    expiration_timestamp: int = 0
+    token_id: str = ""
+    API_KEY: ClassVar[int] = 10
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("owner", "string"), F("requester", "string"), F("renewers", "[]string"),
+        F("issue_timestamp", "int64"), F("max_timestamp", "int64"), F("expiration_timestamp", "int64"),
+        F("token_id", "string"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord(Message):
+    """A SCRAM credential (mechanism 1: SCRAM-SHA-256, 2: SCRAM-SHA-512, Kafka's ScramMechanism)."""
+
+    name: str = ""
+    mechanism: int = 0
+    salt: bytes = b""
+    stored_key: bytes = b""
+    server_key: bytes = b""
+    iterations: int = 0
+    API_KEY: ClassVar[int] = 11
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("name", "string"), F("mechanism", "int8"), F("salt", "bytes"), F("stored_key", "bytes"),
+        F("server_key", "bytes"), F("iterations", "int32"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +239,27 @@ class FeatureLevelRecord(Message):
     feature_level: int = 0
     API_KEY: ClassVar[int] = 12
     SCHEMA: ClassVar[tuple[F, ...]] = (F("name", "string"), F("feature_level", "int16"))
+
+
+@dataclass(frozen=True, slots=True)
+class EntityData(Message):
+    """One (entity type, name) of a client quota entity; a null name is the default entity."""
+
+    entity_type: str = ""
+    entity_name: str | None = None
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("entity_type", "string"), F("entity_name", "string", nullable=ALL))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord(Message):
+    entity: list[EntityData] = field(default_factory=list)
+    key: str = ""
+    value: float = 0.0
+    remove: bool = False
+    API_KEY: ClassVar[int] = 14
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("entity", EntityData, array=True), F("key", "string"), F("value", "float64"), F("remove", "bool"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,10 +272,80 @@ class ProducerIdsRecord(Message):
                                        F("next_producer_id", "int64"))
 
 
+# BrokerRegistrationChangeRecord.fenced (Kafka's BrokerRegistrationFencingChange) and
+# .in_controlled_shutdown (BrokerRegistrationInControlledShutdownChange) values.
+FENCING_UNFENCE, FENCING_NONE, FENCING_FENCE = -1, 0, 1
+CONTROLLED_SHUTDOWN_NONE, CONTROLLED_SHUTDOWN_IN = 0, 1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord(Message):
+    broker_id: int = 0
+    broker_epoch: int = 0
+    fenced: int = FENCING_NONE
+    in_controlled_shutdown: int = CONTROLLED_SHUTDOWN_NONE
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+    cordoned_log_dirs: list[uuid.UUID] | None = None
+    API_KEY: ClassVar[int] = 17
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 3)
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("broker_id", "int32"),
+        F("broker_epoch", "int64"),
+        F("fenced", "int8", tag=0),
+        F("in_controlled_shutdown", "int8", versions=(1, 32767), tag=1),
+        F("log_dirs", "[]uuid", versions=(2, 32767), tag=2),
+        F("cordoned_log_dirs", "[]uuid", versions=(3, 32767), nullable=(3, 32767), tag=3),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord(Message):
+    """One ACL binding; codes are Kafka's (ResourceType, PatternType, AclOperation, AclPermissionType)."""
+
+    id: uuid.UUID = ZERO_UUID
+    resource_type: int = 0
+    resource_name: str = ""
+    pattern_type: int = 0
+    principal: str = ""
+    host: str = ""
+    operation: int = 0
+    permission_type: int = 0
+    API_KEY: ClassVar[int] = 18
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("id", "uuid"), F("resource_type", "int8"), F("resource_name", "string"), F("pattern_type", "int8"),
+        F("principal", "string"), F("host", "string"), F("operation", "int8"), F("permission_type", "int8"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord(Message):
+    id: uuid.UUID = ZERO_UUID
+    API_KEY: ClassVar[int] = 19
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("id", "uuid"),)
+
+
 @dataclass(frozen=True, slots=True)
 class NoOpRecord(Message):
     API_KEY: ClassVar[int] = 20
     SCHEMA: ClassVar[tuple[F, ...]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ZkMigrationStateRecord(Message):
+    """ZooKeeper migration state (0 NONE, 1 PRE_MIGRATION, 2 MIGRATION, 3 POST_MIGRATION); KRaft-only
+    clusters write NONE. Kafka 4 replays it as nothing."""
+
+    zk_migration_state: int = 0
+    API_KEY: ClassVar[int] = 21
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("zk_migration_state", "int8"),)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord(Message):
+    name: str = ""
+    mechanism: int = 0
+    API_KEY: ClassVar[int] = 22
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("name", "string"), F("mechanism", "int8"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +361,73 @@ class EndTransactionRecord(Message):
     SCHEMA: ClassVar[tuple[F, ...]] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class AbortTransactionRecord(Message):
+    reason: str | None = None
+    API_KEY: ClassVar[int] = 25
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("reason", "string", nullable=ALL, tag=0),)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDelegationTokenRecord(Message):
+    token_id: str = ""
+    API_KEY: ClassVar[int] = 26
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("token_id", "string"),)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEndpoint(Message):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+    security_protocol: int = 0
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("name", "string"), F("host", "string"), F("port", "uint16"),
+                                       F("security_protocol", "int16"))
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFeature(Message):
+    name: str = ""
+    min_supported_version: int = 0
+    max_supported_version: int = 0
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("name", "string"), F("min_supported_version", "int16"),
+                                       F("max_supported_version", "int16"))
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterControllerRecord(Message):
+    controller_id: int = 0
+    incarnation_id: uuid.UUID = ZERO_UUID
+    zk_migration_ready: bool = False
+    end_points: list[ControllerEndpoint] = field(default_factory=list)
+    features: list[ControllerFeature] = field(default_factory=list)
+    API_KEY: ClassVar[int] = 27
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("controller_id", "int32"), F("incarnation_id", "uuid"), F("zk_migration_ready", "bool"),
+        F("end_points", ControllerEndpoint, array=True), F("features", ControllerFeature, array=True),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClearElrRecord(Message):
+    """Clears the ELR of one topic's partitions (empty name: of every topic); Kafka writes it when
+    eligible.leader.replicas.version is disabled or min.insync.replicas changes."""
+
+    topic_name: str = ""
+    API_KEY: ClassVar[int] = 28
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_name", "string"),)
+
+
+# Every type of Kafka 4.3.1's MetadataRecordType (api keys 6, 13 and 16 were never used).
 RECORD_TYPES: dict[int, type[Message]] = {
-    c.API_KEY: c for c in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
-                           PartitionChangeRecord, RemoveTopicRecord, FeatureLevelRecord,
-                           ProducerIdsRecord, NoOpRecord, BeginTransactionRecord, EndTransactionRecord)
+    c.API_KEY: c for c in (
+        RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
+        PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
+        DelegationTokenRecord, UserScramCredentialRecord, FeatureLevelRecord, ClientQuotaRecord,
+        ProducerIdsRecord, BrokerRegistrationChangeRecord, AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord, NoOpRecord, ZkMigrationStateRecord, RemoveUserScramCredentialRecord,
+        BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord, RemoveDelegationTokenRecord,
+        RegisterControllerRecord, ClearElrRecord)
 }
 
 # Versions strom writes: the highest each type has (Kafka 4.1 at metadata.version 27 writes
