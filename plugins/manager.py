@@ -146,8 +146,11 @@ def _build(pm: pluggy.PluginManager, config: Any, *, hook_name: str, key: str, d
 
 
 def load_authorizer(pm: pluggy.PluginManager, config: Any) -> authorizers.Authorizer:
-    """The authorizer named by ``authorizer.class.name`` (default ``allow-all``)."""
-    built = _build(pm, config, hook_name="strom_authorizers", key=authorizers.CONFIG_KEY,
+    """The authorizer named by ``authorizer.class.name`` (default ``allow-all``; Kafka's
+    ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` names the built-in ``standard``)."""
+    props = config_properties(config)
+    props[authorizers.CONFIG_KEY] = authorizers.plugin_name(str(props.get(authorizers.CONFIG_KEY) or ""))
+    built = _build(pm, props, hook_name="strom_authorizers", key=authorizers.CONFIG_KEY,
                    default=authorizers.DEFAULT_AUTHORIZER, kind="authorizer",
                    protocol=authorizers.Authorizer)
     return cast(authorizers.Authorizer, built)

@@ -93,7 +93,8 @@ def test_assignors_follow_group_consumer_assignors_order() -> None:
 
 
 def test_blocklist_removes_builtin_and_selection_names_the_key() -> None:
-    pm = get_plugin_manager(blocklist=["allow_all"], autoload=False, env=NO_ENV)
+    # Both built-in authorizers blocked: none is left to select.
+    pm = get_plugin_manager(blocklist=["allow_all", "standard_authorizer"], autoload=False, env=NO_ENV)
     assert "allow_all" not in plugin_names(pm)
     assert pm.is_blocked("allow_all")
     with pytest.raises(UnknownPluginError) as err:
@@ -175,7 +176,7 @@ def test_unknown_authorizer_lists_available(test_plugin_installed: str) -> None:
         load_authorizer(pm, BrokerConfig.from_mapping({"authorizer.class.name": "acme.Nope"}))
     assert err.value.key == "authorizer.class.name"
     assert err.value.value == "acme.Nope"
-    assert err.value.available == sorted(["allow-all", DENY])
+    assert err.value.available == sorted(["allow-all", "standard", DENY])
     assert "acme.Nope" in str(err.value) and DENY in str(err.value)
 
 
