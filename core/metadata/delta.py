@@ -31,6 +31,7 @@ from strom.core.metadata.image import (
     TopicImage,
 )
 from strom.core.metadata.records import (
+    AccessControlEntryRecord,
     ConfigRecord,
     FeatureLevelRecord,
     Message,
@@ -38,6 +39,7 @@ from strom.core.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnknownRecord,
@@ -57,6 +59,8 @@ class MetadataDelta:
         self._topics: dict[uuid.UUID, tuple[str, dict[int, PartitionRegistration]]] = {}
         self._configs: dict[ConfigResource, dict[str, str] | None] = {}
         self._next_producer_id: int | None = None
+        # ACL id -> its record, or None when removed (Kafka's AclsDelta).
+        self.changed_acls: dict[uuid.UUID, AccessControlEntryRecord | None] = {}
         self.created_topics: set[uuid.UUID] = set()
         self.changed_partitions: dict[uuid.UUID, set[int]] = {}
         self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
@@ -149,6 +153,12 @@ class MetadataDelta:
             self.features_changed = True
         elif isinstance(record, ProducerIdsRecord):
             self._next_producer_id = record.next_producer_id
+        elif isinstance(record, AccessControlEntryRecord):
+            self.changed_acls[record.id] = record
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            if record.id not in self.base.acls and self.changed_acls.get(record.id) is None:
+                raise CorruptMessageError(f"RemoveAccessControlEntryRecord for unknown ACL id {record.id}")
+            self.changed_acls[record.id] = None
         elif isinstance(record, UnknownRecord):
             log.debug("skipping metadata record of unknown type %d", record.api_key)
         # NoOpRecord, Begin/EndTransactionRecord change nothing (strom writes one request per batch).
@@ -203,6 +213,15 @@ class MetadataDelta:
                 else:
                     merged.pop(resource, None)
             configs = MappingProxyType(merged)
+        acls = b.acls
+        if self.changed_acls:
+            merged_acls = dict(b.acls)
+            for acl_id, acl in self.changed_acls.items():
+                if acl is None:
+                    merged_acls.pop(acl_id, None)
+                else:
+                    merged_acls[acl_id] = acl
+            acls = MappingProxyType(merged_acls)
         return MetadataImage(
             features=MappingProxyType(self._features) if self._features is not None else b.features,
             cluster_id=b.cluster_id,
@@ -212,6 +231,7 @@ class MetadataDelta:
             configs=configs,
             producer_ids=(ProducerIdsImage(self._next_producer_id) if self._next_producer_id is not None
                           else b.producer_ids),
+            acls=acls,
             offset=offset,
             epoch=epoch,
         )

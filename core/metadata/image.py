@@ -19,6 +19,7 @@ from types import MappingProxyType
 from strom.core.metadata.features import METADATA_VERSION_FEATURE, TRANSACTION_VERSION_FEATURE
 from strom.core.metadata.records import (
     ZERO_UUID,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ConfigRecord,
     FeatureLevelRecord,
@@ -95,6 +96,8 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     producer_ids: ProducerIdsImage = ProducerIdsImage()
+    # Kafka's AclsImage: every ACL by its id, as its AccessControlEntryRecord.
+    acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=lambda: MappingProxyType({}))
     offset: int = -1   # offset of the last record applied (-1: none)
     epoch: int = -1    # leader epoch of that record
 
@@ -144,7 +147,7 @@ class MetadataImage:
 
     def is_empty(self) -> bool:
         return not (self.features or self.brokers or self.topics or self.configs
-                    or self.producer_ids.next_producer_id)
+                    or self.producer_ids.next_producer_id or self.acls)
 
     def same_content(self, other: MetadataImage) -> bool:
         """Equal metadata, ignoring provenance (offset / epoch)."""
@@ -176,6 +179,8 @@ class MetadataImage:
                 yield ConfigRecord(rtype, rname, key, values[key])
         if self.producer_ids.next_producer_id:
             yield ProducerIdsRecord(-1, -1, self.producer_ids.next_producer_id)
+        for acl_id in sorted(self.acls):
+            yield self.acls[acl_id]
 
 
 EMPTY_IMAGE = MetadataImage()
