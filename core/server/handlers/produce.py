@@ -59,6 +59,11 @@ ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_S
 # (about a millisecond of work); past it the request's validation moves to a worker thread.
 INLINE_VALIDATION_BYTES = 1 << 20
 _ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # attributes are a big-endian int16
+# Errors Kafka answers without the partition's log start offset (ReplicaManager.appendToLocalLog
+# lists them apart: UNKNOWN_LOG_APPEND_INFO); every other failed append reports it.
+_NO_LOG_START_CODES = frozenset(int(c) for c in (
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower, ErrorCode.message_too_large,
+    ErrorCode.record_list_too_large, ErrorCode.corrupt_message, ErrorCode.kafka_storage_error))
 _partition_result = PartitionResult._make  # a row holds every field: no namedtuple __new__ per partition
 
 
@@ -121,6 +126,7 @@ async def handle(deps: PartitionTxnDeps, ctx: RequestContext,
                                                (name, pd.index), version)):
                 code, message = refused
             else:
+                part = None
                 try:
                     part = rm.get_partition(name, pd.index)
                     try:
@@ -141,6 +147,10 @@ async def handle(deps: PartitionTxnDeps, ctx: RequestContext,
                 except Exception as e:
                     code, message = error_of(e)
                     record_errors = record_errors_of(e)
+                    if part is not None and code not in _NO_LOG_START_CODES:
+                        # Kafka's ReplicaManager answers the partition's log start offset for
+                        # every failed append but the few errors it lists (processFailedRecord).
+                        log_start = part.log_start_offset
             any_error = any_error or code != 0
             parts_out.append([pd.index, code, base_offset, log_append_time, log_start, message, record_errors])
         topics_out.append((name, topic_id, parts_out))
