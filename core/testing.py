@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -104,7 +105,7 @@ def java_problem() -> str | None:
     return None
 
 
-class ManagedProcess:
+class ManagedProcess(ABC):
     """One supervised child process: its own session, its output kept, stopped as a group.
 
     A subclass implements ``start()`` with ``spawn()`` and then ``wait_ready()`` (a ready line)
@@ -126,6 +127,7 @@ class ManagedProcess:
         self._reader: threading.Thread | None = None
         self._ready = threading.Event()
 
+    @abstractmethod
     def start(self) -> Self:
         raise NotImplementedError
 

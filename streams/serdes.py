@@ -14,6 +14,7 @@ import importlib
 import io
 import json as _json
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -36,7 +37,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
 
-class Serde(Generic[T]):
+class Serde(ABC, Generic[T]):
     """A serializer and a deserializer for one value type.
 
     Subclasses override :meth:`_serialize` / :meth:`_deserialize`; the public methods add the
@@ -71,9 +72,11 @@ class Serde(Generic[T]):
                 f"(type {type(data).__name__}) from topic {topic!r}: {exc}"
             ) from exc
 
+    @abstractmethod
     def _serialize(self, topic: str, value: T, headers: Headers) -> bytes:
         raise NotImplementedError
 
+    @abstractmethod
     def _deserialize(self, topic: str, data: bytes, headers: Headers) -> T:
         raise NotImplementedError
 

@@ -14,6 +14,7 @@ LIST ``list[str]``, CLASS ``str`` (a class name; a class object is kept as given
 from __future__ import annotations
 
 import enum
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -182,13 +183,14 @@ def convert_to_string(value: Any, type_: ConfigType | None) -> str | None:
 # Validators
 # ---------------------------------------------------------------------------------------------
 
-class Validator:
+class Validator(ABC):
     """A check of one parsed value: ``ensure_valid(name, value)`` raises ConfigException.
 
     ``str(validator)`` describes what is accepted (shown in docs, like Kafka's ``toString``).
     Any callable ``(name, value) -> None`` may be used as a validator too.
     """
 
+    @abstractmethod
     def ensure_valid(self, name: str, value: Any) -> None:
         raise NotImplementedError
 

@@ -12,6 +12,7 @@ import datetime as _dt
 import decimal
 import json
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-class Dialect:
+class Dialect(ABC):
     """Common SQL; subclasses differ in types, placeholders and catalog queries."""
 
     name = "generic"
@@ -71,6 +72,7 @@ class Dialect:
     logical_types: dict[str, str] = {}
     nested_type = "TEXT"
 
+    @abstractmethod
     def connect(self, url: str, user: str | None, password: str | None) -> Any:
         raise NotImplementedError
 
@@ -118,6 +120,7 @@ class Dialect:
 
     # -- catalog -------------------------------------------------------------------------------
 
+    @abstractmethod
     def table_columns(self, conn: Any, table: str) -> dict[str, bool] | None:
         """Existing columns as ``{name: nullable}``; None when the table does not exist."""
         raise NotImplementedError

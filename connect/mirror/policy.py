@@ -9,6 +9,7 @@ and ``replication.policy.internal.topic.separator.enabled`` as Kafka does.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 SEPARATOR_CONFIG = "replication.policy.separator"
@@ -19,21 +20,24 @@ CHECKPOINTS_TOPIC_SUFFIX = ".checkpoints.internal"
 OFFSET_SYNCS_TOPIC_PREFIX = "mm2-offset-syncs"
 
 
-class ReplicationPolicy:
+class ReplicationPolicy(ABC):
     """Kafka's ``ReplicationPolicy`` interface with its default methods."""
 
     KAFKA_CLASS_NAME = "org.apache.kafka.connect.mirror.ReplicationPolicy"
 
-    def configure(self, props: Mapping[str, str]) -> None:
+    def configure(self, props: Mapping[str, str]) -> None:  # noqa: B027 - optional, as in Kafka
         """Read the policy's own keys (``replication.policy.*``)."""
 
+    @abstractmethod
     def format_remote_topic(self, source_cluster_alias: str, topic: str) -> str:
         raise NotImplementedError
 
+    @abstractmethod
     def topic_source(self, topic: str) -> str | None:
         """The alias of the cluster ``topic`` was replicated from, or None for a local topic."""
         raise NotImplementedError
 
+    @abstractmethod
     def upstream_topic(self, topic: str) -> str | None:
         """The name ``topic`` has on its source cluster, or None for a local topic."""
         raise NotImplementedError

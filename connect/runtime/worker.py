@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -148,7 +149,7 @@ class TransformationChain:
 # -- the task thread base ----------------------------------------------------------------------
 
 
-class WorkerTask(threading.Thread):
+class WorkerTask(threading.Thread, ABC):
     """One task's thread: start, run until stopped, report status; pause/resume via target state."""
 
     def __init__(self, task_id: ConnectorTaskId, status_listener: Any, target_state: TargetState,
@@ -216,6 +217,7 @@ class WorkerTask(threading.Thread):
             if self.on_exit is not None:
                 self.on_exit(self)
 
+    @abstractmethod
     def execute(self) -> None:
         raise NotImplementedError
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -271,9 +272,11 @@ class AbstractWorkerSourceTask(WorkerTask):
     def _init_producer(self) -> None:
         """After the producer is created, before the task starts."""
 
+    @abstractmethod
     def _new_batch(self) -> SubmittedBatch:
         raise NotImplementedError
 
+    @abstractmethod
     def _offset_done(self, record: SourceRecord, note: Callable[[SourceRecord], None]) -> None:
         """The record was sent (or filtered/skipped): its offset may be committed with its batch."""
         raise NotImplementedError
@@ -284,10 +287,12 @@ class AbstractWorkerSourceTask(WorkerTask):
     def _after_record(self, record: SourceRecord) -> None:
         """After each record of the per-record path."""
 
+    @abstractmethod
     def _after_poll(self, records: Sequence[SourceRecord] | None, now: float) -> None:
         """Once per loop, after the poll's records were handed to the producer."""
         raise NotImplementedError
 
+    @abstractmethod
     def _end_batch(self, force: bool) -> None:
         """Commit what can be committed (on pause and at the end)."""
         raise NotImplementedError
@@ -295,6 +300,7 @@ class AbstractWorkerSourceTask(WorkerTask):
     def _tolerate_delivery_errors(self) -> bool:
         return False
 
+    @abstractmethod
     def _final_commit(self) -> None:
         """On a clean stop, before ``task.stop()``."""
         raise NotImplementedError

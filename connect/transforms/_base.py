@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import threading
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -134,6 +135,7 @@ class BaseTransformation(Transformation):
     KAFKA_CLASS_NAME: ClassVar[str]
 
     @classmethod
+    @abstractmethod
     def config_def(cls) -> ConfigDef:
         raise NotImplementedError
 

@@ -10,6 +10,7 @@ committing after each batch with the next offset so an interrupted restore resum
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -28,7 +29,7 @@ def changelog_topic(application_id: str, store_name: str) -> str:
     return f"{application_id}-{store_name}-changelog"
 
 
-class _ChangeLogging:
+class _ChangeLogging(ABC):
     _inner: Any
 
     def __init__(self) -> None:
@@ -71,6 +72,7 @@ class _ChangeLogging:
         out, self.pending = self.pending, []
         return out
 
+    @abstractmethod
     def _apply(self, key: bytes, value: bytes | None) -> None:
         raise NotImplementedError
 

@@ -6,6 +6,8 @@ reopened persistent store keeps expiring from where it was.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from strom.streams.exceptions import StateStoreError
 from strom.streams.state import keys as K
 from strom.streams.state.api import ChangelogOffsets
@@ -16,7 +18,7 @@ _NO_TIME = NO_TIME
 _STREAM_TIME_META = b"observed_stream_time"
 
 
-class TimedStoreBase:
+class TimedStoreBase(ABC):
     """Shared lifecycle, stream-time tracking and expiry sweep of window and session stores."""
 
     _stream_time: int
@@ -59,6 +61,7 @@ class TimedStoreBase:
             return _NO_TIME
         return self._stream_time - self._retention + 1
 
+    @abstractmethod
     def _entry_time(self, composite: bytes) -> int:
         raise NotImplementedError
 
