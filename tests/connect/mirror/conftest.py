@@ -22,7 +22,22 @@ from strom.connect.mirror.maker import READY_LINE
 from strom.connect.plugins import PluginRegistry
 from strom.connect.runtime.config import WorkerConfig
 from strom.connect.runtime.standalone import StandaloneHerder
-from strom.core.testing import BrokerProcess, ManagedProcess
+from strom.core.testing import BrokerProcess, ManagedProcess, java_problem
+
+
+@pytest.fixture(scope="session")
+def kmirror_classpath() -> str:
+    """The classpath of Kafka 4.3.1's MirrorMaker 2 and its client (bench/mirror.py resolves it
+    from Maven Central); skips when Java or the jars are unavailable."""
+    problem = java_problem()
+    if problem is not None:
+        pytest.skip(f"Kafka's MirrorMaker needs Java: {problem}")
+    from mirror import ensure_kmirror  # bench/mirror.py (bench/ is on the suite's import path)
+
+    try:
+        return ensure_kmirror()
+    except Exception as exc:  # mvn missing or Maven Central unreachable
+        pytest.skip(f"Kafka's MirrorMaker jars unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")

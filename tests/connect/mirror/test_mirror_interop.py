@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from strom.connect.api.records import TopicPartition as TP
 from strom.connect.mirror import translate_offsets
-from strom.core.testing import ManagedProcess, java_problem, wait_for
+from strom.core.testing import ManagedProcess, wait_for
 
 from .conftest import Mirror, MirrorMakerProcess
 
@@ -33,19 +33,6 @@ class KafkaMirrorMaker(ManagedProcess):
         self.spawn(["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-cp", self.classpath,
                     "org.apache.kafka.connect.mirror.MirrorMaker", str(self.properties), "--clusters", *self.clusters])
         return self
-
-
-@pytest.fixture(scope="session")
-def kmirror_classpath() -> str:
-    problem = java_problem()
-    if problem is not None:
-        pytest.skip(f"Kafka's MirrorMaker needs Java: {problem}")
-    from mirror import ensure_kmirror  # bench/mirror.py (bench/ is on the suite's import path)
-
-    try:
-        return ensure_kmirror()
-    except Exception as exc:  # mvn missing or Maven Central unreachable
-        pytest.skip(f"Kafka's MirrorMaker jars unavailable: {exc}")
 
 
 def _properties(mirror: Mirror, tmp_path: Path, topic: str, group: str, tag: str) -> Path:

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from strom.connect.api.records import TopicPartition as TP
 from strom.connect.mirror import translate_offsets
-from strom.core.testing import java_problem, wait_for
+from strom.core.testing import wait_for
 
 from .conftest import Mirror, MirrorMakerProcess
 
@@ -28,19 +28,6 @@ LAG_MAX = 50
 PRE = 25  # records already in the remote topic, so target offsets differ from source ones
 PER_PARTITION = 400
 COMMITTED = {0: 300, 1: PER_PARTITION, 2: 137}
-
-
-@pytest.fixture(scope="module")
-def kmirror_classpath() -> str:
-    problem = java_problem()
-    if problem is not None:
-        pytest.skip(f"Kafka's RemoteClusterUtils needs Java: {problem}")
-    from mirror import ensure_kmirror  # bench/mirror.py (bench/ is on the suite's import path)
-
-    try:
-        return ensure_kmirror()
-    except Exception as exc:  # mvn missing or Maven Central unreachable
-        pytest.skip(f"Kafka's MirrorMaker jars unavailable: {exc}")
 
 
 def java_translate_offsets(classpath: str, bootstrap: str, alias: str, group: str) -> dict[TP, int]:
