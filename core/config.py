@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from strom.core.errors import InvalidConfigurationError
 from strom.core.exceptions import ConfigError
 
 LONG_MAX = 9223372036854775807
@@ -661,23 +662,42 @@ class BrokerConfig(BaseModel):
 SECURITY_PROTOCOL_NAMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-def check_remote_storage_topic(broker: BrokerConfig, overrides: Mapping[str, Any]) -> None:
-    """Kafka's ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled`` and its neighbours, for a
-    topic's overrides: a compacted topic cannot use remote storage, and the local retention cannot
-    exceed the total one. Checked only on a broker with ``remote.log.storage.system.enable``
-    (elsewhere the keys are kept as they always were)."""
-    if not broker.remote_log_storage_system_enable:
-        return
+def check_remote_storage_topic(broker: BrokerConfig, overrides: Mapping[str, Any],
+                               existing: Mapping[str, str] | None = None) -> None:
+    """Kafka 4.3's ``LogConfig.validateTopicLogConfigValues`` for a topic's overrides (``existing``:
+    the overrides before an AlterConfigs), with Kafka's messages: remote storage needs
+    ``remote.log.storage.system.enable`` and ``cleanup.policy`` delete (or empty); the local
+    retention cannot exceed the total one; with ``remote.log.copy.disable`` both must match; and
+    turning remote storage off needs ``remote.log.delete.on.disable`` (KIP-950)."""
     values = {**broker.topic_defaults(), **{k: parse_topic_config(k, v) for k, v in overrides.items()}}
     if not values["remote.storage.enable"]:
+        was_enabled = str((existing or {}).get("remote.storage.enable", "false")).lower() == "true"
+        if was_enabled and not values["remote.log.delete.on.disable"]:
+            raise InvalidConfigurationError(
+                "It is invalid to disable remote storage without deleting remote data. If you want to keep the "
+                "remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable"
+                "=true`. If you want to disable remote storage and delete all remote data, please set "
+                "`remote.storage.enable=false,remote.log.delete.on.disable=true`.")
         return
-    if "compact" in str(values["cleanup.policy"]).split(","):
-        raise ConfigError("remote.storage.enable", "true",
-                          "false for a compacted topic (Compacted topic cannot be enabled with remote storage)")
-    for local_key, total_key in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
+    if not broker.remote_log_storage_system_enable:
+        raise InvalidConfigurationError("Tiered Storage functionality is disabled in the broker. "
+                                        "Topic cannot be configured with remote log storage.")
+    if [p for p in str(values["cleanup.policy"]).split(",") if p] not in ([], ["delete"]):
+        raise InvalidConfigurationError("Remote log storage only supports topics with cleanup.policy=delete or "
+                                        "cleanup.policy being an empty list.")
+    for local_key, total_key in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
         local, total = int(values[local_key]), int(values[total_key])
         if local != -2 and total != -1 and (local == -1 or local > total):
-            raise ConfigError(local_key, local, f"-2 or at most {total_key} ({total})")
+            reason = (f"Value must not be -1 as {total_key} value is set as {total}." if local == -1 else
+                      f"Value must not be more than {total_key} property value: {total}")
+            raise InvalidConfigurationError(f"Invalid value {local} for configuration {local_key}: {reason}")
+    if values["remote.log.copy.disable"]:
+        for local_key, total_key in (("local.retention.bytes", "retention.bytes"),
+                                     ("local.retention.ms", "retention.ms")):
+            if int(values[local_key]) not in (-2, int(values[total_key])):
+                raise InvalidConfigurationError(
+                    f"When `remote.log.copy.disable` is set to true, the `{local_key}` and `{total_key}` must be "
+                    "set to the identical value because there will be no more logs copied to the remote storage.")
 
 
 def _parse_connection_overrides(value: str) -> dict[str, int]:

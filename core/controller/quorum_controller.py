@@ -197,7 +197,8 @@ class QuorumController:
                 raise InvalidReplicaAssignmentError(
                     f"{what} contains broker {b}, which is not registered.")
 
-    def _validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+    def _validate_topic_configs(self, configs: Mapping[str, str | None],
+                                existing: Mapping[str, str] | None = None) -> dict[str, str]:
         out: dict[str, str] = {}
         for key, value in configs.items():
             if value is None:
@@ -207,7 +208,7 @@ class QuorumController:
             except ConfigError as e:
                 raise InvalidConfigurationError(str(e)) from None
         try:
-            check_remote_storage_topic(self.config, out)  # KIP-405 combinations (tiered brokers only)
+            check_remote_storage_topic(self.config, out, existing)  # KIP-405/KIP-950 combinations
         except ConfigError as e:
             raise InvalidConfigurationError(str(e)) from None
         return out
