@@ -75,6 +75,9 @@ def dev_config(data_dir: Path, port: int, overrides: dict[str, str]) -> BrokerCo
         "log.dirs": str(data_dir / "logs"),
         "metadata.log.dir": str(data_dir / "metadata"),
         "controller.quorum.voters": "1@127.0.0.1:0",
+        # A development broker: a group's first join does not wait 3 s for more members (Kafka's
+        # quickstart config/server.properties sets the same); `strom broker start` keeps 3000.
+        "group.initial.rebalance.delay.ms": "0",
     }
     values.update(overrides)
     return BrokerConfig.load(None, values)
