@@ -27,21 +27,30 @@ from strom.core.config import BrokerConfig
 from strom.core.exceptions import BrokerError, CorruptStateError
 from strom.core.log.checkpoint import META_PROPERTIES, write_atomically
 from strom.core.log.checkpoint import read_meta_properties as _read_meta_properties
-from strom.core.metadata.features import METADATA_VERSION_FEATURE, default_levels
+from strom.core.metadata.features import (
+    LATEST_PRODUCTION_METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LEVELS,
+    RECORDED_FEATURES,
+    FeatureError,
+    default_levels,
+    dependency_problem,
+)
+from strom.core.metadata.features import (
+    MINIMUM_METADATA_VERSION as MINIMUM_METADATA_VERSION,  # re-exported: older importers
+)
 from strom.core.metadata.records import FeatureLevelRecord, Message, decode_record, encode_record
 from strom.core.raft.snapshot import read_snapshot_file, write_snapshot_file
 from strom.exceptions import StromError
 
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 
-# MetadataVersion feature levels (server-common MetadataVersion.java). Kafka 4.1's
-# LATEST_PRODUCTION is IBP_4_1_IV1 = 27.
-METADATA_VERSIONS: dict[str, int] = {
-    "3.3": 7, "3.4": 8, "3.5": 11, "3.6": 14, "3.7": 19, "3.8": 20, "3.9": 21,
-    "4.0": 25, "4.1": 27,
-}
-LATEST_METADATA_VERSION = 27
-MINIMUM_METADATA_VERSION = min(METADATA_VERSIONS.values())  # IBP_3_3_IV3, the oldest KRaft level
+# Release -> metadata.version level: each release's newest level (Kafka's MetadataVersion
+# fromVersionString takes "4.3" as 4.3-IV0, its latest level); every "x.y-IVn" name is also known.
+METADATA_VERSIONS: dict[str, int] = {}
+for _name, _level in METADATA_VERSION_LEVELS.items():
+    METADATA_VERSIONS[_name.split("-")[0]] = _level
+LATEST_METADATA_VERSION = LATEST_PRODUCTION_METADATA_VERSION
 
 
 class FormatError(BrokerError):
@@ -76,21 +85,34 @@ def read_meta_properties(directory: str | os.PathLike[str]) -> dict[str, str] | 
 
 
 def metadata_level(release_version: str | None) -> int:
+    """The metadata.version level of ``4.3``, ``4.3-IV0`` or ``4.3.1`` (default: the latest production one)."""
     if release_version is None:
         return LATEST_METADATA_VERSION
-    key = release_version.split("-")[0]
-    key = ".".join(key.split(".")[:2])
-    if key not in METADATA_VERSIONS:
-        raise FormatError(f"unknown release version {release_version!r}; known: {', '.join(METADATA_VERSIONS)}")
+    text = release_version.strip()
+    if text in METADATA_VERSION_LEVELS:
+        return METADATA_VERSION_LEVELS[text]
+    key = ".".join(text.split("-")[0].split(".")[:2])
+    if "-" in text or key not in METADATA_VERSIONS:
+        known = ", ".join(METADATA_VERSION_LEVELS)
+        raise FormatError(f"unknown release version {release_version!r}; known: {known}")
     return METADATA_VERSIONS[key]
 
 
 def bootstrap_records(metadata_version: int = LATEST_METADATA_VERSION,
                       features: dict[str, int] | None = None) -> list[Message]:
-    """metadata.version, then every other feature: its default for that version unless overridden."""
+    """metadata.version, then every other feature: its default for that version unless overridden.
+
+    A feature level that needs a newer metadata.version (``eligible.leader.replicas.version=1``
+    before 4.0-IV1) is refused, as ``kafka-storage format`` refuses it.
+    """
     levels = {**default_levels(metadata_version), **(features or {})}
+    for name, level in levels.items():
+        problem = dependency_problem(name, level, metadata_version)
+        if problem is not None:
+            raise FeatureError(problem)
     return [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version),
-            *(FeatureLevelRecord(name, level) for name, level in sorted(levels.items()) if level > 0)]
+            *(FeatureLevelRecord(name, level) for name, level in sorted(levels.items())
+              if level > 0 and name in RECORDED_FEATURES)]
 
 
 def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool = False,
@@ -105,6 +127,7 @@ def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: b
     except ValueError:
         raise FormatError(f"cluster id {cluster_id!r} is not a base64-encoded 16-byte Uuid") from None
     level = metadata_level(release_version)
+    records = bootstrap_records(level, features)  # a refused feature level leaves nothing written
     dirs: list[Path] = []
     for d in [*config.log_dir_list, config.metadata_dir]:
         if d not in dirs:
@@ -131,7 +154,7 @@ def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: b
                          f"node.id={config.node_id}\nversion=1\n")
     bootstrap = config.metadata_dir / BOOTSTRAP_FILE
     if config.metadata_dir in todo or not bootstrap.exists():
-        write_snapshot_file(bootstrap, [encode_record(r) for r in bootstrap_records(level, features)], epoch=0)
+        write_snapshot_file(bootstrap, [encode_record(r) for r in records], epoch=0)
     return todo
 
 

@@ -24,6 +24,7 @@ from strom.core.metadata.image import (
     TOPIC_RESOURCE,
     BrokerRegistration,
     ConfigResource,
+    ControllerRegistration,
     Endpoint,
     MetadataImage,
     PartitionRegistration,
@@ -31,18 +32,25 @@ from strom.core.metadata.image import (
     TopicImage,
 )
 from strom.core.metadata.records import (
+    FENCING_FENCE,
+    FENCING_UNFENCE,
     AccessControlEntryRecord,
+    BrokerRegistrationChangeRecord,
+    ClearElrRecord,
     ConfigRecord,
     FeatureLevelRecord,
+    FenceBrokerRecord,
     Message,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
-    UnknownRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +63,7 @@ class MetadataDelta:
         self.base = base
         self._features: dict[str, int] | None = None
         self._brokers: dict[int, BrokerRegistration] | None = None
+        self._controllers: dict[int, ControllerRegistration] | None = None
         # Topic id -> (name, partitions) for topics touched by this delta.
         self._topics: dict[uuid.UUID, tuple[str, dict[int, PartitionRegistration]]] = {}
         self._configs: dict[ConfigResource, dict[str, str] | None] = {}
@@ -105,7 +114,25 @@ class MetadataDelta:
 
     # -- replay --------------------------------------------------------------------------------
 
-    def replay(self, record: Message | UnknownRecord) -> None:
+    def _broker_map(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self.base.brokers)
+        return self._brokers
+
+    def _change_broker(self, broker_id: int, epoch: int, what: str, **changes: object) -> None:
+        """Kafka's ClusterControlManager.replay of a registration change: the broker must be
+        registered with that epoch (a stale change is corrupt metadata)."""
+        brokers = self._broker_map()
+        current = brokers.get(broker_id)
+        if current is None:
+            raise CorruptMessageError(f"{what} for unknown broker {broker_id}")
+        if current.epoch != epoch:
+            raise CorruptMessageError(f"{what} for broker {broker_id} with epoch {epoch}, but its registration "
+                                      f"has epoch {current.epoch}")
+        brokers[broker_id] = replace(current, **changes)  # type: ignore[arg-type]
+        self.changed_brokers.add(broker_id)
+
+    def replay(self, record: Message) -> None:
         if isinstance(record, TopicRecord):
             self._topics[record.topic_id] = (record.name, {})
             self.created_topics.add(record.topic_id)
@@ -116,7 +143,8 @@ class MetadataDelta:
             parts[record.partition_id] = PartitionRegistration(
                 tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch,
                 record.partition_epoch, tuple(record.removing_replicas), tuple(record.adding_replicas),
-                record.leader_recovery_state)
+                record.leader_recovery_state, tuple(record.directories),
+                tuple(record.eligible_leader_replicas or ()), tuple(record.last_known_elr or ()))
             self.changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
         elif isinstance(record, PartitionChangeRecord):
             self._replay_partition_change(record)
@@ -136,13 +164,52 @@ class MetadataDelta:
             else:
                 values[record.name] = record.value
         elif isinstance(record, RegisterBrokerRecord):
-            if self._brokers is None:
-                self._brokers = dict(self.base.brokers)
-            self._brokers[record.broker_id] = BrokerRegistration(
+            self._broker_map()[record.broker_id] = BrokerRegistration(
                 record.broker_id, record.broker_epoch, record.incarnation_id,
                 tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points),
-                record.rack, record.fenced, record.in_controlled_shutdown)
+                record.rack, record.fenced, record.in_controlled_shutdown, tuple(record.log_dirs),
+                tuple(record.features),
+                None if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs))
             self.changed_brokers.add(record.broker_id)
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            changes: dict[str, object] = {}
+            if record.fenced == FENCING_FENCE:
+                changes["fenced"] = True
+            elif record.fenced == FENCING_UNFENCE:
+                changes["fenced"] = False
+            elif record.fenced != 0:
+                raise CorruptMessageError(f"BrokerRegistrationChangeRecord with unknown fencing change {record.fenced}")
+            if record.in_controlled_shutdown == 1:
+                changes["in_controlled_shutdown"] = True
+            elif record.in_controlled_shutdown != 0:
+                raise CorruptMessageError("BrokerRegistrationChangeRecord with unknown controlled shutdown change "
+                                          f"{record.in_controlled_shutdown}")
+            if record.log_dirs:
+                changes["log_dirs"] = tuple(record.log_dirs)
+            if record.cordoned_log_dirs is not None:
+                changes["cordoned_log_dirs"] = tuple(record.cordoned_log_dirs)
+            self._change_broker(record.broker_id, record.broker_epoch, "BrokerRegistrationChangeRecord", **changes)
+        elif isinstance(record, FenceBrokerRecord):
+            self._change_broker(record.id, record.epoch, "FenceBrokerRecord", fenced=True)
+        elif isinstance(record, UnfenceBrokerRecord):
+            self._change_broker(record.id, record.epoch, "UnfenceBrokerRecord", fenced=False)
+        elif isinstance(record, UnregisterBrokerRecord):
+            brokers = self._broker_map()
+            current = brokers.get(record.broker_id)
+            if current is None or current.epoch != record.broker_epoch:
+                raise CorruptMessageError(f"UnregisterBrokerRecord for broker {record.broker_id} epoch "
+                                          f"{record.broker_epoch}, which is not registered")
+            del brokers[record.broker_id]
+            self.changed_brokers.add(record.broker_id)
+        elif isinstance(record, RegisterControllerRecord):
+            if self._controllers is None:
+                self._controllers = dict(self.base.controllers)
+            self._controllers[record.controller_id] = ControllerRegistration(
+                record.controller_id, record.incarnation_id, record.zk_migration_ready,
+                tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points),
+                tuple(record.features))
+        elif isinstance(record, ClearElrRecord):
+            self._clear_elr(record.topic_name)
         elif isinstance(record, FeatureLevelRecord):
             if self._features is None:
                 self._features = dict(self.base.features)
@@ -159,9 +226,8 @@ class MetadataDelta:
             if record.id not in self.base.acls and self.changed_acls.get(record.id) is None:
                 raise CorruptMessageError(f"RemoveAccessControlEntryRecord for unknown ACL id {record.id}")
             self.changed_acls[record.id] = None
-        elif isinstance(record, UnknownRecord):
-            log.debug("skipping metadata record of unknown type %d", record.api_key)
-        # NoOpRecord, Begin/EndTransactionRecord change nothing (strom writes one request per batch).
+        # NoOpRecord, Begin/End/AbortTransactionRecord and ZkMigrationStateRecord change nothing
+        # (strom writes one request per batch; Kafka 4 replays a migration state as nothing).
 
     def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
         _, parts = self._topic(record.topic_id, "PartitionChangeRecord")
@@ -183,8 +249,36 @@ class MetadataDelta:
         if record.leader != -2:
             # A leader change bumps the leader epoch, as in Kafka's PartitionRegistration.merge.
             new = replace(new, leader=record.leader, leader_epoch=old.leader_epoch + 1)
+        if record.directories is not None:
+            new = replace(new, directories=tuple(record.directories))
+        elif record.replicas is not None and old.directories:
+            # New replicas without directories: each kept replica keeps its directory.
+            new = replace(new, directories=tuple(old.directory_of(r) for r in new.replicas))
+        if record.eligible_leader_replicas is not None:
+            new = replace(new, elr=tuple(record.eligible_leader_replicas))
+        if record.last_known_elr is not None:
+            new = replace(new, last_known_elr=tuple(record.last_known_elr))
         parts[record.partition_id] = replace(new, partition_epoch=old.partition_epoch + 1)
         self.changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
+
+    def _clear_elr(self, topic_name: str) -> None:
+        """ClearElrRecord: empty ELR and last known ELR of a topic's partitions (every topic when
+        the name is empty), bumping the partition epoch of those that change (Kafka's replay)."""
+        if topic_name:
+            found = self.base.topics.get(topic_name)
+            ids = [tid for tid, (name, _) in self._topics.items() if name == topic_name]
+            if not ids and found is not None:
+                ids = [found.topic_id]
+            if not ids:
+                raise CorruptMessageError(f"ClearElrRecord for unknown topic {topic_name!r}")
+        else:
+            ids = list({*self.base.topics_by_id, *self._topics} - set(self.deleted_topics))
+        for tid in ids:
+            _, parts = self._topic(tid, "ClearElrRecord")
+            for pid, reg in list(parts.items()):
+                if reg.elr or reg.last_known_elr:
+                    parts[pid] = replace(reg, elr=(), last_known_elr=(), partition_epoch=reg.partition_epoch + 1)
+                    self.changed_partitions.setdefault(tid, set()).add(pid)
 
     # -- result --------------------------------------------------------------------------------
 
@@ -226,6 +320,7 @@ class MetadataDelta:
             features=MappingProxyType(self._features) if self._features is not None else b.features,
             cluster_id=b.cluster_id,
             brokers=MappingProxyType(self._brokers) if self._brokers is not None else b.brokers,
+            controllers=MappingProxyType(self._controllers) if self._controllers is not None else b.controllers,
             topics=topics,
             topics_by_id=topics_by_id,
             configs=configs,

@@ -16,17 +16,25 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from strom.core.metadata.features import METADATA_VERSION_FEATURE, TRANSACTION_VERSION_FEATURE
+from strom.core.metadata.features import (
+    ELR_VERSION_FEATURE,
+    METADATA_VERSION_FEATURE,
+    TRANSACTION_VERSION_FEATURE,
+)
 from strom.core.metadata.records import (
     ZERO_UUID,
     AccessControlEntryRecord,
     BrokerEndpoint,
+    BrokerFeature,
     ConfigRecord,
+    ControllerEndpoint,
+    ControllerFeature,
     FeatureLevelRecord,
     Message,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     TopicRecord,
 )
 
@@ -49,6 +57,20 @@ class PartitionRegistration:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
+    # The log directory (its meta.properties directory.id) of each replica, in replica order;
+    # the zero uuid is Kafka's DirectoryId.UNASSIGNED, the empty tuple a record without the field.
+    directories: tuple[uuid.UUID, ...] = ()
+    # KIP-966: replicas that left the ISR below min.insync.replicas but hold every committed
+    # record (eligible leader replicas), and the ELR last seen before ISR and ELR both emptied.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+    def directory_of(self, replica: int) -> uuid.UUID:
+        """The directory id of ``replica`` (the zero uuid when unassigned or unknown)."""
+        try:
+            return self.directories[self.replicas.index(replica)]
+        except (ValueError, IndexError):
+            return ZERO_UUID
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +97,23 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    log_dirs: tuple[uuid.UUID, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
 
     def endpoint(self, listener: str) -> Endpoint | None:
         return next((e for e in self.endpoints if e.name == listener), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """A controller's registration (Kafka's ControllerRegistration, from RegisterControllerRecord)."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    zk_migration_ready: bool
+    endpoints: tuple[Endpoint, ...]
+    features: tuple[ControllerFeature, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +128,7 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     cluster_id: str = ""
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: MappingProxyType({}))
+    controllers: Mapping[int, ControllerRegistration] = field(default_factory=lambda: MappingProxyType({}))
     topics: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
@@ -142,11 +179,16 @@ class MetadataImage:
         return self.features.get(TRANSACTION_VERSION_FEATURE, 0)
 
     @property
+    def elr_enabled(self) -> bool:
+        """``eligible.leader.replicas.version`` >= 1: the controller keeps and elects from the ELR."""
+        return self.features.get(ELR_VERSION_FEATURE, 0) >= 1
+
+    @property
     def next_producer_id(self) -> int:
         return self.producer_ids.next_producer_id
 
     def is_empty(self) -> bool:
-        return not (self.features or self.brokers or self.topics or self.configs
+        return not (self.features or self.brokers or self.controllers or self.topics or self.configs
                     or self.producer_ids.next_producer_id or self.acls)
 
     def same_content(self, other: MetadataImage) -> bool:
@@ -163,7 +205,15 @@ class MetadataImage:
             yield RegisterBrokerRecord(
                 broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
                 end_points=[BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in b.endpoints],
-                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown)
+                features=list(b.features), rack=b.rack, fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown, log_dirs=list(b.log_dirs),
+                cordoned_log_dirs=None if b.cordoned_log_dirs is None else list(b.cordoned_log_dirs))
+        for c in sorted(self.controllers.values(), key=lambda c: c.controller_id):
+            yield RegisterControllerRecord(
+                controller_id=c.controller_id, incarnation_id=c.incarnation_id,
+                zk_migration_ready=c.zk_migration_ready,
+                end_points=[ControllerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in c.endpoints],
+                features=list(c.features))
         for t in sorted(self.topics.values(), key=lambda t: t.name):
             yield TopicRecord(t.name, t.topic_id)
             for pid in sorted(t.partitions):
@@ -172,7 +222,10 @@ class MetadataImage:
                     partition_id=pid, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
                     removing_replicas=list(p.removing_replicas), adding_replicas=list(p.adding_replicas),
                     leader=p.leader, leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch)
+                    leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                    directories=list(p.directories) or [ZERO_UUID] * len(p.replicas),
+                    eligible_leader_replicas=list(p.elr) if p.elr else None,
+                    last_known_elr=list(p.last_known_elr) if p.last_known_elr else None)
         for (rtype, rname) in sorted(self.configs):
             values = self.configs[(rtype, rname)]
             for key in sorted(values):

@@ -430,23 +430,50 @@ RECORD_TYPES: dict[int, type[Message]] = {
         RegisterControllerRecord, ClearElrRecord)
 }
 
-# Versions strom writes: the highest each type has (Kafka 4.1 at metadata.version 27 writes
-# PartitionRecord v1 without ELR, v2 with ELR; v2 is a superset that decodes identically).
+# Versions strom writes when no metadata.version is given: the highest each type has.
 WRITE_VERSIONS: dict[int, int] = {k: c.VERSIONS[1] for k, c in RECORD_TYPES.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class UnknownRecord:
-    """A metadata record of a type this build does not know; replay skips it."""
+def write_version(record: Message, metadata_version: int) -> int:
+    """The version Kafka 4.3.1 writes ``record`` in at ``metadata_version`` (its MetadataVersion's
+    registerBrokerRecordVersion / partitionRecordVersion / partitionChangeRecordVersion; a
+    BrokerRegistrationChangeRecord takes the lowest version that carries the fields it sets)."""
+    mv = metadata_version
+    if isinstance(record, RegisterBrokerRecord):
+        return 4 if mv >= 30 else 3 if mv >= 17 else 2 if mv >= 8 else 1
+    if isinstance(record, (PartitionRecord, PartitionChangeRecord)):
+        return 2 if mv >= 23 else 1 if mv >= 17 else 0
+    if isinstance(record, BrokerRegistrationChangeRecord):
+        if record.cordoned_log_dirs is not None:
+            return 3
+        if record.log_dirs:
+            return 2
+        return 1 if record.in_controlled_shutdown != CONTROLLED_SHUTDOWN_NONE else 0
+    return WRITE_VERSIONS.get(record.API_KEY, record.VERSIONS[1])
 
-    api_key: int
-    version: int
-    body: bytes
+
+class UnknownMetadataRecordError(CorruptMessageError):
+    """A metadata record whose type or version this build does not know.
+
+    Kafka's ``MetadataRecordSerde`` refuses such a record (``MetadataParseException``): no header
+    bit marks a metadata record as safe to skip, and replaying a log without a record it does not
+    understand would build a wrong image. (Unknown tagged fields inside a known record are
+    skipped; unknown *control* record types are skipped by the raft layer with a warning, as
+    Kafka's ``ControlRecordType.UNKNOWN``.)
+    """
 
 
-def encode_record(record: Message, version: int | None = None) -> bytes:
-    """``ApiMessageAndVersion`` serialization: frame version, api key, version, body."""
-    v = WRITE_VERSIONS.get(record.API_KEY, record.VERSIONS[1]) if version is None else version
+def encode_record(record: Message, version: int | None = None, *, metadata_version: int | None = None) -> bytes:
+    """``ApiMessageAndVersion`` serialization: frame version, api key, version, body.
+
+    The version is ``version``, else the one Kafka writes at ``metadata_version``, else the highest.
+    """
+    if version is not None:
+        v = version
+    elif metadata_version is not None:
+        v = write_version(record, metadata_version)
+    else:
+        v = WRITE_VERSIONS.get(record.API_KEY, record.VERSIONS[1])
     out = bytearray()
     write_uvarint(out, FRAME_VERSION)
     write_uvarint(out, record.API_KEY)
@@ -455,7 +482,7 @@ def encode_record(record: Message, version: int | None = None) -> bytes:
     return bytes(out)
 
 
-def decode_record(data: bytes | bytearray | memoryview) -> Message | UnknownRecord:
+def decode_record(data: bytes | bytearray | memoryview) -> Message:
     """Parse one metadata record value; raise ``CorruptMessageError`` on malformed input."""
     r = Reader(data)
     frame = r.uvarint()
@@ -465,9 +492,14 @@ def decode_record(data: bytes | bytearray | memoryview) -> Message | UnknownReco
     version = r.uvarint()
     cls = RECORD_TYPES.get(api_key)
     if cls is None:
-        return UnknownRecord(api_key, version, r.take(r.remaining))
+        raise UnknownMetadataRecordError(
+            f"metadata record type {api_key} (version {version}) is unknown: this broker reads the record "
+            f"types of Kafka 4.3 (api keys {min(RECORD_TYPES)}-{max(RECORD_TYPES)}); the log was written by a "
+            "newer Kafka, whose metadata.version this broker cannot run")
     if not cls.VERSIONS[0] <= version <= cls.VERSIONS[1]:
-        raise CorruptMessageError(f"{cls.__name__} version {version} is not supported")
+        raise UnknownMetadataRecordError(
+            f"{cls.__name__} version {version} is not supported (this broker reads versions "
+            f"{cls.VERSIONS[0]}-{cls.VERSIONS[1]}, as Kafka 4.3); the log was written by a newer Kafka")
     msg = read_struct(r, cls, version, True)
     if r.remaining:
         raise CorruptMessageError(f"found {r.remaining} byte(s) of garbage after {cls.__name__}")

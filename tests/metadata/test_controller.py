@@ -15,6 +15,7 @@ from strom.core.controller.quorum_controller import (
     CreatableTopic,
     CreatePartitionsTopic,
 )
+from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION
 from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 
 OK = 0
@@ -46,7 +47,7 @@ async def test_create_topics_writes_partitions_and_configs(config: BrokerConfig,
             assert reg is not None
             assert (reg.replicas, reg.isr, reg.leader, reg.leader_epoch) == ((1,), (1,), 1, 0)
         assert dict(image.topic_configs("orders")) == {"cleanup.policy": "compact", "retention.ms": "1000"}
-        assert image.metadata_version == 27
+        assert image.metadata_version == LATEST_METADATA_VERSION == 30  # 4.3-IV0
     finally:
         await system.close()
 

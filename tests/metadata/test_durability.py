@@ -220,8 +220,10 @@ def test_format_storage(tmp_path: Path) -> None:
         dir_ids.add(props["directory.id"])
         assert len(uuid_from_str(props["directory.id"]).bytes) == 16
     assert len(dir_ids) == 3
-    # 4.0 (level 25) is past 4.0-IV2: transaction.version 2 is finalized by default, as in Kafka.
+    # 4.0 (level 25) is past 4.0-IV2: transaction.version 2 (and group.version 1, from 4.0-IV0) are
+    # finalized by default, as in Kafka.
     assert read_bootstrap(tmp_path / "m") == [FeatureLevelRecord("metadata.version", 25),
+                                              FeatureLevelRecord("group.version", 1),
                                               FeatureLevelRecord("transaction.version", 2)]
     with pytest.raises(FormatError, match="already formatted"):
         format_storage(cfg, cid)
@@ -232,11 +234,22 @@ def test_format_storage(tmp_path: Path) -> None:
         format_storage(cfg, "not-a-uuid!")
 
 
+ELR, GV, TV = "eligible.leader.replicas.version", "group.version", "transaction.version"
+
+
 @pytest.mark.parametrize(("release", "features", "expected"), [
     ("3.9", None, [FeatureLevelRecord("metadata.version", 21)]),   # before KIP-890's feature
-    (None, {"transaction.version": 1}, [FeatureLevelRecord("metadata.version", 27),
-                                        FeatureLevelRecord("transaction.version", 1)]),
-    (None, {"transaction.version": 0}, [FeatureLevelRecord("metadata.version", 27)]),  # 0: not finalized
+    ("4.0", None, [FeatureLevelRecord("metadata.version", 25), FeatureLevelRecord(GV, 1),
+                   FeatureLevelRecord(TV, 2)]),
+    # Kafka 4.3.1's defaults at 4.3-IV0, less share.version and streams.version (strom has neither).
+    (None, None, [FeatureLevelRecord("metadata.version", 30), FeatureLevelRecord(ELR, 1), FeatureLevelRecord(GV, 1),
+                  FeatureLevelRecord(TV, 2)]),
+    ("4.3-IV0", {TV: 1, ELR: 0}, [FeatureLevelRecord("metadata.version", 30), FeatureLevelRecord(GV, 1),
+                                  FeatureLevelRecord(TV, 1)]),
+    ("4.0-IV1", {ELR: 1}, [FeatureLevelRecord("metadata.version", 23), FeatureLevelRecord(ELR, 1),
+                           FeatureLevelRecord(GV, 1)]),
+    ("4.1.1", {TV: 0, "kraft.version": 0}, [FeatureLevelRecord("metadata.version", 27), FeatureLevelRecord(ELR, 1),
+                                           FeatureLevelRecord(GV, 1)]),  # 0: not finalized
 ])
 def test_format_storage_feature_levels(tmp_path: Path, release: str | None, features: dict[str, int] | None,
                                        expected: list[FeatureLevelRecord]) -> None:
@@ -248,11 +261,24 @@ def test_format_storage_feature_levels(tmp_path: Path, release: str | None, feat
 
 def test_feature_levels_are_checked() -> None:
     assert parse_feature_levels(["transaction.version=1"]) == {"transaction.version": 1}
+    assert parse_feature_levels(["group.version=1", "eligible.leader.replicas.version=0"]) == {GV: 1, ELR: 0}
     for bad, why in [("transaction.version=3", "outside the supported levels 0..2"),
-                     ("group.version=1", "unknown feature 'group.version'"),
+                     ("share.version=1", r"outside the supported levels 0..0 \(Kafka has level 1, whose behaviour"),
+                     ("streams.version=1", "outside the supported levels 0..0"),
+                     ("kraft.version=1", "outside the supported levels 0..0"),
+                     ("no.such.version=1", "unknown feature 'no.such.version'"),
                      ("transaction.version", "is not NAME=LEVEL")]:
         with pytest.raises(FeatureError, match=why):
             parse_feature_levels([bad])
+
+
+def test_feature_level_needing_a_newer_metadata_version_is_refused(tmp_path: Path) -> None:
+    cfg = BrokerConfig.from_mapping({"node.id": 1, "log.dirs": str(tmp_path / "a"),
+                                     "metadata.log.dir": str(tmp_path / "m")})
+    with pytest.raises(FeatureError, match=r"eligible.leader.replicas.version level 1 requires metadata.version "
+                                           r"23 \(4.0-IV1\) or above, but metadata.version is 22"):
+        format_storage(cfg, random_uuid(), release_version="4.0-IV0", features={ELR: 1})
+    assert not (tmp_path / "m").exists()  # nothing half-formatted
 
 
 def test_random_uuid_form() -> None:

@@ -36,7 +36,7 @@ from strom.core.metadata.records import (
     RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
-    UnknownRecord,
+    UnknownMetadataRecordError,
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
@@ -144,9 +144,12 @@ def test_control_message_round_trip() -> None:
     assert LeaderChangeMessage.decode(msg.encode(0), 0) == msg
 
 
-def test_unknown_record_type_is_kept_opaque() -> None:
-    rec = decode_record(b"\x01\x63\x00abc")
-    assert rec == UnknownRecord(0x63, 0, b"abc")
+def test_unknown_record_type_is_refused_with_a_clear_message() -> None:
+    # Kafka's MetadataRecordSerde refuses an unknown type (no header bit marks one skippable).
+    with pytest.raises(UnknownMetadataRecordError, match=r"metadata record type 99 \(version 0\) is unknown"):
+        decode_record(b"\x01\x63\x00abc")
+    with pytest.raises(UnknownMetadataRecordError, match="RegisterBrokerRecord version 5 is not supported"):
+        decode_record(b"\x01\x00\x05")
 
 
 @pytest.mark.parametrize("data", [
