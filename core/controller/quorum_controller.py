@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from strom.core.config import (
@@ -553,6 +553,15 @@ class QuorumController:
             first = self.image.next_producer_id
             await self._commit([ProducerIdsRecord(broker_id, broker_epoch, first + PRODUCER_ID_BLOCK_SIZE)])
             return first, PRODUCER_ID_BLOCK_SIZE
+
+    async def write(self, build: Callable[[MetadataImage], Sequence[Message]]) -> None:
+        """Append what ``build`` derives from the latest image, as one batch under the lock, and
+        await its commit: for control managers outside this class (ACLs,
+        ``strom.core.security.acl_control``), which validate against the image themselves."""
+        async with self._lock:
+            records = build(self.image)
+            if records:
+                await self._commit(records)
 
 
 # Kafka's dynamic-only broker configs for replication quotas (DynamicConfig.Broker: LONG, >= 0).
