@@ -42,6 +42,7 @@ from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
 from strom.core.raft.client import RaftClient
 from strom.core.replica.manager import ReplicaManager
+from strom.core.security.acl_publisher import AclPublisher
 from strom.core.server import handlers
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
@@ -53,6 +54,7 @@ from strom.plugins.hookspecs.authorizers import (
     AclOperation,
     Action,
     AuthorizationResult,
+    ClusterMetadataAuthorizer,
     ResourcePattern,
     ResourceType,
 )
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from strom.core.coordinator.runtime import CoordinatorHost
     from strom.core.replica.remote_log import RemoteLogBinding
     from strom.core.server.handlers._deps import (
+        AclDeps,
         ApiVersionsDeps,
         ClusterDeps,
         ControllerDeps,
@@ -188,6 +191,8 @@ class Broker:
     async def start(self) -> None:
         await asyncio.to_thread(self.log_manager.startup)
         self.metadata.add_publisher(self.replica_manager)
+        if isinstance(self.authorizer, ClusterMetadataAuthorizer):  # its ACLs are replayed from the log
+            self.metadata.add_publisher(AclPublisher(self.authorizer))
         await self.metadata.start()
         protocols = {listener.name: listener.security_protocol for listener in self.listeners}
         endpoints = [(name, host, port, SECURITY_PROTOCOLS[protocols[name]]) for name, host, port in self.endpoints()]
@@ -395,6 +400,7 @@ if TYPE_CHECKING:
         declares (dispatch passes itself as ``deps``); tests/unit/test_handler_types.py checks
         that every handler's Protocol is listed."""
         api_versions_deps: ApiVersionsDeps = broker
+        acl_deps: AclDeps = broker
         cluster_deps: ClusterDeps = broker
         controller_deps: ControllerDeps = broker
         coordinator_runtime_deps: CoordinatorRuntimeDeps = broker
@@ -409,7 +415,7 @@ if TYPE_CHECKING:
         find_coordinator_deps: FindCoordinatorDeps = broker
         txn_offset_commit_deps: TxnOffsetCommitDeps = broker
         coordinator_host: CoordinatorHost = broker
-        del (api_versions_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
+        del (api_versions_deps, acl_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
              metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, txn_deps,
              find_coordinator_deps, txn_offset_commit_deps, coordinator_host)
 

@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from strom.core.metadata.image import MetadataImage
     from strom.core.raft.client import RaftClient
     from strom.core.replica.manager import ReplicaManager
+    from strom.plugins.hookspecs.authorizers import Authorizer
 
 __all__ = [
-    "ApiVersionsDeps", "Authorizing", "ClusterDeps", "ConfigDeps", "ControllerDeps", "CoordinatorRuntimeDeps",
+    "AclDeps", "ApiVersionsDeps", "Authorizing", "ClusterDeps", "ConfigDeps", "ControllerDeps", "CoordinatorRuntimeDeps",
     "GroupDeps", "ImageDeps", "ListedBroker", "MetadataDeps", "PartitionTxnDeps", "ProducerIdDeps", "QuorumDeps", "ReplicaDeps",
     "RequestDeps", "TxnDeps",
 ]
@@ -102,6 +103,14 @@ class ControllerDeps(ImageDeps, ConfigDeps, Protocol):
 
     @property
     def controller(self) -> QuorumController: ...
+
+
+class AclDeps(ControllerDeps, Protocol):
+    """CreateAcls / DescribeAcls / DeleteAcls: the authorizer holds the ACLs (when it is a
+    ClusterMetadataAuthorizer); changes go through the controller as metadata records."""
+
+    @property
+    def authorizer(self) -> Authorizer: ...
 
 
 class QuorumDeps(ConfigDeps, Protocol):

@@ -61,6 +61,12 @@ import kio.schema.consumer_group_heartbeat.v0.request
 import kio.schema.consumer_group_heartbeat.v0.response
 import kio.schema.consumer_group_heartbeat.v1.request
 import kio.schema.consumer_group_heartbeat.v1.response
+import kio.schema.create_acls.v1.request
+import kio.schema.create_acls.v1.response
+import kio.schema.create_acls.v2.request
+import kio.schema.create_acls.v2.response
+import kio.schema.create_acls.v3.request
+import kio.schema.create_acls.v3.response
 import kio.schema.create_partitions.v0.request
 import kio.schema.create_partitions.v0.response
 import kio.schema.create_partitions.v1.request
@@ -81,6 +87,12 @@ import kio.schema.create_topics.v6.request
 import kio.schema.create_topics.v6.response
 import kio.schema.create_topics.v7.request
 import kio.schema.create_topics.v7.response
+import kio.schema.delete_acls.v1.request
+import kio.schema.delete_acls.v1.response
+import kio.schema.delete_acls.v2.request
+import kio.schema.delete_acls.v2.response
+import kio.schema.delete_acls.v3.request
+import kio.schema.delete_acls.v3.response
 import kio.schema.delete_groups.v0.request
 import kio.schema.delete_groups.v0.response
 import kio.schema.delete_groups.v1.request
@@ -105,6 +117,12 @@ import kio.schema.delete_topics.v5.request
 import kio.schema.delete_topics.v5.response
 import kio.schema.delete_topics.v6.request
 import kio.schema.delete_topics.v6.response
+import kio.schema.describe_acls.v1.request
+import kio.schema.describe_acls.v1.response
+import kio.schema.describe_acls.v2.request
+import kio.schema.describe_acls.v2.response
+import kio.schema.describe_acls.v3.request
+import kio.schema.describe_acls.v3.response
 import kio.schema.describe_cluster.v0.request
 import kio.schema.describe_cluster.v0.response
 import kio.schema.describe_cluster.v1.request
@@ -980,6 +998,48 @@ TxnOffsetCommitResponse: TypeAlias = (
     | kio.schema.txn_offset_commit.v3.response.TxnOffsetCommitResponse
     | kio.schema.txn_offset_commit.v4.response.TxnOffsetCommitResponse
     | kio.schema.txn_offset_commit.v5.response.TxnOffsetCommitResponse
+)
+
+# API key 29, versions 1..3
+DescribeAclsRequest: TypeAlias = (
+    kio.schema.describe_acls.v1.request.DescribeAclsRequest
+    | kio.schema.describe_acls.v2.request.DescribeAclsRequest
+    | kio.schema.describe_acls.v3.request.DescribeAclsRequest
+)
+
+# API key 29, versions 1..3
+DescribeAclsResponse: TypeAlias = (
+    kio.schema.describe_acls.v1.response.DescribeAclsResponse
+    | kio.schema.describe_acls.v2.response.DescribeAclsResponse
+    | kio.schema.describe_acls.v3.response.DescribeAclsResponse
+)
+
+# API key 30, versions 1..3
+CreateAclsRequest: TypeAlias = (
+    kio.schema.create_acls.v1.request.CreateAclsRequest
+    | kio.schema.create_acls.v2.request.CreateAclsRequest
+    | kio.schema.create_acls.v3.request.CreateAclsRequest
+)
+
+# API key 30, versions 1..3
+CreateAclsResponse: TypeAlias = (
+    kio.schema.create_acls.v1.response.CreateAclsResponse
+    | kio.schema.create_acls.v2.response.CreateAclsResponse
+    | kio.schema.create_acls.v3.response.CreateAclsResponse
+)
+
+# API key 31, versions 1..3
+DeleteAclsRequest: TypeAlias = (
+    kio.schema.delete_acls.v1.request.DeleteAclsRequest
+    | kio.schema.delete_acls.v2.request.DeleteAclsRequest
+    | kio.schema.delete_acls.v3.request.DeleteAclsRequest
+)
+
+# API key 31, versions 1..3
+DeleteAclsResponse: TypeAlias = (
+    kio.schema.delete_acls.v1.response.DeleteAclsResponse
+    | kio.schema.delete_acls.v2.response.DeleteAclsResponse
+    | kio.schema.delete_acls.v3.response.DeleteAclsResponse
 )
 
 # API key 32, versions 1..4
