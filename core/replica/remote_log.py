@@ -13,8 +13,9 @@ from __future__ import annotations
 import bisect
 import logging
 import struct
+from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import BinaryIO
+from typing import Protocol, runtime_checkable
 
 import pluggy
 
@@ -24,6 +25,7 @@ from strom.core.exceptions import ConfigError
 from strom.core.log.remote_view import UnifiedLogTieredView
 from strom.core.replica.manager import StoppedPartition
 from strom.core.replica.partition import Partition
+from strom.core.replica.remote_offsets import RemoteOffsetReader
 from strom.plugins.exceptions import RemoteStorageError
 from strom.plugins.hookspecs.storage import (
     REMOTE_CONFIG_KEY,
@@ -40,6 +42,7 @@ from strom.plugins.manager import (
 )
 from strom.tiered.config_values import ConfigReader
 from strom.tiered.remote_log_manager import RemoteLogManager, TieredLog
+from strom.tiered.rlm_quota import RLMQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,23 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 _INDEX_ENTRY = struct.Struct(">ii")  # an offset index entry: relative offset, position
 _ABORTED_TXN = struct.Struct(">hqqqq")  # a .txnindex entry: version, producer id, first, last, LSO
 
+_HEADER_NEEDED = 27  # a batch's base offset, length, ..., last offset delta (bytes 23..26)
+READ_PIECE_BYTES = 1024 * 1024  # pieces taken from a plain stream
+READ_SLACK_BYTES = 1024 * 1024  # past max_bytes, for the batches before the offset in a first range
+
 RemoteRead = tuple[bytes, "list[tuple[int, int]] | None"]
+
+
+@runtime_checkable
+class PieceReadingStorageManager(Protocol):
+    """A remote storage manager that also hands out a segment's bytes as views of its chunks
+    (no stream copies) and can start fetching a segment ahead of a reader (strom's chunked
+    manager, :class:`strom.tiered.chunked_rsm.ChunkedRemoteStorageManager`)."""
+
+    def fetch_log_segment_pieces(self, metadata: RemoteLogSegmentMetadata, start_position: int,
+                                 end_position: int | None = None) -> Generator[memoryview, None, None]: ...
+
+    def prefetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int) -> None: ...
 
 
 def load_storage_manager(pm: pluggy.PluginManager, config: BrokerConfig) -> RemoteStorageManager:
@@ -70,12 +89,22 @@ class RemoteLogBinding:
     """The running remote tier of one broker: the managers and the leadership event thread."""
 
     def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager, manager: RemoteLogManager, *,
-                 reader_threads: int = 10, max_wait_s: float = 0.5) -> None:
+                 reader_threads: int = 10, max_wait_s: float = 0.5,
+                 fetch_quota: RLMQuotaManager | None = None) -> None:
         self.rsm, self.rlmm, self.manager = rsm, rlmm, manager
         self._events = ThreadPoolExecutor(1, thread_name_prefix="remote-log-leadership")
         # remote.log.reader.threads: remote fetches, never on the event loop.
         self._readers = ThreadPoolExecutor(reader_threads, thread_name_prefix="remote-log-reader")
         self.max_wait_s = max_wait_s
+        self.fetch_quota = fetch_quota if fetch_quota is not None else RLMQuotaManager(2**63 - 1)
+        self._pieces_rsm = rsm if isinstance(rsm, PieceReadingStorageManager) else None
+        self.offsets = RemoteOffsetReader(rsm, rlmm)  # ListOffsets over remote segments
+
+    def offset_for_timestamp(self, part: Partition, timestamp: int) -> Future[tuple[int, int, int] | None]:
+        """ListOffsets by timestamp or -3 over the remote segments too (remote_offsets.py), on a reader thread."""
+        with part.log.lock:
+            epochs = part.log.epoch_cache.entries()
+        return self._readers.submit(self.offsets.find, part.log, topic_id_partition(part), epochs, timestamp)
 
     @classmethod
     def start(cls, pm: pluggy.PluginManager, config: BrokerConfig, rsm: RemoteStorageManager,
@@ -91,9 +120,14 @@ class RemoteLogBinding:
         readers = ConfigReader(props).integer("remote.log.reader.threads", 10, minimum=1)
         manager.start()
         log.info("remote log manager started (metadata through %s)", props[RLMM_BOOTSTRAP_KEY])
-        return cls(rsm, rlmm, manager, reader_threads=readers, max_wait_s=config.remote_fetch_max_wait_ms / 1000)
+        return cls(rsm, rlmm, manager, reader_threads=readers, max_wait_s=config.remote_fetch_max_wait_ms / 1000,
+                   fetch_quota=RLMQuotaManager.from_config(props))
 
     # -- remote fetch -----------------------------------------------------------------------
+
+    def fetch_quota_exceeded(self) -> bool:
+        """Kafka's ``isRemoteLogFetchQuotaExceeded``: while true a Fetch reads nothing remote."""
+        return self.fetch_quota.is_quota_exceeded()
 
     def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool,
              read_committed: bool) -> Future[RemoteRead]:
@@ -108,6 +142,7 @@ class RemoteLogBinding:
         tip = topic_id_partition(part)
         try:
             meta, records = self._read(tip, epochs, offset, max_bytes, min_one_message)
+            self.fetch_quota.record(len(records))
             if not read_committed:
                 return records, None
             upper = offset
@@ -138,13 +173,19 @@ class RemoteLogBinding:
         """The position of the last offset index entry at or below ``offset`` (0 without one)."""
         with self.rsm.fetch_index(meta, IndexType.OFFSET) as stream:
             data = stream.read()
-        position = 0
-        for n in range(len(data) // _INDEX_ENTRY.size):
-            relative, pos = _INDEX_ENTRY.unpack_from(data, n * _INDEX_ENTRY.size)
-            if (n and relative == 0 and pos == 0) or meta.start_offset + relative > offset:
-                break  # the zero tail of a preallocated index, or past the offset
-            position = pos
-        return position
+        entries = len(data) // _INDEX_ENTRY.size
+        relative = offset - meta.start_offset
+        # Binary search over the entries (increasing relative offsets); a preallocated index's
+        # zero tail (an entry 0/0 after the first) ends the entries.
+        lo, hi = 0, entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            rel, pos = _INDEX_ENTRY.unpack_from(data, mid * _INDEX_ENTRY.size)
+            if (mid and rel == 0 and pos == 0) or rel > relative:
+                hi = mid
+            else:
+                lo = mid + 1
+        return _INDEX_ENTRY.unpack_from(data, (lo - 1) * _INDEX_ENTRY.size)[1] if lo else 0
 
     def _aborted(self, part: Partition, tip: TopicIdPartition, epochs: list[tuple[int, int]],
                  meta: RemoteLogSegmentMetadata, offset: int, upper: int) -> list[tuple[int, int]]:
@@ -183,26 +224,75 @@ class RemoteLogBinding:
     def _read(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
               min_one_message: bool) -> tuple[RemoteLogSegmentMetadata, bytes]:
         """Kafka's RemoteLogReader: whole batches of one remote segment from the one holding
-        ``offset``, at most ``max_bytes`` but the first (KIP-74)."""
+        ``offset``, at most ``max_bytes`` but the first (KIP-74).
+
+        The segment's bytes come as pieces (views of cached chunks, or of the response body) and
+        only the batch headers are read from them; the batches returned are joined once."""
         meta = self._segment_for(tip, epochs, offset)
-        out = bytearray()
-        with self.rsm.fetch_log_segment(meta, self._position(meta, offset)) as stream:
-            while True:
-                head = _read_exact(stream, _BATCH_START.size)
-                if len(head) < _BATCH_START.size:
-                    break
-                base, length = _BATCH_START.unpack(head)
-                body = _read_exact(stream, length)
-                if len(body) < length:
+        start = self._position(meta, offset)
+        buf = _Pieces(self._segment_pieces(meta, start, max_bytes + READ_SLACK_BYTES))
+        try:
+            pos, first = 0, -1
+            while buf.fill(pos + _HEADER_NEEDED):
+                head = buf.slice(pos, pos + _HEADER_NEEDED)
+                base, length = _BATCH_START.unpack_from(head)
+                end = pos + _BATCH_START.size + length
+                if not buf.fill(end):
                     break  # the segment's end
-                last = base + _LAST_OFFSET_DELTA.unpack_from(body, 23 - _BATCH_START.size)[0]
-                if last < offset:
+                if base + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0] < offset:
+                    pos = end
                     continue
-                if len(out) + len(head) + length > max_bytes and (out or not min_one_message):
+                if first < 0:
+                    first = pos
+                if end - first > max_bytes and (pos > first or not min_one_message):
                     break
-                out += head
-                out += body
-        return meta, bytes(out)
+                pos = end
+            records = buf.slice(first, pos) if first >= 0 else b""
+        finally:
+            buf.close()
+        if self._pieces_rsm is not None and 0 < meta.segment_size_in_bytes <= start + pos + max_bytes:
+            # A sequential reader's next fetch reaches the next segment: have it fetched meanwhile.
+            self._readers.submit(self._prefetch_next, tip, epochs, meta)
+        return meta, records
+
+    def _segment_pieces(self, meta: RemoteLogSegmentMetadata, start: int,
+                        first_range: int) -> Generator[bytes | memoryview, None, None]:
+        """The segment's bytes from ``start`` on, as pieces: the first ``first_range`` bytes in one
+        ranged read, then ranges twice as long each (a reader that needs more: a large first
+        batch, many batches before the offset) until the segment's end."""
+        size = meta.segment_size_in_bytes
+        pos, want = start, first_range
+        while size <= 0 or pos < size:
+            last = pos + want - 1 if size <= 0 else min(pos + want, size) - 1
+            got = 0
+            pieces: Iterator[bytes | memoryview]
+            if self._pieces_rsm is not None:
+                pieces = self._pieces_rsm.fetch_log_segment_pieces(meta, pos, last)
+            else:
+                pieces = _stream_pieces(self.rsm, meta, pos, last)
+            try:
+                for piece in pieces:
+                    got += len(piece)
+                    yield piece
+            finally:
+                close = getattr(pieces, "close", None)
+                if close is not None:
+                    close()
+            if got < last - pos + 1:
+                return  # the segment ended first
+            pos += got
+            want *= 2
+
+    def _prefetch_next(self, tip: TopicIdPartition, epochs: list[tuple[int, int]],
+                       meta: RemoteLogSegmentMetadata) -> None:
+        rsm = self._pieces_rsm
+        if rsm is None:
+            return
+        try:
+            following = self._segment_for(tip, epochs, meta.end_offset + 1)
+            rsm.prefetch_log_segment(following, 0)
+        except (OffsetOutOfRangeError, RemoteStorageError) as e:  # the end of the remote log, or S3 away
+            log.debug("no prefetch after %s of %s: %s", meta.segment_id, tip, e)
 
     def on_roles(self, leaders: list[Partition], followers: list[Partition],
                  stopped: list[StoppedPartition]) -> None:
@@ -238,12 +328,51 @@ class RemoteLogBinding:
                 log.exception("closing %s", type(closing).__name__)
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes:
-    """``n`` bytes of a stream, fewer only at its end (a chunked stream may return short reads)."""
-    data = stream.read(n)
-    while len(data) < n:
-        more = stream.read(n - len(data))
-        if not more:
-            break
-        data += more
-    return data
+def _stream_pieces(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, first: int,
+                   last: int) -> Generator[bytes, None, None]:
+    """Bytes ``first..last`` of a segment from any manager's stream, in pieces."""
+    with rsm.fetch_log_segment(meta, first, last) as stream:
+        while piece := stream.read(READ_PIECE_BYTES):
+            yield piece
+
+
+class _Pieces:
+    """Byte pieces pulled from an iterator on demand, addressed as one run of bytes."""
+
+    def __init__(self, source: Generator[bytes | memoryview, None, None]) -> None:
+        self._source = source
+        self._views: list[memoryview] = []
+        self._starts: list[int] = []
+        self.size = 0
+
+    def fill(self, n: int) -> bool:
+        """Pull pieces until ``n`` bytes are held; False if the source ends first."""
+        while self.size < n:
+            piece = next(self._source, None)
+            if piece is None:
+                return False
+            if piece:
+                self._starts.append(self.size)
+                self._views.append(memoryview(piece).cast("B"))
+                self.size += len(piece)
+        return True
+
+    def slice(self, lo: int, hi: int) -> bytes:
+        """Bytes ``lo..hi`` (exclusive; held already), copied once."""
+        i = bisect.bisect_right(self._starts, lo) - 1
+        first = self._views[i]
+        offset = lo - self._starts[i]
+        if offset + (hi - lo) <= len(first):
+            return first[offset:offset + hi - lo].tobytes()
+        parts = [first[offset:]]
+        at = self._starts[i] + len(first)
+        while at < hi:
+            i += 1
+            view = self._views[i]
+            parts.append(view[:hi - at])
+            at += len(view)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._views.clear()
+        self._source.close()

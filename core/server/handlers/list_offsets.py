@@ -6,21 +6,30 @@ UNSUPPORTED_VERSION for that partition; a partition asked for twice in one reque
 INVALID_REQUEST for every copy. The tiered-storage timestamps: -4 (earliest local, KIP-1005)
 is the first offset on local disk, -2 the log start with remote data included; -5 (latest
 tiered) is the end of the newest segment in remote storage (-1 without remote storage or before
-the first copy); -6 (earliest pending upload, KIP-1023, the reason for v11) answers what Kafka
-answers for a topic without remote storage: no offset (-1, -1, epoch -1).
+the first copy); -6 (earliest pending upload, KIP-1023, the reason for v11) is the first offset
+not yet copied to remote storage, as Kafka 4.3 answers it (no offset, -1, on a log without
+remote storage). On a tiered log a timestamp and -3 (max timestamp) also search the remote
+segments (``core/replica/remote_offsets.py``): the lookup runs on the remote tier's reader
+threads and the handler awaits it, at most ``remote.list.offsets.request.timeout.ms``
+(REQUEST_TIMED_OUT past it, as Kafka's DelayedRemoteListOffsets).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.errors import RequestTimedOutError
 from strom.core.protocol.messages import response_messages
+from strom.core.replica.remote_offsets import earliest_pending_upload
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, response_throttle
 
 if TYPE_CHECKING:
+    from strom.core.replica.partition import Partition
     from strom.core.server.handlers._deps import ReplicaDeps
     from strom.core.server.handlers._kio_types import ListOffsetsRequest, ListOffsetsResponse
 
@@ -37,6 +46,31 @@ EARLIEST_PENDING_UPLOAD = -6
 # The first request version that may carry each special timestamp (Kafka's table).
 MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                EARLIEST_PENDING_UPLOAD: 11}
+REMOTE_LIST_OFFSETS_TIMEOUT_MS = 30_000  # Kafka's remote.list.offsets.request.timeout.ms default
+
+
+@runtime_checkable
+class RemoteOffsetLookup(Protocol):
+    """The remote tier's ListOffsets search (``RemoteLogBinding``), present only on a broker with
+    ``remote.log.storage.system.enable``."""
+
+    def offset_for_timestamp(self, part: Partition, timestamp: int) -> Future[tuple[int, int, int] | None]: ...
+
+
+async def _offset_for_timestamp(deps: ReplicaDeps, part: Partition, timestamp: int) -> tuple[int, int, int] | None:
+    """A timestamp or -3: from the remote tier when the log is tiered, else from the local log."""
+    remote = deps.replica_manager.remote_fetcher
+    if not isinstance(remote, RemoteOffsetLookup) or not part.log.remote_log_enabled:
+        return part.fetch_offset_for_timestamp(timestamp)
+    # Not a BrokerConfig field: a Kafka key the config keeps as given (validated by Kafka's table).
+    timeout_ms = int((deps.config.model_extra or {}).get("remote.list.offsets.request.timeout.ms",
+                                                         REMOTE_LIST_OFFSETS_TIMEOUT_MS))
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(remote.offset_for_timestamp(part, timestamp)),
+                                      timeout_ms / 1000)
+    except TimeoutError:
+        raise RequestTimedOutError(f"ListOffsets of {part.topic}-{part.index} at timestamp {timestamp}: "
+                                   f"remote storage did not answer within {timeout_ms} ms") from None
 
 
 async def handle(deps: ReplicaDeps, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -80,9 +114,9 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: ListOffsetsReq
                         # topic without remote storage or with nothing copied yet.
                         offset, _, epoch = part.fetch_offset_for_timestamp(ts) or (-1, -1, -1)
                     elif ts == EARLIEST_PENDING_UPLOAD:
-                        pass  # not computed yet: answered as for a topic without remote storage
+                        offset, _, epoch = earliest_pending_upload(part.log)
                     else:
-                        found = part.fetch_offset_for_timestamp(ts)
+                        found = await _offset_for_timestamp(deps, part, ts)
                         if found is not None:
                             offset, timestamp, epoch = found
                             if offset >= part.high_watermark:

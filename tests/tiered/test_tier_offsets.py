@@ -1,0 +1,141 @@
+"""ListOffsets over a tiered topic whose old data lives only in S3 (issue 21 item 6): a timestamp
+that falls in a remote segment is answered from the remote time index (Kafka's
+``RemoteLogManager.findOffsetByTimestamp``), -3 finds the largest timestamp when it lives
+remotely, -6 (EARLIEST_PENDING_UPLOAD, KIP-1023) answers the first offset not yet copied as Kafka
+4.3's ``fetchEarliestPendingUploadOffset`` (no offset on a topic without remote storage).
+DescribeLogDirs reports the local size only, as Kafka, and ``strom topics describe`` shows the
+local and remote log start offsets and the remote size. Real parts: strom's broker process, moto's
+S3 server, confluent-kafka and raw ListOffsets v11 requests."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from diff_wire import WireClient
+from kio.schema.list_offsets.v11.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from strom.core.testing import BrokerProcess, wait_for
+
+if TYPE_CHECKING:
+    from tests.tiered.conftest import S3Config
+
+pytestmark = pytest.mark.broker
+
+TOPIC = "tiered"
+# Recent timestamps: retention.ms (7 days) must not expire the remote segments, and Kafka 4's
+# log.message.timestamp.after.max.ms (1 hour) bounds the largest one.
+BASE_TS = (int(time.time()) - 600) * 1000
+STEP_MS = 10
+COUNT = 2000
+MAX_AT = 1500  # the record with the largest timestamp: in a remote segment
+MAX_TS = BASE_TS + 1_800_000
+
+
+def timestamp_of(i: int) -> int:
+    return MAX_TS if i == MAX_AT else BASE_TS + i * STEP_MS
+
+
+def tier_config(s3_config: dict[str, str]) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "500",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        **s3_config,
+    }
+
+
+@pytest.fixture
+def tier_broker(tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> Iterator[BrokerProcess]:
+    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
+        yield broker
+
+
+def local_bases(partition_dir: Path) -> list[int]:
+    return sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
+
+
+def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int, int]:
+    """(error code, offset, timestamp) of ListOffsets v11 for partition 0."""
+    with WireClient(bootstrap) as c:
+        resp = c.request(ListOffsetsRequest(
+            replica_id=BrokerId(-1), isolation_level=i8(0), timeout=i32Timedelta.parse(timedelta(seconds=30)), topics=(ListOffsetsTopic(
+                name=TopicName(topic), partitions=(ListOffsetsPartition(
+                    partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)))
+    p = resp.topics[0].partitions[0]
+    return int(p.error_code), int(p.offset), int(p.timestamp)
+
+
+def produce_timed(bootstrap: str, topic: str) -> None:
+    errors: list[object] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4000})
+    for i in range(COUNT):
+        producer.produce(topic, os.urandom(100), key=str(i).encode(), timestamp=timestamp_of(i),
+                         on_delivery=lambda e, m: errors.append(e) if e else None)
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+def tiered_down_to_active(broker: BrokerProcess, topic: str) -> int:
+    """Wait until only the active segment is on disk and the leader knows the copies; the local start."""
+    partition_dir = broker.data_dir / "logs" / f"{topic}-0"
+    wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one",
+             detail=lambda: str(local_bases(partition_dir)))
+    local_start = local_bases(partition_dir)[0]
+    wait_for(lambda: list_offsets(broker.bootstrap, topic, -5)[1] == local_start - 1, 60,
+             "the highest tiered offset known to the leader")
+    return local_start
+
+
+def test_timestamps_and_max_timestamp_in_remote_segments(tier_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():
+        f.result(30)
+    produce_timed(tier_broker.bootstrap, TOPIC)
+    local_start = tiered_down_to_active(tier_broker, TOPIC)
+    assert local_start > MAX_AT, "the largest timestamp must live in S3 only"
+    bootstrap = tier_broker.bootstrap
+
+    # Timestamps of records only in S3: the first offset at or after each, from the remote indexes.
+    for i in (0, 1, 333, 700, MAX_AT - 1):
+        assert list_offsets(bootstrap, TOPIC, timestamp_of(i)) == (0, i, timestamp_of(i)), i
+        assert list_offsets(bootstrap, TOPIC, timestamp_of(i) - 3) == (0, i, timestamp_of(i)), i
+    assert list_offsets(bootstrap, TOPIC, timestamp_of(700) + 1) == (0, 701, timestamp_of(701))
+    assert list_offsets(bootstrap, TOPIC, BASE_TS - 1) == (0, 0, BASE_TS)
+    # Above every regular timestamp: only the remote record with the largest one reaches it.
+    assert list_offsets(bootstrap, TOPIC, timestamp_of(COUNT - 1) + 1) == (0, MAX_AT, MAX_TS)
+    assert list_offsets(bootstrap, TOPIC, MAX_TS + 1) == (0, -1, -1)
+    # -3: the largest timestamp is in S3, above every local one.
+    assert list_offsets(bootstrap, TOPIC, -3) == (0, MAX_AT, MAX_TS)
+    # The same answers again (the remote indexes now come from the broker's index cache).
+    assert list_offsets(bootstrap, TOPIC, timestamp_of(333)) == (0, 333, timestamp_of(333))
+
+
+def test_earliest_pending_upload(tier_broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    for f in admin.create_topics([
+            NewTopic(TOPIC, 1, 1, config={"remote.storage.enable": "true", "segment.bytes": "16384",
+                                          "local.retention.bytes": "1"}),
+            NewTopic("fresh", 1, 1, config={"remote.storage.enable": "true"}),
+            NewTopic("local-only", 1, 1, config={"segment.bytes": "16384"})]).values():
+        f.result(30)
+    bootstrap = tier_broker.bootstrap
+    # Kafka 4.3: nothing copied yet and the local start at the log start -> the log start.
+    assert list_offsets(bootstrap, "fresh", -6)[:2] == (0, 0)
+    produce_timed(bootstrap, "local-only")
+    assert list_offsets(bootstrap, "local-only", -6)[:2] == (0, -1)  # no remote storage: no offset
+    produce_timed(bootstrap, TOPIC)
+    local_start = tiered_down_to_active(tier_broker, TOPIC)
+    # The first offset not in remote storage: the highest tiered offset + 1.
+    assert list_offsets(bootstrap, TOPIC, -6)[:2] == (0, local_start)
