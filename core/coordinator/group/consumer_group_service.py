@@ -28,6 +28,7 @@ from strom.core.coordinator.group.consumer_group import (
     HeartbeatResult,
     Record,
 )
+from strom.core.group_config import GROUP_RESOURCE, group_timeouts
 from strom.plugins.manager import load_assignors
 
 log = logging.getLogger(__name__)
@@ -70,17 +71,20 @@ class ImageTopics:
 _ASSIGNORS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def env_for(broker: Any) -> GroupEnv:
-    """The group environment of a broker: its current topics, its assignors and timeouts."""
+def env_for(broker: Any, group_id: str | None = None) -> GroupEnv:
+    """The group environment of a broker: its current topics, its assignors and timeouts. With
+    ``group_id``, the timeouts are that group's: its GROUP config resource's
+    ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` (KIP-848) when set."""
     assignors = _ASSIGNORS.get(broker)
     if assignors is None:
         # Plugins are asked once per broker; the request path then uses the objects directly.
         assignors = load_assignors(broker.plugin_manager, broker.config)
         _ASSIGNORS[broker] = assignors
     config = broker.config
+    overrides = broker.image.resource_configs(GROUP_RESOURCE, group_id) if group_id is not None else {}
+    session_timeout_ms, heartbeat_interval_ms = group_timeouts(config, overrides)
     return GroupEnv(topics=ImageTopics(broker.image), assignors=assignors,
-                    session_timeout_ms=config.group_consumer_session_timeout_ms,
-                    heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                    session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
                     max_size=config.group_consumer_max_size)
 
 

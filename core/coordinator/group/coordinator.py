@@ -170,7 +170,7 @@ class GroupCoordinator:
             elif not group.is_empty():
                 from strom.core.coordinator.group import consumer_group_service as cgs
 
-                cgs.ensure_timer(self, group, lambda: cgs.env_for(self.broker))
+                cgs.ensure_timer(self, group, lambda gid=group.group_id: cgs.env_for(self.broker, gid))
         self.loaded = True
         self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(),
                                                                     name="group-metadata-cleanup")

@@ -67,8 +67,9 @@ async def handle(deps: GroupDeps, ctx: RequestContext, request: ConsumerGroupHea
         return failure(int(ErrorCode.coordinator_not_available), None)
     try:
         req = parse(request, ctx)
-        env = service.env_for(deps)
-        result = await service.heartbeat(coordinator, lambda: service.env_for(deps), request.group_id, req)
+        env = service.env_for(deps, request.group_id)  # the group's own timeouts (GROUP configs)
+        result = await service.heartbeat(coordinator, lambda: service.env_for(deps, request.group_id),
+                                         request.group_id, req)
     except KafkaError as e:
         return failure(*error_of(e))
     except Exception as e:  # answered as UNKNOWN_SERVER_ERROR (error_of logs it)
