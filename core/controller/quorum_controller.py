@@ -28,6 +28,7 @@ from strom.core.config import (
     format_config_value,
     parse_topic_config,
 )
+from strom.core.dynamic_config import KAFKA_BROKER_KEYS, validate_client_metrics
 from strom.core.errors import (
     BrokerIdNotRegisteredError,
     InvalidConfigurationError,
@@ -45,6 +46,7 @@ from strom.core.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.core.exceptions import ConfigError
+from strom.core.group_config import GROUP_RESOURCE, validate_group_configs
 from strom.core.metadata.bootstrap import MINIMUM_METADATA_VERSION
 from strom.core.metadata.features import FEATURES, METADATA_VERSION_FEATURE
 from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
@@ -404,13 +406,18 @@ class QuorumController:
         elif rtype == BROKER_RESOURCE:
             if name and not name.isdigit():
                 raise InvalidRequestError(f"Illegal broker name {name!r}: not an integer.")
+        elif rtype == GROUP_RESOURCE:
+            if not name:
+                raise InvalidRequestError("Default group resources are not allowed.")
+        elif rtype == CLIENT_METRICS_RESOURCE:
+            pass  # validate_client_metrics checks the name with the values
         else:
             raise InvalidRequestError(f"Unsupported resource type {rtype}.")
         current = dict(image.resource_configs(rtype, name))
         new = {} if legacy else dict(current)
         for key, op, value in res.ops:
-            if rtype == BROKER_RESOURCE and key not in _BROKER_KEYS:
-                raise InvalidConfigurationError(f"Unknown broker config name: {key}")
+            # Broker keys were checked by the broker that forwarded the request (Kafka's
+            # ConfigAdminManager, strom.core.dynamic_config); like Kafka, unknown ones are kept.
             if rtype == TOPIC_RESOURCE and key not in TOPIC_CONFIGS:
                 raise InvalidConfigurationError(str(ConfigError(key, value, "", unknown=True)))
             if op == OP_SET:
@@ -422,11 +429,17 @@ class QuorumController:
             elif op == OP_DELETE:
                 new.pop(key, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                if rtype != TOPIC_RESOURCE or TOPIC_CONFIGS[key].type != "LIST":
-                    verb = "append" if op == OP_APPEND else "subtract"
+                verb = "append" if op == OP_APPEND else "subtract"
+                if rtype in (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE):
+                    raise InvalidConfigurationError(f"Can't {verb.upper()} to key {key} because its type is not LIST.")
+                broker_key = KAFKA_BROKER_KEYS.get(key) if rtype == BROKER_RESOURCE else None
+                list_type = TOPIC_CONFIGS[key].type if rtype == TOPIC_RESOURCE else getattr(broker_key, "type", None)
+                if list_type != "LIST":
                     raise InvalidConfigurationError(f"Config value {verb} is not allowed for config key: {key}")
                 base = new.get(key)
-                if base is None:
+                if base is None and broker_key is not None:
+                    base = broker_key.default or ""
+                elif base is None:
                     base = format_config_value(self.config.topic_defaults()[key])
                 items = [p for p in base.split(",") if p]
                 given = [p.strip() for p in (value or "").split(",") if p.strip()]
@@ -439,6 +452,10 @@ class QuorumController:
                 raise InvalidRequestError(f"Unknown alter config operation {op}.")
         if rtype == TOPIC_RESOURCE:
             new = self._validate_topic_configs(new)
+        elif rtype == GROUP_RESOURCE:
+            validate_group_configs(self.config, new)
+        elif rtype == CLIENT_METRICS_RESOURCE:
+            validate_client_metrics(name, new)
         out: list[Message] = []
         for key in sorted(set(current) | set(new)):
             if key not in new:
@@ -570,7 +587,7 @@ class QuorumController:
 # --verify clears the throttles at the end of every reassignment).
 REPLICATION_QUOTA_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
                                     "replica.alter.log.dirs.io.max.bytes.per.second"})
-_BROKER_KEYS = frozenset(f.alias for f in BrokerConfig.model_fields.values() if f.alias) | REPLICATION_QUOTA_KEYS
+CLIENT_METRICS_RESOURCE = 16  # KIP-714 subscriptions (ConfigResource.Type.CLIENT_METRICS)
 
 
 def _check_quota_rate(key: str, value: str) -> None:
