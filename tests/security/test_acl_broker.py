@@ -1,0 +1,294 @@
+"""ACLs on a real broker with Kafka's StandardAuthorizer rules, through real clients.
+
+The broker runs ``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer``.
+Until SASL listeners exist every client is ``User:ANONYMOUS``, so the module's broker is first
+started with ``super.users=User:ANONYMOUS`` to grant that principal ALTER and DESCRIBE on the
+cluster (what managing ACLs needs), then restarted without it: from then on it is an ordinary
+user with only the ACLs the tests give it, and the cluster ACLs it still has were replayed from
+the metadata log. Each test uses its own topic, group and prefix names.
+
+confluent-kafka (librdkafka) produces, consumes and creates topics and manages ACLs;
+kafka-python describes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kafka.admin import (
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePatternFilter,
+)
+from kafka.admin import ResourceType as KpResourceType
+from kafka_wire import connect, roundtrip
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
+
+from strom.core.testing import BrokerProcess, wait_for
+
+STANDARD = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+ME = "User:ANONYMOUS"
+
+
+def acl_filter(rtype: ResourceType, name: str | None, pattern: ResourcePatternType, principal: str | None = None,
+               host: str | None = None, op: AclOperation = AclOperation.ANY,
+               permission: AclPermissionType = AclPermissionType.ANY) -> AclBindingFilter:
+    """An AclBindingFilter; None matches anything (confluent-kafka's stubs type these as str only)."""
+    return AclBindingFilter(rtype, name, pattern, principal, host, op, permission)  # type: ignore[arg-type]
+
+
+def acl(rtype: ResourceType, name: str, op: AclOperation, *, principal: str = ME,
+        pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+        permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding(rtype, name, pattern, principal, "*", op, permission)
+
+
+def create_acls(admin: AdminClient, *bindings: AclBinding) -> None:
+    for future in admin.create_acls(list(bindings), request_timeout=30).values():
+        assert future.result(timeout=30) is None
+
+
+def delete_acls(admin: AdminClient, binding_filter: AclBindingFilter) -> list[AclBinding]:
+    [future] = admin.delete_acls([binding_filter], request_timeout=30).values()
+    deleted: list[AclBinding] = future.result(timeout=30)
+    return deleted
+
+
+def describe_acls(admin: AdminClient, binding_filter: AclBindingFilter) -> list[AclBinding]:
+    found: list[AclBinding] = admin.describe_acls(binding_filter, request_timeout=30).result(timeout=30)
+    return found
+
+
+def create_topic_error(admin: AdminClient, name: str) -> KafkaError | None:
+    """None when the topic was created, else the error CreateTopics answered."""
+    future = admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=30)[name]
+    try:
+        future.result(timeout=30)
+    except KafkaException as e:
+        error: KafkaError = e.args[0]
+        return error
+    return None
+
+
+def produce_error(bootstrap: str, topic: str, **extra: object) -> KafkaError | None:
+    """Produce one record; the delivery report's error (None: delivered)."""
+    outcome: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 15000, **extra})
+    producer.produce(topic, b"value", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(30)
+    assert outcome, "no delivery report within 30 s"
+    return outcome[0]
+
+
+def consume(bootstrap: str, topic: str, group: str, timeout: float = 30.0) -> KafkaError | int:
+    """Read ``topic`` from the start in ``group``: the first error, or the number of records read
+    once at least one arrived."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        box: list[KafkaError | int] = []
+
+        def poll() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                return False
+            error = msg.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                box.append(error)
+                return True
+            if error is None:
+                box.append(1)
+                return True
+            return False
+
+        wait_for(poll, timeout, f"a record or an error from {topic} in group {group}", interval=0)
+        return box[0]
+    finally:
+        consumer.close()
+
+
+def code_of(result: KafkaError | int | None) -> int | None:
+    return result.code() if isinstance(result, KafkaError) else None
+
+
+@pytest.fixture(scope="module")
+def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A StandardAuthorizer broker where ANONYMOUS may only manage ACLs (ALTER, DESCRIBE on the
+    cluster), granted while it was a super user before a restart."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("acl-broker"), config={**STANDARD, "super.users": ME})
+    with proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        create_acls(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
+                    acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+        del proc.config["super.users"]
+        proc.restart()
+        yield proc
+
+
+@pytest.fixture
+def admin(locked: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": locked.bootstrap})
+
+
+@pytest.fixture
+def suffix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def test_acls_survive_a_restart(admin: AdminClient) -> None:
+    cluster = acl_filter(ResourceType.BROKER, None, ResourcePatternType.ANY)
+    found = {(b.principal, b.operation, b.permission_type) for b in describe_acls(admin, cluster)}
+    assert found == {(ME, AclOperation.ALTER, AclPermissionType.ALLOW),
+                     (ME, AclOperation.DESCRIBE, AclPermissionType.ALLOW)}
+
+
+def test_user_without_acls_is_denied_until_granted(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+    topic, group = f"acl-t-{suffix}", f"acl-g-{suffix}"
+    bootstrap = locked.bootstrap
+    # Topic creation: neither CREATE on the cluster nor on the topic.
+    assert code_of(create_topic_error(admin, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.CREATE))
+    assert create_topic_error(admin, topic) is None
+    # CREATE implies neither WRITE nor READ.
+    assert code_of(produce_error(bootstrap, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
+    assert produce_error(bootstrap, topic) is None
+    # The group first (FindCoordinator needs DESCRIBE on it, which READ implies) ...
+    assert code_of(consume(bootstrap, topic, group)) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    create_acls(admin, acl(ResourceType.GROUP, group, AclOperation.READ))
+    # ... then the topic (WRITE implies DESCRIBE, so it is found, but READ is missing).
+    assert code_of(consume(bootstrap, topic, group)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.READ))
+    assert consume(bootstrap, topic, group) == 1
+
+
+def test_prefixed_acls(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+    prefix = f"pfx-{suffix}-"
+    create_acls(admin, *(acl(ResourceType.TOPIC, prefix, op, pattern=ResourcePatternType.PREFIXED)
+                         for op in (AclOperation.CREATE, AclOperation.WRITE)))
+    assert create_topic_error(admin, prefix + "orders") is None
+    assert produce_error(locked.bootstrap, prefix + "orders") is None
+    # A name that only shares part of the prefix, and the prefix without its dash, are not covered.
+    assert code_of(create_topic_error(admin, f"pfx-{suffix}")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(create_topic_error(admin, f"other-{suffix}")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_deny_overrides_allow(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+    topic = f"deny-{suffix}"
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.ALL))
+    assert create_topic_error(admin, topic) is None
+    assert produce_error(locked.bootstrap, topic) is None
+    deny = acl(ResourceType.TOPIC, f"deny-{suffix[:4]}", AclOperation.WRITE, principal="User:*",
+               pattern=ResourcePatternType.PREFIXED, permission=AclPermissionType.DENY)
+    create_acls(admin, deny)
+    assert code_of(produce_error(locked.bootstrap, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    removed = delete_acls(admin, acl_filter(ResourceType.TOPIC, None, ResourcePatternType.ANY,
+                                            permission=AclPermissionType.DENY))
+    assert removed == [deny]
+    assert produce_error(locked.bootstrap, topic) is None
+
+
+def test_describe_and_delete_with_filters(admin: AdminClient, suffix: str) -> None:
+    name = f"filters-{suffix}"
+    alice = acl(ResourceType.TOPIC, name, AclOperation.READ, principal="User:alice")
+    bob_prefixed = acl(ResourceType.TOPIC, name[:10], AclOperation.WRITE, principal="User:bob",
+                       pattern=ResourcePatternType.PREFIXED)
+    everyone_group = acl(ResourceType.GROUP, name, AclOperation.READ, principal="User:*",
+                         permission=AclPermissionType.DENY)
+    create_acls(admin, alice, bob_prefixed, everyone_group)
+    create_acls(admin, alice)  # creating an existing ACL succeeds and adds nothing
+
+    def matching(rtype: ResourceType, pattern: ResourcePatternType, principal: str | None = None,
+                 resource: str | None = name) -> set[AclBinding]:
+        return set(describe_acls(admin, acl_filter(rtype, resource, pattern, principal)))
+
+    # MATCH: every pattern that applies to the topic name (the literal and the prefix).
+    assert matching(ResourceType.TOPIC, ResourcePatternType.MATCH) == {alice, bob_prefixed}
+    # ANY: patterns whose own name is exactly this one.
+    assert matching(ResourceType.TOPIC, ResourcePatternType.ANY) == {alice}
+    assert matching(ResourceType.TOPIC, ResourcePatternType.PREFIXED, resource=name[:10]) == {bob_prefixed}
+    assert matching(ResourceType.ANY, ResourcePatternType.ANY, "User:*") == {everyone_group}
+    # kafka-python reads the same ACLs.
+    kp = KafkaAdminClient(bootstrap_servers=admin_bootstrap(admin))
+    try:
+        acls, error = kp.describe_acls(ACLFilter(principal="User:alice", host=None, operation=ACLOperation.ANY,
+                                                 permission_type=ACLPermissionType.ANY,
+                                                 resource_pattern=ResourcePatternFilter(
+                                                     KpResourceType.TOPIC, name, ACLResourcePatternType.LITERAL)))
+        assert error.errno == 0
+        assert [(a.principal, a.operation, a.resource_pattern.resource_name) for a in acls] == [
+            ("User:alice", ACLOperation.READ, name)]
+    finally:
+        kp.close()
+    # Delete: each filter answers what it removed; afterwards nothing of this test is left.
+    removed = delete_acls(admin, acl_filter(ResourceType.TOPIC, name, ResourcePatternType.MATCH))
+    assert set(removed) == {alice, bob_prefixed}
+    assert delete_acls(admin, AclBindingFilter(ResourceType.GROUP, name, ResourcePatternType.LITERAL, "User:*",
+                                               "*", AclOperation.READ, AclPermissionType.DENY)) == [everyone_group]
+    assert matching(ResourceType.ANY, ResourcePatternType.MATCH) == set()
+
+
+def admin_bootstrap(admin: AdminClient) -> str:
+    metadata = admin.list_topics(timeout=10)
+    broker = next(iter(metadata.brokers.values()))
+    return f"{broker.host}:{broker.port}"
+
+
+def test_invalid_acls_answer_invalid_request(admin: AdminClient) -> None:
+    bad = [acl(ResourceType.BROKER, "not-the-cluster", AclOperation.ALTER),
+           acl(ResourceType.TOPIC, "", AclOperation.READ)]
+    futures = admin.create_acls(bad, request_timeout=30)
+    for binding, future in futures.items():
+        with pytest.raises(KafkaException) as err:
+            future.result(timeout=30)
+        assert err.value.args[0].code() == KafkaError.INVALID_REQUEST, binding
+
+
+def test_super_user_ignores_deny_acls(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data", config={**STANDARD, "super.users": f"User:admin;{ME}"}) as proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        create_acls(admin, acl(ResourceType.TOPIC, "*", AclOperation.ALL, principal="User:*",
+                               permission=AclPermissionType.DENY),
+                    acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALL, principal="User:*",
+                        permission=AclPermissionType.DENY))
+        assert create_topic_error(admin, "super") is None
+        assert produce_error(proc.bootstrap, "super") is None
+
+
+def test_without_an_acl_authorizer_the_acl_apis_are_security_disabled(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data") as proc:  # the default: allow-all, as Kafka without an authorizer
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        # librdkafka drops DescribeAcls' top-level error (an empty list), so ask on the wire.
+        request = DescribeAclsRequest(resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+                                      principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1))
+        with connect(proc.bootstrap) as sock:
+            response = roundtrip(sock, request)
+        assert (response.error_code, response.error_message) == (
+            ErrorCode.security_disabled, "No Authorizer is configured on the broker")
+        [future] = admin.create_acls([acl(ResourceType.TOPIC, "t", AclOperation.READ)], request_timeout=30).values()
+        with pytest.raises(KafkaException) as err:
+            future.result(timeout=30)
+        assert err.value.args[0].code() == KafkaError.SECURITY_DISABLED
+        # Everything else stays allowed.
+        assert create_topic_error(admin, "open") is None
+        assert produce_error(proc.bootstrap, "open") is None
