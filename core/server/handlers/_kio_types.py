@@ -235,6 +235,8 @@ import kio.schema.find_coordinator.v5.request
 import kio.schema.find_coordinator.v5.response
 import kio.schema.find_coordinator.v6.request
 import kio.schema.find_coordinator.v6.response
+import kio.schema.get_telemetry_subscriptions.v0.request
+import kio.schema.get_telemetry_subscriptions.v0.response
 import kio.schema.heartbeat.v0.request
 import kio.schema.heartbeat.v0.response
 import kio.schema.heartbeat.v1.request
@@ -293,6 +295,10 @@ import kio.schema.leave_group.v4.request
 import kio.schema.leave_group.v4.response
 import kio.schema.leave_group.v5.request
 import kio.schema.leave_group.v5.response
+import kio.schema.list_config_resources.v0.request
+import kio.schema.list_config_resources.v0.response
+import kio.schema.list_config_resources.v1.request
+import kio.schema.list_config_resources.v1.response
 import kio.schema.list_groups.v0.request
 import kio.schema.list_groups.v0.response
 import kio.schema.list_groups.v1.request
@@ -431,6 +437,8 @@ import kio.schema.produce.v12.request
 import kio.schema.produce.v12.response
 import kio.schema.produce.v13.request
 import kio.schema.produce.v13.response
+import kio.schema.push_telemetry.v0.request
+import kio.schema.push_telemetry.v0.response
 import kio.schema.sync_group.v0.request
 import kio.schema.sync_group.v0.response
 import kio.schema.sync_group.v1.request
@@ -1276,6 +1284,38 @@ ConsumerGroupDescribeRequest: TypeAlias = (
 ConsumerGroupDescribeResponse: TypeAlias = (
     kio.schema.consumer_group_describe.v0.response.ConsumerGroupDescribeResponse
     | kio.schema.consumer_group_describe.v1.response.ConsumerGroupDescribeResponse
+)
+
+# API key 71, versions 0..0
+GetTelemetrySubscriptionsRequest: TypeAlias = (
+    kio.schema.get_telemetry_subscriptions.v0.request.GetTelemetrySubscriptionsRequest
+)
+
+# API key 71, versions 0..0
+GetTelemetrySubscriptionsResponse: TypeAlias = (
+    kio.schema.get_telemetry_subscriptions.v0.response.GetTelemetrySubscriptionsResponse
+)
+
+# API key 72, versions 0..0
+PushTelemetryRequest: TypeAlias = (
+    kio.schema.push_telemetry.v0.request.PushTelemetryRequest
+)
+
+# API key 72, versions 0..0
+PushTelemetryResponse: TypeAlias = (
+    kio.schema.push_telemetry.v0.response.PushTelemetryResponse
+)
+
+# API key 74, versions 0..1
+ListConfigResourcesRequest: TypeAlias = (
+    kio.schema.list_config_resources.v0.request.ListConfigResourcesRequest
+    | kio.schema.list_config_resources.v1.request.ListConfigResourcesRequest
+)
+
+# API key 74, versions 0..1
+ListConfigResourcesResponse: TypeAlias = (
+    kio.schema.list_config_resources.v0.response.ListConfigResourcesResponse
+    | kio.schema.list_config_resources.v1.response.ListConfigResourcesResponse
 )
 
 # API key 75, versions 0..0
