@@ -12,7 +12,7 @@ Usage (on the broker's event loop)::
     epoch = await system.controller.register_broker(node_id, endpoints, rack, incarnation_id)
     results = await system.controller.create_topics([...])
     system.image                                  # latest committed MetadataImage
-    await system.close()
+    await system.close()                          # controlled shutdown: fenced, leaders moved
 
 Layout: ``<metadata.log.dir>/__cluster_metadata-0/`` holds the log segment, ``quorum-state`` and
 ``<offset>-<epoch>.checkpoint`` snapshots; ``bootstrap.checkpoint`` and ``meta.properties`` sit
@@ -149,8 +149,20 @@ class MetadataSystem:
         except Exception:
             log.exception("metadata snapshot failed")
 
-    async def close(self) -> None:
+    async def close(self, *, controlled_shutdown: bool = True) -> None:
+        """Stop the node's metadata path. With ``controlled_shutdown`` (a clean stop), this
+        node's broker is first taken out of ISR and leadership and fenced, with the records
+        Kafka's controller writes for a controlled shutdown, so whoever opens this log next
+        (strom or Kafka) finds no live registration of a process that is gone."""
         self._closing = True
+        if controlled_shutdown and self._started:
+            # The broker is stopping: its components no longer follow the image.
+            self.loader.publishers = [p for p in self.loader.publishers if isinstance(p, _SnapshotTrigger)]
+            try:
+                await self.controller.controlled_shutdown(self.config.node_id)
+            except Exception:
+                # The log stays as it was: the next start re-registers and elects anyway.
+                log.exception("controlled shutdown of broker %d failed", self.config.node_id)
         if self._snapshot_tasks:
             await asyncio.gather(*self._snapshot_tasks, return_exceptions=True)
         self.raft.close()

@@ -9,8 +9,19 @@ the whole request.
 
 Entry points: :meth:`create_topics`, :meth:`delete_topics`, :meth:`create_partitions`,
 :meth:`incremental_alter_configs`, :meth:`legacy_alter_configs`, :meth:`register_broker`,
-:meth:`allocate_producer_ids`, :meth:`update_features`. Single node today: a partition's replicas are chosen round-robin
-from the registered brokers (so one broker gives replicas=isr=[node], leader=node, epoch 0).
+:meth:`controlled_shutdown`, :meth:`allocate_producer_ids`, :meth:`update_features`. Single node
+today: a partition's replicas are chosen round-robin from the registered brokers (so one broker
+gives replicas=isr=[node], leader=node, epoch 0), each replica in the broker's log directory
+(its ``directory.id``) when the broker has exactly one, as Kafka's ``ClusterControlManager.defaultDir``.
+
+Broker lifecycle, as Kafka 4.3's controller writes it: a registration is a RegisterControllerRecord
+for this node's controller (once per incarnation), a fenced RegisterBrokerRecord, then (Kafka's
+first heartbeat) a batch that unfences it with a BrokerRegistrationChangeRecord and elects a
+leader for every partition that has none and can get one (:mod:`.partition_change`: ISR first,
+then the ELR when ``eligible.leader.replicas.version`` is on, unclean only if configured). A
+controlled shutdown writes BrokerRegistrationChangeRecord(in controlled shutdown) with the
+PartitionChangeRecords that take the broker out of ISR and leadership, then one that fences it.
+Start-up (:meth:`activate`) also elects where a registered, unfenced replica can lead.
 """
 
 from __future__ import annotations
@@ -19,7 +30,8 @@ import asyncio
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from strom.core.config import (
     TOPIC_CONFIGS,
@@ -28,6 +40,7 @@ from strom.core.config import (
     format_config_value,
     parse_topic_config,
 )
+from strom.core.controller.partition_change import elect_leader, remove_from_isr
 from strom.core.dynamic_config import KAFKA_BROKER_KEYS, validate_client_metrics
 from strom.core.errors import (
     BrokerIdNotRegisteredError,
@@ -47,18 +60,35 @@ from strom.core.errors import (
 )
 from strom.core.exceptions import ConfigError
 from strom.core.group_config import GROUP_RESOURCE, validate_group_configs
-from strom.core.metadata.bootstrap import MINIMUM_METADATA_VERSION
-from strom.core.metadata.features import FEATURES, METADATA_VERSION_FEATURE
+from strom.core.log.checkpoint import read_meta_properties
+from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION, MINIMUM_METADATA_VERSION, uuid_from_str
+from strom.core.metadata.features import (
+    FEATURES,
+    IBP_3_7_IV0,
+    KRAFT_VERSION_FEATURE,
+    METADATA_VERSION_FEATURE,
+    RECORDED_FEATURES,
+    dependency_problem,
+)
 from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from strom.core.metadata.loader import MetadataLoader
 from strom.core.metadata.records import (
+    CONTROLLED_SHUTDOWN_IN,
+    FENCING_FENCE,
+    FENCING_UNFENCE,
     BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
+    ControllerEndpoint,
+    ControllerFeature,
     FeatureLevelRecord,
     Message,
+    PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
     encode_record,
@@ -163,7 +193,78 @@ class QuorumController:
         return self.loader.image
 
     async def _commit(self, records: Sequence[Message]) -> int:
-        return await self.raft.append([encode_record(r) for r in records])
+        # Each record in the version Kafka writes at the finalized metadata.version; the bootstrap
+        # batch (no level yet) takes the level it carries.
+        mv = self.image.metadata_version or next(
+            (r.feature_level for r in records
+             if isinstance(r, FeatureLevelRecord) and r.name == METADATA_VERSION_FEATURE), LATEST_METADATA_VERSION)
+        return await self.raft.append([encode_record(r, metadata_version=mv) for r in records])
+
+    # -- brokers: acceptable leaders, directories -------------------------------------------------
+
+    def _acceptable_leader(self, image: MetadataImage) -> Callable[[int], bool]:
+        """Kafka's isAcceptableLeader: registered, unfenced, not in controlled shutdown."""
+        def acceptable(broker_id: int) -> bool:
+            reg = image.brokers.get(broker_id)
+            return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+        return acceptable
+
+    def _topic_flag(self, image: MetadataImage, topic: str, key: str, default: str) -> str:
+        """A topic config's value: its override, else the cluster-wide broker config, else ``default``."""
+        return (image.topic_configs(topic).get(key) or image.resource_configs(BROKER_RESOURCE, "").get(key)
+                or image.resource_configs(BROKER_RESOURCE, str(self.config.node_id)).get(key) or default)
+
+    def _elections(self, image: MetadataImage) -> list[Message]:
+        """A PartitionChangeRecord for every partition that lacks an acceptable leader and can get one."""
+        acceptable = self._acceptable_leader(image)
+        out: list[Message] = []
+        for topic in sorted(image.topics.values(), key=lambda t: t.name):
+            unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
+                                       str(self.config.unclean_leader_election_enable).lower()) == "true"
+            for pid in sorted(topic.partitions):
+                record = elect_leader(topic.partitions[pid], topic.topic_id, pid, acceptable=acceptable,
+                                      elr_enabled=image.elr_enabled, unclean=unclean)
+                if record is not None:
+                    out.append(record)
+        return out
+
+    def _local_log_dir_ids(self) -> list[uuid.UUID]:
+        """The ``directory.id`` of each of this node's log dirs (meta.properties), in config order."""
+        out = []
+        for d in self.config.log_dir_list:
+            props = read_meta_properties(d) or {}
+            try:
+                out.append(uuid_from_str(props["directory.id"]))
+            except (KeyError, ValueError):
+                continue
+        return out
+
+    def _default_dir(self, image: MetadataImage, broker_id: int) -> uuid.UUID:
+        """Kafka's ClusterControlManager.defaultDir: a broker's only log dir, else UNASSIGNED (zero)."""
+        reg = image.brokers.get(broker_id)
+        return reg.log_dirs[0] if reg is not None and len(reg.log_dirs) == 1 else ZERO_UUID
+
+    def _dir_assignments(self, image: MetadataImage, broker_id: int) -> list[Message]:
+        """Replicas of ``broker_id`` with an unassigned directory get its only log dir (what Kafka's
+        broker asks with AssignReplicasToDirs)."""
+        target = self._default_dir(image, broker_id)
+        if target == ZERO_UUID:
+            return []
+        out: list[Message] = []
+        for topic in sorted(image.topics.values(), key=lambda t: t.name):
+            for pid in sorted(topic.partitions):
+                reg = topic.partitions[pid]
+                if broker_id not in reg.replicas or reg.directory_of(broker_id) != ZERO_UUID:
+                    continue
+                dirs = [reg.directory_of(r) for r in reg.replicas]
+                dirs[reg.replicas.index(broker_id)] = target
+                out.append(PartitionChangeRecord(partition_id=pid, topic_id=topic.topic_id, directories=dirs))
+        return out
+
+    def supported_features(self) -> list[tuple[str, int, int]]:
+        """(name, min, max) of every feature this node supports, as its registrations carry them."""
+        return sorted([(METADATA_VERSION_FEATURE, MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION),
+                       *((name, spec.min_level, spec.max_level) for name, spec in FEATURES.items())])
 
     async def activate(self, bootstrap: Sequence[Message]) -> None:
         """On becoming active with an empty log: write the bootstrap records (metadata.version).
@@ -176,6 +277,11 @@ class QuorumController:
                 min_isr = ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas",
                                        value=str(self.config.min_insync_replicas))
                 await self._commit([*bootstrap, min_isr])
+            # After the replay: a partition left without a leader whose ISR or ELR holds a
+            # registered, unfenced broker gets one now (the broker's own registration follows).
+            elections = self._elections(self.image)
+            if elections:
+                await self._commit(elections)
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -290,7 +396,7 @@ class QuorumController:
         for p, replicas in enumerate(assignment):
             out.append(PartitionRecord(partition_id=p, topic_id=topic_id, replicas=replicas, isr=list(replicas),
                                        leader=replicas[0], leader_epoch=0, partition_epoch=0,
-                                       directories=[uuid.UUID(int=0)] * len(replicas)))
+                                       directories=[self._default_dir(image, r) for r in replicas]))
         return out
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
@@ -367,7 +473,7 @@ class QuorumController:
             assignment = self._assign(image, added, rf, start=current)
         return [PartitionRecord(partition_id=current + i, topic_id=t.topic_id, replicas=r, isr=list(r),
                                 leader=r[0], leader_epoch=0, partition_epoch=0,
-                                directories=[uuid.UUID(int=0)] * len(r))
+                                directories=[self._default_dir(image, b) for b in r])
                 for i, r in enumerate(assignment)]
 
     # -- configs -------------------------------------------------------------------------------
@@ -469,11 +575,11 @@ class QuorumController:
     def supported_feature_range(self, name: str) -> tuple[int, int]:
         """The levels this node supports for ``name`` (0-0: not supported), as ApiVersions shows them.
 
-        ``metadata.version`` goes from the oldest KRaft level to the finalized one: strom behaves
-        as its finalized level and implements no upgrade path beyond it.
+        ``metadata.version`` goes from the oldest KRaft level to 4.3-IV0: strom reads and writes
+        every record version of those levels, so an upgrade only changes what it writes next.
         """
         if name == METADATA_VERSION_FEATURE:
-            return MINIMUM_METADATA_VERSION, self.image.metadata_version
+            return MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION
         spec = FEATURES.get(name)
         return (spec.min_level, spec.max_level) if spec is not None else (0, 0)
 
@@ -498,6 +604,16 @@ class QuorumController:
                     records.append(self._update_feature(image, name, level, upgrade_type))
                 except KafkaError as e:
                     return e
+            # Kafka's QuorumFeatures dependency check, on the levels as they would be afterwards.
+            after = dict(image.features)
+            for r in records:
+                if isinstance(r, FeatureLevelRecord):
+                    after[r.name] = r.feature_level
+            mv = after.get(METADATA_VERSION_FEATURE, 0)
+            for name, (level, _) in wanted.items():
+                problem = dependency_problem(name, level, mv)
+                if problem is not None:
+                    return InvalidUpdateVersionError(f"Invalid update version {level} for feature {name}. {problem}")
             if records and not validate_only:
                 await self._commit(records)
             return None
@@ -536,6 +652,9 @@ class QuorumController:
         elif name not in FEATURES:
             # Level 0 of an unknown feature passes the range check; Kafka's Feature lookup fails next.
             raise invalid(f"Feature {name} not found.")
+        elif name not in RECORDED_FEATURES:
+            # kraft.version lives in the raft log (KIP-853), not in a FeatureLevelRecord.
+            raise invalid(f"The feature {KRAFT_VERSION_FEATURE} is changed by the raft layer, not by UpdateFeatures.")
         return FeatureLevelRecord(name, level)
 
     # -- brokers and producer ids -------------------------------------------------------------
@@ -544,19 +663,84 @@ class QuorumController:
                               rack: str | None, incarnation_id: uuid.UUID) -> int:
         """Register (or re-register) a broker; returns its broker epoch (the record's offset).
 
-        ``endpoints`` are (listener name, host, port, security protocol id). With no broker
-        heartbeats yet, the registration is written unfenced.
+        ``endpoints`` are (listener name, host, port, security protocol id). As in Kafka: this
+        node's controller registers first (RegisterControllerRecord), the broker is registered
+        fenced, then unfenced (strom has no heartbeats: at once) together with the leader
+        elections its return allows and the directory assignments of its replicas.
         """
         async with self._lock:
             existing = self.image.broker(node_id)
-            if existing is not None and existing.incarnation_id == incarnation_id:
+            if existing is not None and existing.incarnation_id == incarnation_id and not existing.fenced:
                 return existing.epoch
-            epoch = self.raft.end_offset
-            record = RegisterBrokerRecord(
-                broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
-                end_points=[BrokerEndpoint(n, h, p, sp) for n, h, p, sp in endpoints], rack=rack, fenced=False)
-            await self._commit([record])
+            local = node_id == self.config.node_id
+            if local and self.image.metadata_version >= IBP_3_7_IV0:
+                await self._register_controller(incarnation_id, endpoints)
+            if existing is not None and existing.incarnation_id == incarnation_id:
+                epoch = existing.epoch
+            else:
+                epoch = self.raft.end_offset
+                features = [BrokerFeature(n, lo, hi) for n, lo, hi in self.supported_features()]
+                await self._commit([RegisterBrokerRecord(
+                    broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
+                    end_points=[BrokerEndpoint(n, h, p, sp) for n, h, p, sp in endpoints], features=features,
+                    rack=rack, fenced=True, log_dirs=self._local_log_dir_ids() if local else [],
+                    cordoned_log_dirs=[] if self.image.metadata_version >= 30 else None)])
+            unfence = BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=epoch, fenced=FENCING_UNFENCE)
+            after = _with_broker(self.image, node_id, fenced=False, in_controlled_shutdown=False)
+            await self._commit([unfence, *self._elections(after), *self._dir_assignments(after, node_id)])
             return epoch
+
+    async def _register_controller(self, incarnation_id: uuid.UUID,
+                                   endpoints: Sequence[tuple[str, str, int, int]]) -> None:
+        """RegisterControllerRecord for this node's in-process controller (Kafka writes one per
+        controller start). Its endpoint is the controller listener named by
+        ``controller.quorum.voters`` when that has a real port; otherwise strom's controller is
+        served on the broker's own listener, so that endpoint is the real one."""
+        node = self.config.node_id
+        name = (self.config.controller_listener_names.split(",")[0].strip() or "CONTROLLER")
+        found: list[ControllerEndpoint] = []
+        for entry in self.config.controller_quorum_voters.split(","):
+            voter, _, address = entry.strip().partition("@")
+            host, _, port = address.rpartition(":")
+            if voter.strip() == str(node) and port.isdigit() and int(port) > 0:
+                found.append(ControllerEndpoint(name, host.strip("[]"), int(port), 0))
+        if not found and endpoints:
+            _, broker_host, broker_port, protocol = endpoints[0]
+            found.append(ControllerEndpoint(name, broker_host, broker_port, protocol))
+        current = self.image.controllers.get(node)
+        if current is not None and current.incarnation_id == incarnation_id:
+            return
+        features = [ControllerFeature(n, lo, hi) for n, lo, hi in self.supported_features()]
+        await self._commit([RegisterControllerRecord(controller_id=node, incarnation_id=incarnation_id,
+                                                     end_points=found, features=features)])
+
+    async def controlled_shutdown(self, node_id: int) -> bool:
+        """Kafka's controlled shutdown of a registered, unfenced broker: one batch marks it in
+        controlled shutdown and moves every partition it leads or is in the ISR of (to another
+        leader, or to none with the ELR keeping it as eligible); a second fences it. Returns
+        whether anything was written."""
+        async with self._lock:
+            image = self.image
+            reg = image.broker(node_id)
+            if reg is None or reg.fenced:
+                return False
+            after = _with_broker(image, node_id, in_controlled_shutdown=True)
+            acceptable = self._acceptable_leader(after)
+            changes: list[Message] = []
+            for topic in sorted(image.topics.values(), key=lambda t: t.name):
+                min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
+                                               str(self.config.min_insync_replicas)))
+                for pid in sorted(topic.partitions):
+                    record = remove_from_isr(topic.partitions[pid], topic.topic_id, pid, node_id,
+                                             acceptable=acceptable, elr_enabled=image.elr_enabled, min_isr=min_isr)
+                    if record is not None:
+                        changes.append(record)
+            await self._commit([BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=reg.epoch,
+                                                               in_controlled_shutdown=CONTROLLED_SHUTDOWN_IN),
+                                *changes])
+            await self._commit([BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=reg.epoch,
+                                                               fenced=FENCING_FENCE)])
+            return True
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, int]:
         """Hand out the next block of producer ids: (first id, block size)."""
@@ -588,6 +772,20 @@ class QuorumController:
 REPLICATION_QUOTA_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
                                     "replica.alter.log.dirs.io.max.bytes.per.second"})
 CLIENT_METRICS_RESOURCE = 16  # KIP-714 subscriptions (ConfigResource.Type.CLIENT_METRICS)
+
+
+def _with_broker(image: MetadataImage, broker_id: int, *, fenced: bool | None = None,
+                 in_controlled_shutdown: bool | None = None) -> MetadataImage:
+    """``image`` as it will be once ``broker_id``'s registration has these flags (to plan the
+    records of the same batch)."""
+    reg = image.brokers.get(broker_id)
+    if reg is None:
+        return image
+    brokers = dict(image.brokers)
+    brokers[broker_id] = replace(reg, fenced=reg.fenced if fenced is None else fenced,
+                                 in_controlled_shutdown=(reg.in_controlled_shutdown if in_controlled_shutdown is None
+                                                         else in_controlled_shutdown))
+    return replace(image, brokers=MappingProxyType(brokers))
 
 
 def _check_quota_rate(key: str, value: str) -> None:

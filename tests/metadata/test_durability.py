@@ -50,7 +50,7 @@ async def test_restart_rebuilds_identical_image(config: BrokerConfig, open_syste
     await populate(system)
     before = system.image
     epoch1 = system.raft.epoch
-    await system.close()
+    await system.close(controlled_shutdown=False)
 
     again = MetadataSystem.open(config)
     await again.start()
@@ -72,7 +72,7 @@ async def test_restart_rebuilds_identical_image(config: BrokerConfig, open_syste
 async def test_log_is_kafka_format_with_leader_change_and_epochs(config: BrokerConfig, open_system: Any) -> None:
     system = await open_system(config)
     await populate(system)
-    await system.close()
+    await system.close(controlled_shutdown=False)
     data = (part_dir(config) / f"{0:020d}.log").read_bytes()
     headers = [h for _, h in iter_headers(data)]
     first = decode_batch(data, 0)
@@ -91,7 +91,7 @@ async def test_snapshot_then_replay_of_later_log(config: BrokerConfig, open_syst
     assert (part_dir(config) / f"{sid.end_offset:020d}-{sid.epoch:010d}.checkpoint").exists()
     await system.controller.create_topics([CreatableTopic("after", 2, 1)])
     before = system.image
-    await system.close()
+    await system.close(controlled_shutdown=False)
 
     # Prove the snapshot is what restores the state: drop the log before the snapshot point.
     seg = part_dir(config) / f"{0:020d}.log"
@@ -117,7 +117,7 @@ async def test_automatic_snapshot_every_n_bytes(tmp_path: Path, open_system: Any
     system = await open_system(cfg)
     for i in range(6):
         await system.controller.create_topics([CreatableTopic(f"t{i}", 4, 1)])
-    await system.close()  # waits for the snapshot task
+    await system.close(controlled_shutdown=False)  # waits for the snapshot task
     snaps = list_snapshots(part_dir(cfg))
     assert len(snaps) == 1 and snaps[0].end_offset > 0
 
@@ -128,7 +128,7 @@ async def test_corrupt_snapshot_falls_back_to_log(config: BrokerConfig, open_sys
     sid = await system.snapshot()
     assert sid is not None
     before = system.image
-    await system.close()
+    await system.close(controlled_shutdown=False)
     path = part_dir(config) / sid.file_name
     path.write_bytes(path.read_bytes()[:-10])  # footer torn off
     again = MetadataSystem.open(config)
@@ -150,7 +150,7 @@ async def test_torn_tail_is_dropped(config: BrokerConfig, open_system: Any, dama
     state_at_start = (part_dir(config) / "quorum-state").read_bytes()
     await system.controller.create_topics([CreatableTopic("torn", 2, 1)])
     assert system.image.topic("torn") is not None
-    await system.close()
+    await system.close(controlled_shutdown=False)
     (part_dir(config) / "quorum-state").write_bytes(state_at_start)
 
     seg = part_dir(config) / f"{0:020d}.log"
@@ -188,7 +188,7 @@ async def test_damaged_last_batch_after_clean_close_is_refused(config: BrokerCon
     """A clean close records the high watermark: the last batch is committed, never a torn tail."""
     system = await open_system(config)
     await populate(system)
-    await system.close()
+    await system.close(controlled_shutdown=False)
     seg = part_dir(config) / f"{0:020d}.log"
     data = bytearray(seg.read_bytes())
     last_pos, last = list(iter_headers(data))[-1]

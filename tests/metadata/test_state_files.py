@@ -140,7 +140,7 @@ async def test_quorum_state_moved_aside_continues_above_the_logs_epoch(config: B
     for _ in range(3):
         system = await open_system(config)
         last_epoch = system.raft.epoch
-        await system.close()
+        await system.close(controlled_shutdown=False)
     state = config.metadata_dir / METADATA_PARTITION_DIR / "quorum-state"
     state.rename(state.with_name("quorum-state.bad"))
     again = await open_system(config)
@@ -166,13 +166,13 @@ async def test_bootstrap_checkpoint_garbage_matters_only_to_an_empty_log(config:
         await open_system(config)  # an empty log needs it
     path.write_bytes(original)
     system = await open_system(config)
-    await system.close()
+    await system.close(controlled_shutdown=False)
     path.write_bytes(b"garbage")
     system = await open_system(config)  # a log with metadata.version does not read it
     try:
         assert system.image.metadata_version > 0
     finally:
-        await system.close()
+        await system.close(controlled_shutdown=False)
 
 
 # -- the metadata log check --------------------------------------------------------------------
@@ -262,7 +262,7 @@ async def test_a_snapshot_gap_is_refused_not_restarted(config: BrokerConfig, ope
     system = await open_system(config)
     await system.controller.create_topics([CreatableTopic("a", 1, 1)])
     first = await system.snapshot()
-    await system.close()
+    await system.close(controlled_shutdown=False)
     assert first is not None
     part = config.metadata_dir / METADATA_PARTITION_DIR
     # Restart the log at the snapshot (as after a follower's snapshot load), then spoil the snapshot.
