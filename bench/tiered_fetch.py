@@ -133,7 +133,8 @@ def _produce(bootstrap: str, topic: str, total: int, value: bytes) -> float:
     return rate
 
 
-def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int = 16) -> dict[str, float]:
+def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int = 16, *,
+               compare_produce: bool = True, rsm_extra: dict[str, str] | None = None) -> dict[str, float]:
     """Stage 2: strom's broker with the S3 tier on moto's server (see the module docstring)."""
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -154,6 +155,7 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
         "rsm.config.storage.s3.endpoint.url": endpoint, "rsm.config.storage.s3.path.style.access.enabled": "true",
         "rsm.config.storage.aws.access.key.id": key_id, "rsm.config.storage.aws.secret.access.key": secret,
         "rsm.config.chunk.size": str(chunk_kib * 1024),
+        **{f"rsm.config.{k}": v for k, v in (rsm_extra or {}).items()},
     }
     segment = str(segment_mib * MIB)
     total = size_mib * MIB
@@ -167,16 +169,19 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
                     NewTopic("tiered", 1, 1, config={"segment.bytes": segment, "remote.storage.enable": "true",
                                                      "local.retention.bytes": "1"})]).values():
                 f.result(60)
-            _produce(broker.bootstrap, "plain", total // 8, value)  # warm-up: the first producer pays for it
-            # ABBA halves: the machine's drift and the copies still running after a tiered half
-            # fall on both topics alike.
             half = total // 2
-            rates = {"plain": [_produce(broker.bootstrap, "plain", half, value)]}
-            rates["tiered"] = [_produce(broker.bootstrap, "tiered", half, value),
-                               _produce(broker.bootstrap, "tiered", half, value)]
-            rates["plain"].append(_produce(broker.bootstrap, "plain", half, value))
-            plain, tiered = (2 / sum(1 / r for r in rates[t]) for t in ("plain", "tiered"))  # total/time
-            log.info("produce: plain %.0f MiB/s, tiered %.0f MiB/s", plain, tiered)
+            if compare_produce:
+                _produce(broker.bootstrap, "plain", total // 8, value)  # warm-up: the first producer pays for it
+                # ABBA halves: the machine's drift and the copies still running after a tiered half
+                # fall on both topics alike.
+                rates = {"plain": [_produce(broker.bootstrap, "plain", half, value)]}
+                rates["tiered"] = [_produce(broker.bootstrap, "tiered", half, value),
+                                   _produce(broker.bootstrap, "tiered", half, value)]
+                rates["plain"].append(_produce(broker.bootstrap, "plain", half, value))
+                plain, tiered = (2 / sum(1 / r for r in rates[t]) for t in ("plain", "tiered"))  # total/time
+                log.info("produce: plain %.0f MiB/s, tiered %.0f MiB/s", plain, tiered)
+            else:
+                plain = tiered = _produce(broker.bootstrap, "tiered", total, value)
             partition_dir = Path(tmp) / "broker" / "logs" / "tiered-0"
             wait_for(lambda: len(list(partition_dir.glob("*.log"))) == 1, 600, "the tiered topic copied to S3")
             local_start = int(next(partition_dir.glob("*.log")).name[:20])
@@ -193,14 +198,19 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
                                  "fetch.max.bytes": 64 * MIB, "max.partition.fetch.bytes": fetch_mib * MIB,
                                  "receive.message.max.bytes": 70 * MIB, "queued.max.messages.kbytes": 262144})
             consumer.assign([TopicPartition("tiered", 0, 0)])
+            log.info("consuming %d MiB from S3 through the broker (pid %d)", remote_bytes // MIB, broker.pid)
             last = -1
             start = time.perf_counter()
             try:
+                # poll, not consume(n, timeout): consume waits out its timeout for a batch the
+                # end of the remote data cannot fill (1 s counted against a ~1 s read).
                 while last < local_start - 1:
-                    for m in consumer.consume(1000, 1.0):
-                        if m.error() is not None:
-                            raise RuntimeError(str(m.error()))
-                        last = m.offset() or 0
+                    m = consumer.poll(10.0)
+                    if m is None:
+                        raise RuntimeError(f"no record for 10 s at offset {last + 1}")
+                    if m.error() is not None:
+                        raise RuntimeError(str(m.error()))
+                    last = m.offset() or 0
                 consumed = remote_bytes / MIB / (time.perf_counter() - start)
             finally:
                 consumer.close()
@@ -224,10 +234,16 @@ def main() -> None:
     parser.add_argument("--broker", action="store_true", help="stage 2: through strom's broker")
     parser.add_argument("--size", type=int, default=1024, help="stage 2: MiB produced to each topic")
     parser.add_argument("--fetch-mib", type=int, default=16, help="stage 2: the consumer's max.partition.fetch.bytes")
+    parser.add_argument("--no-produce-compare", action="store_true",
+                        help="stage 2: produce only to the tiered topic (no plain-vs-tiered figure)")
+    parser.add_argument("--rsm", action="append", default=[], metavar="KEY=VALUE",
+                        help="stage 2: an extra rsm.config. key (e.g. fetch.chunk.cache.size=268435456)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.broker:
-        fig = broker_run(args.size, args.segment_mib, args.chunk_kib, args.fetch_mib)
+        extra = dict(kv.split("=", 1) for kv in args.rsm)
+        fig = broker_run(args.size, args.segment_mib, args.chunk_kib, args.fetch_mib,
+                         compare_produce=not args.no_produce_compare, rsm_extra=extra)
         log.info("tiered_fetch --broker: %.0f MiB from S3: consumer %.0f vs raw GET %.0f MiB/s = %.2fx "
                  "(goal 0.8x, floor 0.5x); produce tiered %.0f vs plain %.0f MiB/s = %.2fx (floor 0.9x)",
                  fig["remote_mib"], fig["consumer_mib_s"], fig["raw_mib_s"], fig["fetch_ratio"],

@@ -9,6 +9,9 @@ Configured with Aiven's keys (under the broker's ``rsm.config.`` prefix, strippe
 ``storage.backend.class``       the object store (:mod:`strom.tiered.object_storage`;
                                 default Aiven's ``...storage.s3.S3Storage``)
 ``storage.*``                   that store's own keys (bucket, region, endpoint, credentials)
+``fetch.chunk.cache.*``         a chunk cache and prefetch (:mod:`strom.tiered.chunk_cache`)
+``fetch.indexes.cache.size``    bytes of segment indexes kept in memory (default 10 MiB;
+                                ``fetch.indexes.cache.retention.ms``, default 600000)
 ==============================  ===========================================================
 
 Objects per segment, as Aiven lays them out
@@ -17,6 +20,13 @@ Objects per segment, as Aiven lays them out
 leader-epoch and transaction indexes, back to back) and ``.rsm-manifest`` (JSON: the chunk index
 and where each index lies, :mod:`strom.tiered.chunk_manifest`). The manifest is written last, so
 a segment whose manifest exists was uploaded whole.
+
+Reads: without a chunk cache a read is one ranged GET of the chunks it covers, streamed. With one,
+a chunk is taken from the cache, or from the GET already bringing it, or fetched by a new GET that
+also brings the chunks of the prefetch window after it (one request for the run of missing chunks,
+cut into chunks as it arrives: each waiting read goes on as soon as its own chunk is in). Each chunk
+read moves the window: once half of it is missing, one GET fetches that half, so a sequential
+reader finds its next chunks fetched, at few requests per segment.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import zstandard
@@ -38,7 +50,16 @@ from strom.plugins.hookspecs.storage import (
     RemoteLogSegmentMetadata,
     kafka_uuid_str,
 )
-from strom.tiered.chunk_manifest import INDEX_FIELDS, ChunkIndex, SegmentIndex, SegmentManifest
+from strom.tiered.chunk_cache import (
+    CACHE_KEY_PREFIX,
+    DEFAULT_GET_TIMEOUT_MS,
+    DEFAULT_THREADS,
+    ChunkCache,
+    ChunkKey,
+    MemoryChunkCache,
+    chunk_cache_from_config,
+)
+from strom.tiered.chunk_manifest import INDEX_FIELDS, Chunk, ChunkIndex, SegmentIndex, SegmentManifest
 from strom.tiered.config_values import ConfigReader
 from strom.tiered.object_storage import ObjectStorage, object_storage_from_config
 
@@ -50,6 +71,9 @@ MANIFEST_SUFFIX = "rsm-manifest"
 MAX_CHUNK_SIZE = (2**31 - 1) // 2  # Aiven's bound for chunk.size
 READ_PIECE_BYTES = 1024 * 1024  # a segment read takes the response body in pieces of this size
 MANIFEST_CACHE_ENTRIES = 1000
+DEFAULT_INDEXES_CACHE_BYTES = 10 * 1024 * 1024  # Aiven's fetch.indexes.cache.size default
+DEFAULT_INDEXES_CACHE_RETENTION_MS = 600_000
+_INDEX_NUMBER = {t: n for n, t in enumerate(IndexType)}  # an index's slot in the indexes cache
 
 
 def object_key_main_path(metadata: RemoteLogSegmentMetadata) -> str:
@@ -64,9 +88,14 @@ class ChunkedRemoteStorageManager:
 
     def __init__(self, configs: Mapping[str, object], *, config_prefix: str = DEFAULT_RSM_CONFIG_PREFIX) -> None:
         self._config_prefix = config_prefix  # only for naming keys in errors
-        self._manifests: OrderedDict[str, SegmentManifest] = OrderedDict()
+        # A manifest with its chunk list (built once: a read walks it chunk by chunk).
+        self._manifests: OrderedDict[str, tuple[SegmentManifest, list[Chunk]]] = OrderedDict()
         self._lock = threading.Lock()
         self._storage: ObjectStorage | None = None
+        self.chunk_cache: ChunkCache | None = None
+        self._indexes_cache = MemoryChunkCache(DEFAULT_INDEXES_CACHE_BYTES)
+        self._inflight: dict[ChunkKey, Future[bytes]] = {}  # chunks a GET is bringing
+        self._fetchers: ThreadPoolExecutor | None = None
         self.configure(configs)
 
     def configure(self, configs: Mapping[str, object]) -> None:
@@ -74,10 +103,23 @@ class ChunkedRemoteStorageManager:
         chunk_size = reader.integer("chunk.size", minimum=1, maximum=MAX_CHUNK_SIZE)
         key_prefix = reader.string("key.prefix", "")
         compression = reader.flag("compression.enabled", False)
+        prefetch = reader.integer(CACHE_KEY_PREFIX + "prefetch.max.size", 0, minimum=0, maximum=2**31 - 1)
+        threads = reader.integer(CACHE_KEY_PREFIX + "thread.pool.size", DEFAULT_THREADS, minimum=1)
+        get_timeout_ms = reader.integer(CACHE_KEY_PREFIX + "get.timeout.ms", DEFAULT_GET_TIMEOUT_MS, minimum=1)
+        indexes_size = reader.integer("fetch.indexes.cache.size", DEFAULT_INDEXES_CACHE_BYTES, minimum=-1)
+        indexes_retention = reader.integer("fetch.indexes.cache.retention.ms", DEFAULT_INDEXES_CACHE_RETENTION_MS,
+                                           minimum=-1)
+        cache = chunk_cache_from_config(reader)
         storage = object_storage_from_config(reader)  # last: it may open connections
+        self._close_fetch_side()
         if self._storage is not None:
             self._storage.close()
         self.chunk_size, self.key_prefix, self.compression, self._storage = chunk_size, key_prefix, compression, storage
+        self.chunk_cache, self.prefetch_max_size, self.get_timeout_s = cache, prefetch, get_timeout_ms / 1000
+        self._indexes_cache = MemoryChunkCache(None if indexes_size == -1 else indexes_size,
+                                               None if indexes_retention == -1 else indexes_retention / 1000)
+        self._fetchers = (ThreadPoolExecutor(threads, thread_name_prefix="remote-chunk-fetch")
+                          if cache is not None else None)
         with self._lock:
             self._manifests.clear()
 
@@ -143,6 +185,9 @@ class ChunkedRemoteStorageManager:
     # -- fetch ------------------------------------------------------------------------------
 
     def _manifest(self, metadata: RemoteLogSegmentMetadata) -> SegmentManifest:
+        return self._manifest_and_chunks(metadata)[0]
+
+    def _manifest_and_chunks(self, metadata: RemoteLogSegmentMetadata) -> tuple[SegmentManifest, list[Chunk]]:
         key = self.object_key(metadata, MANIFEST_SUFFIX)
         with self._lock:
             cached = self._manifests.get(key)
@@ -153,20 +198,159 @@ class ChunkedRemoteStorageManager:
             manifest = SegmentManifest.from_json_bytes(self.storage.fetch(key))
         except (ValueError, KeyError, TypeError) as e:
             raise RemoteStorageError(f"manifest {key} is unreadable: {e}") from e
+        entry = (manifest, manifest.chunk_index.chunks())
         with self._lock:
-            self._manifests[key] = manifest
+            self._manifests[key] = entry
             while len(self._manifests) > MANIFEST_CACHE_ENTRIES:
                 self._manifests.popitem(last=False)
-        return manifest
+        return entry
 
     def fetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                           end_position: int | None = None) -> io.BufferedReader:
+        pieces = self.fetch_log_segment_pieces(metadata, start_position, end_position)
+        return io.BufferedReader(_PiecesReader(pieces), buffer_size=min(self.chunk_size, 1024 * 1024))
+
+    def fetch_log_segment_pieces(self, metadata: RemoteLogSegmentMetadata, start_position: int,
+                                 end_position: int | None = None) -> Generator[memoryview, None, None]:
+        """Original bytes ``start_position..end_position`` (inclusive; to the segment's end when
+        ``None``) as views of the chunks, pulled lazily: the copy-free form of
+        :meth:`fetch_log_segment` (each view is valid for as long as the caller keeps it)."""
         if start_position < 0 or (end_position is not None and end_position < start_position):
             raise ValueError(f"bad byte range [{start_position}, {end_position}]")
-        manifest = self._manifest(metadata)
+        manifest, chunks = self._manifest_and_chunks(metadata)
         last = manifest.chunk_index.original_file_size - 1 if end_position is None else end_position
-        pieces = self._range_pieces(metadata, manifest, start_position, last)
-        return io.BufferedReader(_PiecesReader(pieces), buffer_size=min(self.chunk_size, 1024 * 1024))
+        if self.chunk_cache is None:
+            return self._range_pieces(metadata, manifest, start_position, last)
+        return self._cached_pieces(metadata, manifest, chunks, start_position, last)
+
+    def prefetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int) -> None:
+        """Start fetching the chunks from ``start_position`` (and the prefetch window after it)
+        into the chunk cache, without waiting for them: a reader about to reach this segment
+        (the next one of a sequential consumer) finds them there. Nothing without a cache."""
+        if self.chunk_cache is None:
+            return
+        manifest, chunks = self._manifest_and_chunks(metadata)
+        if 0 <= start_position < manifest.chunk_index.original_file_size:
+            cid = start_position // manifest.chunk_index.original_chunk_size
+            self._start_run(self.object_key(metadata, LOG_SUFFIX), manifest, chunks, cid,
+                            self._window_last(manifest, chunks, cid), first_required=False)
+
+    # -- the chunk cache's side -------------------------------------------------------------
+
+    def _cached_pieces(self, metadata: RemoteLogSegmentMetadata, manifest: SegmentManifest, chunks: list[Chunk],
+                       first: int, last: int) -> Generator[memoryview, None, None]:
+        key = self.object_key(metadata, LOG_SUFFIX)
+        size = manifest.chunk_index.original_chunk_size
+        last = min(last, manifest.chunk_index.original_file_size - 1)
+        for cid in range(first // size, last // size + 1):
+            chunk = chunks[cid]
+            data = self._chunk(key, manifest, chunks, cid)
+            lo = max(first - chunk.original_position, 0)
+            hi = min(last - chunk.original_position + 1, chunk.original_size)
+            yield memoryview(data)[lo:hi]
+
+    def _window_last(self, manifest: SegmentManifest, chunks: list[Chunk], cid: int) -> int:
+        """The last chunk of the prefetch window that starts after chunk ``cid``."""
+        if self.prefetch_max_size <= 0:
+            return cid
+        end = chunks[cid].original_position + chunks[cid].original_size + self.prefetch_max_size - 1
+        return min(end // manifest.chunk_index.original_chunk_size, len(chunks) - 1)
+
+    def _chunk(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], cid: int) -> bytes:
+        cache = self.chunk_cache
+        assert cache is not None
+        data = cache.get((key, cid))
+        if data is None:
+            future = self._start_run(key, manifest, chunks, cid, self._window_last(manifest, chunks, cid),
+                                     first_required=True)
+            assert future is not None
+            try:
+                data = future.result(self.get_timeout_s)
+            except FutureTimeout:
+                raise RemoteStorageError(f"chunk {cid} of {key} not fetched within "
+                                         f"{CACHE_KEY_PREFIX}get.timeout.ms") from None
+        elif self.prefetch_max_size > 0 and cid + 1 < len(chunks):
+            # A hit moves the window: fetch its missing part once it is half the window (or all
+            # that is left of the segment), in one GET.
+            window_last = self._window_last(manifest, chunks, cid)
+            missing = cid + 1
+            while missing <= window_last and self._present(key, missing):
+                missing += 1
+            if missing <= window_last and ((window_last - missing + 1) * 2 >= window_last - cid
+                                           or window_last == len(chunks) - 1):
+                self._start_run(key, manifest, chunks, missing, window_last, first_required=False)
+        return data
+
+    def _present(self, key: str, cid: int) -> bool:
+        with self._lock:
+            if (key, cid) in self._inflight:
+                return True
+        cache = self.chunk_cache
+        return cache is not None and (key, cid) in cache
+
+    def _start_run(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], first: int, last: int, *,
+                   first_required: bool) -> Future[bytes] | None:
+        """Claim chunks ``first..last`` up to the first one cached or being fetched, and fetch
+        them with one GET on a fetcher thread. With ``first_required`` chunk ``first`` is
+        claimed even if cached (its reader just missed it) and its future is returned."""
+        cache, fetchers = self.chunk_cache, self._fetchers
+        if cache is None or fetchers is None:
+            raise RemoteStorageError("remote storage manager is closed")
+        run: list[Chunk] = []
+        futures: list[Future[bytes]] = []
+        with self._lock:
+            existing = self._inflight.get((key, first))
+            if existing is not None:
+                return existing
+            for cid in range(first, last + 1):
+                ck = (key, cid)
+                if ck in self._inflight or ((cid > first or not first_required) and ck in cache):
+                    break
+                future: Future[bytes] = Future()
+                self._inflight[ck] = future
+                run.append(chunks[cid])
+                futures.append(future)
+        if not run:
+            return None
+        try:
+            fetchers.submit(self._fetch_run, key, manifest, run, futures)
+        except RuntimeError as e:  # shut down meanwhile
+            self._fail_run(key, run, futures, RemoteStorageError(f"remote storage manager is closed: {e}"))
+        return futures[0]
+
+    def _fetch_run(self, key: str, manifest: SegmentManifest, run: list[Chunk], futures: list[Future[bytes]]) -> None:
+        cache = self.chunk_cache
+        decompressor = zstandard.ZstdDecompressor() if manifest.compression else None
+        parts = self.storage.fetch_sized(key, run[0].transformed_position, [c.transformed_size for c in run])
+        try:
+            for chunk, future in zip(run, futures, strict=True):
+                stored = next(parts, None)
+                if stored is None:
+                    raise RemoteStorageError(f"{key} ended before chunk {chunk.id} of its manifest")
+                data = (decompressor.decompress(stored, max_output_size=chunk.original_size)
+                        if decompressor is not None else stored)
+                if len(data) != chunk.original_size:
+                    raise RemoteStorageError(f"chunk {chunk.id} of {key} has {len(data)} bytes, "
+                                             f"its manifest says {chunk.original_size}")
+                if cache is not None:
+                    cache.put((key, chunk.id), data)
+                with self._lock:  # cached first: a reader sees the chunk in one place or the other
+                    self._inflight.pop((key, chunk.id), None)
+                future.set_result(data)
+        except BaseException as e:
+            error = e if isinstance(e, RemoteStorageError) else RemoteStorageError(f"fetching {key}: {e}")
+            self._fail_run(key, run, futures, error)
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            parts.close()
+
+    def _fail_run(self, key: str, run: list[Chunk], futures: list[Future[bytes]], error: Exception) -> None:
+        with self._lock:
+            for chunk, future in zip(run, futures, strict=True):
+                if not future.done():
+                    self._inflight.pop((key, chunk.id), None)
+                    future.set_exception(error)
 
     def _range_pieces(self, metadata: RemoteLogSegmentMetadata, manifest: SegmentManifest, first: int,
                       last: int) -> Generator[memoryview, None, None]:
@@ -210,10 +394,15 @@ class ChunkedRemoteStorageManager:
         where = manifest.indexes.get(index_type)
         if where is None:
             raise RemoteResourceNotFoundError(f"segment {metadata.segment_id} has no {index_type.name} index")
-        stored = (self.storage.fetch(self.object_key(metadata, INDEXES_SUFFIX), where.position,
-                                     where.position + where.size - 1) if where.size else b"")
+        key = self.object_key(metadata, INDEXES_SUFFIX)
+        # Aiven's segment indexes cache: a consumer's every fetch looks up the offset index.
+        cached = self._indexes_cache.get((key, _INDEX_NUMBER[index_type]))
+        if cached is not None:
+            return io.BytesIO(cached)
+        stored = self.storage.fetch(key, where.position, where.position + where.size - 1) if where.size else b""
         if manifest.compression:
             stored = zstandard.ZstdDecompressor().decompress(stored) if stored else b""
+        self._indexes_cache.put((key, _INDEX_NUMBER[index_type]), stored)
         return io.BytesIO(stored)
 
     # -- delete -----------------------------------------------------------------------------
@@ -223,9 +412,27 @@ class ChunkedRemoteStorageManager:
         keys = [self.object_key(metadata, s) for s in (MANIFEST_SUFFIX, LOG_SUFFIX, INDEXES_SUFFIX)]
         with self._lock:
             self._manifests.pop(keys[0], None)
+        # Nothing of a deleted segment stays cached (a new copy of it has a new segment id).
+        if self.chunk_cache is not None:
+            self.chunk_cache.remove_object(keys[1])
+        self._indexes_cache.remove_object(keys[2])
         self.storage.delete(keys)
 
+    def _close_fetch_side(self) -> None:
+        if self._fetchers is not None:
+            self._fetchers.shutdown(wait=True, cancel_futures=True)
+            self._fetchers = None
+        with self._lock:
+            inflight, self._inflight = self._inflight, {}
+        for future in inflight.values():  # runs cancelled before they started
+            if not future.done():
+                future.set_exception(RemoteStorageError("remote storage manager is closed"))
+        if self.chunk_cache is not None:
+            self.chunk_cache.close()
+            self.chunk_cache = None
+
     def close(self) -> None:
+        self._close_fetch_side()
         if self._storage is not None:
             self._storage.close()
             self._storage = None

@@ -27,7 +27,7 @@ import asyncio
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
 
@@ -91,6 +91,17 @@ class _RemoteRead:
     def __init__(self, row: int, part: Partition, budget: int, min_one: bool) -> None:
         self.row, self.part, self.budget, self.min_one = row, part, budget, min_one
         self.future: Future[tuple[bytes, list[tuple[int, int]] | None]] | None = None
+
+
+@runtime_checkable
+class _FetchQuota(Protocol):
+    """A remote fetcher with Kafka's remote fetch quota (``remote.log.manager.fetch.max.bytes.per.second``)."""
+
+    def fetch_quota_exceeded(self) -> bool: ...
+
+
+def _remote_fetch_throttled(fetcher: object) -> bool:
+    return isinstance(fetcher, _FetchQuota) and fetcher.fetch_quota_exceeded()
 
 
 def _remote_readable(part: Partition, offset: int) -> bool:
@@ -211,7 +222,14 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
                         if rm.remote_fetcher is not None and replica_id < 0 and _remote_readable(
                                 part, t.fp.fetch_offset):
                             t.part = part
-                            remote.append(_RemoteRead(len(out), part, budget, total == 0))
+                            if _remote_fetch_throttled(rm.remote_fetcher):
+                                # Kafka's ReplicaManager: over the remote fetch quota the remote read
+                                # is skipped and the partition answers no records, without an error;
+                                # the fetch then waits as any fetch short of min_bytes.
+                                result = _empty_read(part, isolation)
+                                t.bytes_seen = 0
+                            else:
+                                remote.append(_RemoteRead(len(out), part, budget, total == 0))
                         else:
                             code, message = error_of(e)
                     except Exception as e:
@@ -252,6 +270,13 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
                                result.records)
         by_topic.setdefault(key, []).append(row)
     return FetchRows(throttle_ms, [TopicRows(name, tid, parts) for (name, tid), parts in by_topic.items()])
+
+
+def _empty_read(part: Partition, isolation: int) -> ReadResult:
+    from strom.core.replica.partition import ReadResult  # the handler layer imports the replica layer lazily
+
+    return ReadResult(b"", part.high_watermark, part.last_stable_offset, part.log_start_offset, part.log_end_offset,
+                      [] if isolation == READ_COMMITTED else None)
 
 
 async def _read_remote(rm: ReplicaManager, remote: list[_RemoteRead], rows: list[Row], isolation: int) -> int:
