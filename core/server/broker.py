@@ -57,6 +57,7 @@ from strom.plugins.hookspecs.authorizers import (
     ClusterMetadataAuthorizer,
     ResourcePattern,
     ResourceType,
+    authorize_by_resource_type,
 )
 from strom.plugins.hookspecs.authorizers import RequestContext as AuthContext
 from strom.plugins.hookspecs.quotas import QuotaType
@@ -318,6 +319,16 @@ class Broker:
         op, rtype = AclOperation[operation], ResourceType[resource_type]
         actions = [Action(op, ResourcePattern(rtype, n)) for n in names]
         return [r is AuthorizationResult.ALLOWED for r in self.authorizer.authorize(pctx, actions)]
+
+    def authorize_by_resource_type(self, ctx: RequestContext, operation: str, resource_type: str) -> bool:
+        """May the principal perform ``operation`` on some resource of ``resource_type``?"""
+        if isinstance(self.authorizer, AllowAllAuthorizer):
+            return True
+        pctx = AuthContext(principal=ctx.principal, client_id=ctx.client_id, client_address=ctx.client_address,
+                           listener_name=ctx.listener_name, security_protocol=ctx.security_protocol,
+                           api_key=ctx.api_key, api_version=ctx.api_version, correlation_id=ctx.correlation_id)
+        result = authorize_by_resource_type(self.authorizer, pctx, AclOperation[operation], ResourceType[resource_type])
+        return result is AuthorizationResult.ALLOWED
 
     def record_quota(self, ctx: RequestContext, quota_type: str, value: float) -> int:
         """Charge ``value`` to the client's quota; returns the throttle time in ms."""

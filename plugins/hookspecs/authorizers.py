@@ -290,18 +290,21 @@ class ClusterMetadataAuthorizer(Authorizer, Protocol):
         ...
 
 
-def authorize_by_resource_type(authorizer: ClusterMetadataAuthorizer, ctx: RequestContext, operation: AclOperation,
+def authorize_by_resource_type(authorizer: Authorizer, ctx: RequestContext, operation: AclOperation,
                                resource_type: ResourceType) -> AuthorizationResult:
     """May the principal perform ``operation`` on at least one resource of ``resource_type``?
 
     Kafka's ``Authorizer.authorizeByResourceType`` default (InitProducerId asks it about WRITE
     on any topic): ALLOWED when the hard-coded name passes (super users, no ACLs with
     ``allow.everyone.if.no.acl.found``), DENIED on a wildcard DENY; otherwise ALLOWED if some
-    ALLOW pattern for the principal and host is not covered by a DENY pattern.
+    ALLOW pattern for the principal and host is not covered by a DENY pattern. An authorizer
+    without ACLs (not a :class:`ClusterMetadataAuthorizer`) is asked about the probe name only.
     """
     probe = Action(operation, ResourcePattern(resource_type, "hardcode"), 0, True, False)
     if authorizer.authorize(ctx, [probe])[0] is AuthorizationResult.ALLOWED:
         return AuthorizationResult.ALLOWED
+    if not isinstance(authorizer, ClusterMetadataAuthorizer):  # no ACLs to look through: the probe decides
+        return AuthorizationResult.DENIED
     host = host_of(ctx.client_address)
     deny: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
     allow: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}

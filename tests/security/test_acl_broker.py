@@ -292,3 +292,13 @@ def test_without_an_acl_authorizer_the_acl_apis_are_security_disabled(tmp_path: 
         # Everything else stays allowed.
         assert create_topic_error(admin, "open") is None
         assert produce_error(proc.bootstrap, "open") is None
+
+
+def test_idempotent_producer_with_write_on_its_topic(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+    """InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic (Kafka's
+    authorizeByResourceType): WRITE on the topic alone lets an idempotent producer in."""
+    topic = f"idem-{suffix}"
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.CREATE),
+                acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
+    assert create_topic_error(admin, topic) is None
+    assert produce_error(locked.bootstrap, topic, **{"enable.idempotence": True}) is None

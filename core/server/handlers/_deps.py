@@ -149,6 +149,12 @@ class ProducerIdDeps(TxnDeps, Protocol):
     @property
     def producer_ids(self) -> ProducerIdManager: ...
 
+    def authorize_by_resource_type(self, ctx: RequestContext, operation: str, resource_type: str) -> bool:
+        """May the principal perform ``operation`` on some resource of ``resource_type`` (Kafka's
+        ``Authorizer.authorizeByResourceType``: an idempotent producer needs IDEMPOTENT_WRITE on
+        the cluster or WRITE on any topic)?"""
+        ...
+
 
 class CoordinatorRuntimeDeps(RequestDeps, Protocol):
     """WriteTxnMarkers: the coordinators' internal-topic I/O."""

@@ -50,7 +50,9 @@ async def handle(deps: ProducerIdDeps, ctx: RequestContext, request: InitProduce
         except KafkaError as e:
             return answer(client_code(e.code, ctx.api_version, FENCED_SINCE))
         return answer(0, txn_pid, txn_epoch)
-    if not authorize_cluster(deps, ctx, "IDEMPOTENT_WRITE"):
+    # Kafka's KafkaApis: IDEMPOTENT_WRITE on the cluster, or WRITE on at least one topic.
+    if not authorize_cluster(deps, ctx, "IDEMPOTENT_WRITE") and \
+            not deps.authorize_by_resource_type(ctx, "WRITE", "TOPIC"):
         return answer(int(ErrorCode.cluster_authorization_failed))
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return answer(0, pid, epoch + 1)
