@@ -27,6 +27,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence, Set
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -204,27 +205,52 @@ class CopyRound:
 
 
 class _CopyQuota:
-    """``remote.log.manager.copy.max.bytes.per.second`` as a token bucket over one-second windows."""
+    """Kafka's ``RLMQuotaManager`` for copies (``remote.log.manager.copy.max.bytes.per.second``),
+    broker-wide: the rate is Kafka's ``Rate`` over ``remote.log.manager.copy.quota.window.num``
+    windows of ``remote.log.manager.copy.quota.window.size.seconds`` (the bytes of the windows kept
+    over their elapsed time, counted as at least ``window.num - 1`` whole windows). Before a
+    segment is copied, its copier waits while the quota is violated, for Kafka's throttle time
+    (``QuotaUtils.throttleTime``: (rate - bound) / bound * window), then records the segment's
+    size, as ``RLMCopyTask`` does."""
 
-    def __init__(self, bytes_per_second: int, stopped: threading.Event) -> None:
-        self.rate = bytes_per_second
+    def __init__(self, bytes_per_second: int, stopped: threading.Event, window_num: int = 11,
+                 window_size_s: float = 1.0) -> None:
+        self.rate_bound = bytes_per_second
+        self.window_num = window_num
+        self.window_size_s = window_size_s
         self.stopped = stopped
         self.lock = threading.Lock()
-        self.window_start = time.monotonic()
-        self.used = 0
+        self._samples: deque[list[float]] = deque()  # [window start, bytes]
+        self.throttled_ms = 0.0  # how long copiers waited for the quota, in all
+
+    def _measure(self, now: float) -> tuple[float, float]:
+        """(bytes per second, the window it is measured over); caller holds the lock."""
+        horizon = now - self.window_num * self.window_size_s
+        while self._samples and self._samples[0][0] + self.window_size_s <= horizon:
+            self._samples.popleft()
+        if not self._samples:
+            return 0.0, self.window_size_s
+        elapsed = now - self._samples[0][0]
+        full = int(elapsed // self.window_size_s)
+        if full < self.window_num - 1:
+            elapsed += (self.window_num - 1 - full) * self.window_size_s
+        elapsed = max(elapsed, self.window_size_s)
+        return sum(s[1] for s in self._samples) / elapsed, elapsed
 
     def acquire(self, n: int) -> None:
-        if self.rate >= LONG_MAX:
+        if self.rate_bound >= LONG_MAX:
             return
         while True:
             with self.lock:
                 now = time.monotonic()
-                if now - self.window_start >= 1.0:
-                    self.window_start, self.used = now, 0
-                if self.used == 0 or self.used + n <= self.rate:  # a segment larger than the rate still goes
-                    self.used += n
+                rate, window = self._measure(now)
+                if rate <= self.rate_bound:
+                    if not self._samples or now - self._samples[-1][0] >= self.window_size_s:
+                        self._samples.append([now, 0.0])
+                    self._samples[-1][1] += n
                     return
-                wait = 1.0 - (now - self.window_start)
+                wait = max((rate - self.rate_bound) / self.rate_bound * window, 0.001)
+                self.throttled_ms += wait * 1000
             if self.stopped.wait(wait):  # a quota wait, interrupted by close()
                 raise RemoteStorageError("remote log manager closed while waiting for the copy quota")
 
@@ -238,6 +264,8 @@ class RemoteLogManager:
         self.task_interval_s = r.integer("remote.log.manager.task.interval.ms", 30_000, minimum=1) / 1000
         self.pool_size = r.integer("remote.log.manager.copier.thread.pool.size", 10, minimum=1)
         copy_rate = r.integer("remote.log.manager.copy.max.bytes.per.second", LONG_MAX, minimum=1)
+        copy_windows = r.integer("remote.log.manager.copy.quota.window.num", 11, minimum=1)
+        copy_window_s = r.integer("remote.log.manager.copy.quota.window.size.seconds", 1, minimum=1)
         # Kafka's RemoteLogManagerConfig retry keys: a partition whose round failed waits
         # backoff * 2^(failures-1), capped, with jitter, before its next round (S3 away stays quiet).
         self.retry_backoff_s = r.integer("remote.log.manager.task.retry.backoff.ms", 500, minimum=0) / 1000
@@ -252,7 +280,7 @@ class RemoteLogManager:
             raise ValueError(f"remote.log.manager.task.retry.jitter: {jitter!r} is not a number in [0, 1]")
         self.rsm, self.rlmm, self.broker_id = rsm, rlmm, broker_id
         self._stopped = threading.Event()
-        self._quota = _CopyQuota(copy_rate, self._stopped)
+        self._quota = _CopyQuota(copy_rate, self._stopped, copy_windows, float(copy_window_s))
         self._lock = threading.Lock()
         self._leaders: dict[TopicIdPartition, TieredLog] = {}
         self._running: dict[TopicIdPartition, Future[CopyRound]] = {}
@@ -317,12 +345,13 @@ class RemoteLogManager:
             return result
         try:
             result.cleaned_up = self._clean_up_abandoned(tip)
-            if tiered_log.remote_copy_disabled():
-                return result
             highest = self._highest_remote_offset(tip, tiered_log)
             tiered_log.update_highest_offset_in_remote_storage(highest)
             lso = tiered_log.last_stable_offset()
-            for seg in tiered_log.closed_segments():
+            # remote.log.copy.disable (KIP-950) stops the copies only: Kafka keeps the expiration
+            # task (and remote reads) of such a partition running.
+            copy_disabled = tiered_log.remote_copy_disabled()
+            for seg in () if copy_disabled else tiered_log.closed_segments():
                 if self._stopped.is_set():
                     break
                 if seg.end_offset <= highest:

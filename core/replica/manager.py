@@ -144,11 +144,23 @@ class ReplicaManager:
         for key, role in current.items():
             if self._remote_roles.get(key) != role:
                 (leaders if role[1] else followers).append(self.partitions[key])
-        stopped = [(key[0], key[1], old[0], image is not None and old[0] not in image.topics_by_id)
+        stopped = [(key[0], key[1], old[0], image is not None and (
+                        old[0] not in image.topics_by_id or self._remote_disabled_with_delete(key, old)))
                    for key, old in self._remote_roles.items() if key not in current or current[key][0] != old[0]]
         self._remote_roles = current
         if leaders or followers or stopped:
             listener(leaders, followers, stopped)
+
+    def _remote_disabled_with_delete(self, key: tuple[str, int], old: tuple[uuid.UUID, bool]) -> bool:
+        """KIP-950: the leader of a topic turned to ``remote.storage.enable=false`` with
+        ``remote.log.delete.on.disable=true`` moves its log start to the local log start, and its
+        remote data is deleted as a deleted topic's is (Kafka's ``maybeUpdateRemoteLogComponents``)."""
+        part = self.partitions.get(key)
+        if part is None or part.topic_id != old[0] or not part.is_leader \
+                or not part.log.config.get("remote.log.delete.on.disable"):
+            return False
+        part.log.maybe_increment_log_start_offset(part.log.local_log_start_offset)
+        return True
 
     def _log_config(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.build(self.config, overrides, self._dynamic_broker)
