@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from diff_wire import WireClient, kio_schema
 from kafka.admin import (
     ACLFilter,
     ACLOperation,
@@ -302,3 +304,30 @@ def test_idempotent_producer_with_write_on_its_topic(locked: BrokerProcess, admi
                 acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
     assert create_topic_error(admin, topic) is None
     assert produce_error(locked.bootstrap, topic, **{"enable.idempotence": True}) is None
+
+
+def test_a_follower_fetch_needs_cluster_action(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+    """Fetch with a replica id is a follower's: CLUSTER_ACTION on the cluster, not READ on the
+    topic, decides (a client cannot read past the high watermark by posing as a replica)."""
+    topic = f"follower-{suffix}"
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.ALL))
+    assert create_topic_error(admin, topic) is None
+
+    def fetch_error(replica_id: int) -> int:
+        m = kio_schema("fetch", 12)
+        with WireClient(locked.bootstrap) as client:
+            response = client.request(m.FetchRequest(
+                replica_id=replica_id, max_wait=timedelta(0), min_bytes=0, isolation_level=0,
+                topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+                forgotten_topics_data=()))
+        return int(response.responses[0].partitions[0].error_code)
+
+    assert fetch_error(-1) == 0
+    assert fetch_error(1) == ErrorCode.topic_authorization_failed
+    create_acls(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.CLUSTER_ACTION))
+    try:
+        assert fetch_error(1) == 0
+    finally:  # the other tests' principal is not a broker
+        delete_acls(admin, acl_filter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ME, "*",
+                                      AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW))

@@ -36,7 +36,7 @@ from strom.core.log.local_log import LogOffsetMetadata
 from strom.core.protocol.fetch_response import PartitionRow, TopicRows, encode_fetch_response
 from strom.core.protocol.messages import ms
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import authorize_topics, error_of, throttle
+from strom.core.server.handlers._common import authorize_cluster, authorize_topics, error_of, throttle
 
 if TYPE_CHECKING:
     from strom.core.log.log import LogOffsetSnapshot
@@ -183,7 +183,10 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
         names.append(name)
         partitions.append(found.partitions if found is not None else {})
         targets.append([_Target(name, topic_id or ZERO_UUID, fp, error) for fp in ft.partitions])
-    denied = authorize_topics(deps, ctx, "READ", [n for n in set(names) if n])
+    if replica_id >= 0:  # a follower's fetch: CLUSTER_ACTION on the cluster, not READ (Kafka's KafkaApis)
+        denied = set() if authorize_cluster(deps, ctx, "CLUSTER_ACTION") else {n for n in names if n}
+    else:
+        denied = authorize_topics(deps, ctx, "READ", [n for n in set(names) if n])
     for group, known in zip(targets, partitions, strict=True):
         for t in group:
             if t.error:
