@@ -303,7 +303,10 @@ def describe_broker(config: BrokerConfig, per_broker: Mapping[str, str], cluster
     cluster default resource ("") and only the cluster-wide dynamic configs are listed."""
     static = strom_static_values(config)
     defaults = strom_defaults(config)
-    static_defaults = {name: d for name, (d, _, _) in defaults.items() if d is not None}
+    # A DEFAULT_CONFIG synonym only where Kafka has a default (Kafka lists none for node.id,
+    # log.dirs, process.roles ...); strom's own default still shows as the value there.
+    static_defaults = {name: d for name, (d, _, _) in defaults.items()
+                       if d is not None and (name not in KAFKA_BROKER_KEYS or KAFKA_BROKER_KEYS[name].default is not None)}
     if per_broker_resource:
         names = [k.name for k in BROKER_CONFIG_KEYS if not k.internal]
         names += [n for n in defaults if n not in KAFKA_BROKER_KEYS]

@@ -53,6 +53,7 @@ class ClientInstance:
     last_get_ms: int = 0
     last_push_ms: int = 0
     terminating: bool = False
+    last_error: int = 0  # the last push's error code (117 lets the client ask again at once)
     last_payload: bytes = field(default=b"", repr=False)
 
 
@@ -117,16 +118,22 @@ class ClientMetricsManager:
             matched.append(name)
             metrics.update(prefixes)
             intervals.append(int(values.get("interval.ms", DEFAULT_INTERVAL_MS)))
-        # Kafka's wire form: [] no metrics, [""] every metric.
-        requested = ("",) if ALL_METRICS in metrics else tuple(sorted(metrics))
+        # Kafka answers "*" as it is stored: the client reads it as every metric.
+        requested = (ALL_METRICS,) if ALL_METRICS in metrics else tuple(sorted(metrics))
         interval = min(intervals) if intervals else DEFAULT_INTERVAL_MS
         key = repr((requested, interval, str(instance_id), matched)).encode()
         subscription_id = zlib.crc32(key) - (1 << 31)  # any stable int32 that changes with the set
         instance = self.instances.get(instance_id)
         if instance is None:
             instance = self.instances[instance_id] = ClientInstance(instance_id)
+        elif now - max(instance.last_get_ms, instance.last_push_ms) < instance.push_interval_ms and \
+                instance.last_error != UNKNOWN_SUBSCRIPTION_ID:
+            # ClientMetricsInstance.maybeUpdateGetRequestTimestamp: not again before the interval,
+            # unless the last push was refused for an old subscription id.
+            raise PushRejected(THROTTLING_QUOTA_EXCEEDED, f"The request from the client [{instance_id}] "
+                                                          "arrived before the next push interval time")
         instance.subscription_id, instance.push_interval_ms, instance.metrics = subscription_id, interval, requested
-        instance.last_get_ms = now
+        instance.last_get_ms, instance.last_error = now, 0
         return Subscription(instance_id, subscription_id, requested, interval)
 
     def push(self, instance_id: uuid.UUID | None, subscription_id: int, terminating: bool, compression_type: int,
@@ -136,19 +143,23 @@ class ClientMetricsManager:
         if instance_id is None or instance_id.int == 0:
             raise PushRejected(INVALID_REQUEST, "Invalid request from the client: client instance id is empty")
         instance = self.instances.get(instance_id)
-        if instance is None or instance.subscription_id != subscription_id:
-            raise PushRejected(UNKNOWN_SUBSCRIPTION_ID,
-                               f"Unknown client subscription id for the client: {instance_id}")
+        if instance is None:
+            raise PushRejected(UNKNOWN_SUBSCRIPTION_ID, f"Unknown client subscription id for the client: {instance_id}")
         if instance.terminating:
             raise PushRejected(INVALID_REQUEST, f"Client {instance_id} sent the terminating flag already")
-        # ClientMetricsInstance.maybeUpdatePushRequestTimestamp: a push right after a Get is fine,
-        # otherwise not before the push interval since the last request.
+        # ClientMetricsInstance.maybeUpdatePushRequestTimestamp, before the subscription id is
+        # checked (as Kafka orders it): the first push after a Get is accepted, later ones not
+        # before the push interval since the last request; a terminating push may come early.
         can_accept = instance.last_get_ms > instance.last_push_ms or \
             now - max(instance.last_get_ms, instance.last_push_ms) >= instance.push_interval_ms
-        if not can_accept and not terminating:
+        if can_accept:
+            instance.last_push_ms = now
+        elif not terminating:
             raise PushRejected(THROTTLING_QUOTA_EXCEEDED,
                                f"Request from the client [{instance_id}] arrived before the next push interval time")
-        instance.last_push_ms = now
+        if instance.subscription_id != subscription_id:
+            instance.last_error = UNKNOWN_SUBSCRIPTION_ID
+            raise PushRejected(UNKNOWN_SUBSCRIPTION_ID, f"Unknown client subscription id for the client: {instance_id}")
         instance.terminating = terminating
         if len(metrics) > self.telemetry_max_bytes:
             raise PushRejected(TELEMETRY_TOO_LARGE,

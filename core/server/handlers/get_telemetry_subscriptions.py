@@ -15,6 +15,7 @@ from strom.core.server.client_metrics import (
     ACCEPTED_COMPRESSION_TYPES,
     CLIENT_METRICS_RESOURCE,
     ClientMetricsManager,
+    PushRejected,
     manager_for,
 )
 from strom.core.server.context import RequestContext
@@ -42,7 +43,12 @@ async def handle(deps: ControllerDeps, ctx: RequestContext,
     mgr = manager(deps)
     subscriptions = {name: values for (rtype, name), values in deps.image.configs.items()
                      if rtype == CLIENT_METRICS_RESOURCE}
-    sub = mgr.subscription(subscriptions, request.client_instance_id, ctx.client_id, ctx.client_address)
+    try:
+        sub = mgr.subscription(subscriptions, request.client_instance_id, ctx.client_id, ctx.client_address)
+    except PushRejected as e:  # asked again before the push interval: Kafka's empty error answer
+        return m.make("GetTelemetrySubscriptionsResponse", throttle_time=response_throttle(deps, ctx),
+                      error_code=e.code, client_instance_id=None, subscription_id=0, accepted_compression_types=(),
+                      push_interval=0, telemetry_max_bytes=0, delta_temporality=False, requested_metrics=())
     return m.make("GetTelemetrySubscriptionsResponse", throttle_time=response_throttle(deps, ctx), error_code=0,
                   client_instance_id=sub.instance_id, subscription_id=sub.subscription_id,
                   accepted_compression_types=ACCEPTED_COMPRESSION_TYPES, push_interval=sub.push_interval_ms,
