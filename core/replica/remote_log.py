@@ -206,10 +206,11 @@ class RemoteLogBinding:
                     if lso >= upper:
                         return aborted
             segment = self._next_with_txn_index(tip, epochs, segment.end_offset + 1)
-        log_ = part.log
-        local_start = log_.local_log_start_offset
-        if local_start < upper:
-            aborted += log_.collect_aborted_transactions(local_start, upper)
+        # Kafka's collectAbortedTransactionInLocalSegments: the local indexes over the same range,
+        # for a transaction read from S3 whose abort marker is on local disk; an entry of a segment
+        # both copied and still local is kept once.
+        seen = set(aborted)
+        aborted += [t for t in part.log.collect_aborted_transactions(offset, upper) if t not in seen]
         return aborted
 
     def _next_with_txn_index(self, tip: TopicIdPartition, epochs: list[tuple[int, int]],
