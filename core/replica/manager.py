@@ -99,6 +99,14 @@ class ReplicaManager:
         for topic in image.topics.values():
             overrides = dict(image.configs.get((TOPIC_RESOURCE, topic.name), {}))
             config_changed = dynamic_changed or self._topic_configs.get(topic.name) != overrides
+            if config_changed and overrides.get("remote.storage.enable") == "true" \
+                    and not self.config.remote_log_storage_system_enable:
+                # Kafka 4.3 (LogManager.updateTopicConfig, a non-fatal metadata publishing fault):
+                # the broker runs on and the log, not tiered here, serves its local data only.
+                log.error("Error updating topic %s with new configuration: %s: You have to delete all topics "
+                          "with the property remote.storage.enable=true before disabling tiered storage "
+                          "cluster-wide (remote.log.storage.system.enable=false on this broker); the topic "
+                          "serves its local data only", topic.name, overrides)
             self._topic_configs[topic.name] = overrides
             for index, reg in topic.partitions.items():
                 if self.node_id not in reg.replicas:

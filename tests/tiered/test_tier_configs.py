@@ -270,3 +270,26 @@ def test_the_copy_quota_bounds_the_copy_rate(tmp_path: Path, s3_bucket: str, s3_
             between = sum(size for t, size in done if t0 < t <= t1)
             assert between <= rate * ((t1 - t0) / 1000 + windows * window_s) + 2 * segment, (t0, t1, between)
     assert sum(size for _, size in done) > rate * windows * window_s * 3  # the quota had to hold copies back
+
+
+def test_a_restart_with_the_tier_off_serves_local_data_and_names_the_way_out(
+        tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+    # Kafka 4.3 (KRaft): the broker starts; applying the tiered topic's config fails with
+    # LogConfig's message (a non-fatal metadata publishing fault, logged), and the log, no longer
+    # tiered, serves its local data only.
+    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        create(admin, TOPIC, **{"remote.storage.enable": "true", "segment.bytes": "16384",
+                                "local.retention.bytes": "1"})
+        produce(broker.bootstrap, TOPIC, 1000)
+        local_start = tiered_down_to_active(broker, TOPIC)
+        broker.config["remote.log.storage.system.enable"] = "false"
+        broker.restart()
+        message = ("You have to delete all topics with the property remote.storage.enable=true before disabling "
+                   "tiered storage cluster-wide")
+        wait_for(lambda: any(message in line and f"topic {TOPIC} " in line for line in broker.log_text().splitlines()),
+                 30, "Kafka's message naming the topic in the broker's log", detail=broker.log_tail)
+        assert list_offsets(broker.bootstrap, TOPIC, -2) == (0, local_start)  # the local data only
+        assert list_offsets(broker.bootstrap, TOPIC, -1) == (0, 1000)
+        assert consume_keys(broker.bootstrap, TOPIC, 1000 - local_start, start=local_start) == \
+            list(range(local_start, 1000))
