@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 MAX_SYNCS_PER_PARTITION = 200_000
 # Kafka's Worker.CONNECTOR_GRACEFUL_SHUTDOWN_TIMEOUT_MS: how long stop() waits for the
 # connector's background thread (its client waits look at the stop event every clients.STOP_CHECK_S).
-CONNECTOR_STOP_TIMEOUT_S = 5.0
 # The longest one poll() waits for the source's answers: a poll returns within about this
 # (plus the offset-syncs read), so the worker's stop is seen between polls however long the
 # answers take (they are waited for over several polls, up to admin.timeout.ms).
@@ -170,8 +169,8 @@ class MirrorCheckpointConnector(SourceConnector):
     def __init__(self) -> None:
         self.cfg: MirrorCheckpointConfig | None = None
         self.known_groups: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._background_thread = clients.BackgroundThread()
+        self._stop = self._background_thread.stopping
 
     def config(self) -> ConfigDef:
         return CHECKPOINT_CONFIG_DEF
@@ -192,7 +191,7 @@ class MirrorCheckpointConnector(SourceConnector):
         cfg = self.cfg = MirrorCheckpointConfig(props)
         for key in MirrorCheckpointConfig.unknown_keys(props):
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
-        self._stop.clear()
+        self._background_thread.reset()
         if not cfg.enabled:
             return
         self._source_admin = clients.admin_client(cfg.source_admin_config("source-admin"))
@@ -204,18 +203,10 @@ class MirrorCheckpointConnector(SourceConnector):
         except MirrorRetriableError as exc:
             log.warning("%s: initial group discovery did not finish (%s); retrying in the background",
                         cfg.connector_name, exc)
-        self._thread = threading.Thread(target=self._background, name=f"mirror-checkpoint-{cfg.connector_name}",
-                                        daemon=True)
-        self._thread.start()
+        self._background_thread.start(self._background, f"mirror-checkpoint-{cfg.connector_name}")
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=CONNECTOR_STOP_TIMEOUT_S)
-            if self._thread.is_alive():
-                log.error("%s: background thread did not stop within %.0f s", self.cfg.connector_name if self.cfg
-                          else "MirrorCheckpointConnector", CONNECTOR_STOP_TIMEOUT_S)
-            self._thread = None
+        self._background_thread.stop(self.cfg.connector_name if self.cfg else "MirrorCheckpointConnector")
         # librdkafka handles have no close(): dropping the last reference ends their threads
         for name in ("_source_admin", "_target_admin"):
             self.__dict__.pop(name, None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
@@ -38,6 +38,38 @@ T = TypeVar("T")
 
 # How often a bounded wait looks at its stop event; a stopping connector's thread ends within it.
 STOP_CHECK_S = 0.25
+# How long a connector's stop() waits for its background thread (its calls give up within
+# STOP_CHECK_S of the stop event, so this is a safety bound, not an expected wait).
+CONNECTOR_STOP_TIMEOUT_S = 5.0
+
+
+class BackgroundThread:
+    """A mirror connector's discovery thread and the stop event its bounded calls watch.
+
+    Not thread-safe: the herder calls a connector's start() and stop() from one thread.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def reset(self) -> None:
+        """Clear the stop event before the connector (re)starts."""
+        self.stopping.clear()
+
+    def start(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self, owner: str) -> None:
+        """Set the stop event and wait (bounded) for the thread; ``owner`` names it in the log."""
+        self.stopping.set()
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        thread.join(timeout=CONNECTOR_STOP_TIMEOUT_S)
+        if thread.is_alive():
+            log.error("%s: background thread did not stop within %.0f s", owner, CONNECTOR_STOP_TIMEOUT_S)
 
 
 # One list_topics attempt of a stoppable caller: long enough for a loaded cluster's answer,

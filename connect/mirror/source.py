@@ -58,7 +58,6 @@ SOURCE_FETCH_BYTES = 16 * 1024 * 1024
 RETRY_BACKOFF_S = 5.0  # between attempts of a discovery or config sync that failed retriably
 # Kafka's Worker.CONNECTOR_GRACEFUL_SHUTDOWN_TIMEOUT_MS: how long stop() waits for the
 # background thread (its client waits look at the stop event every clients.STOP_CHECK_S).
-CONNECTOR_STOP_TIMEOUT_S = 5.0
 # A stopping task's last offset syncs: a reachable cluster takes them in milliseconds, and an
 # unreachable one never will, so the flush is short and must leave the task room within
 # task.shutdown.graceful.timeout.ms (5 s by default, shared by every task of the worker).
@@ -103,8 +102,8 @@ class MirrorSourceConnector(SourceConnector):
     def __init__(self) -> None:
         self.cfg: MirrorSourceConfig | None = None
         self.known: dict[str, int] = {}  # source topic -> partition count
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._background_thread = clients.BackgroundThread()
+        self._stop = self._background_thread.stopping
         self._lock = threading.Lock()
 
     def config(self) -> ConfigDef:
@@ -129,7 +128,7 @@ class MirrorSourceConnector(SourceConnector):
         for key in MirrorSourceConfig.unknown_keys(props):
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         self.cfg = cfg
-        self._stop.clear()
+        self._background_thread.reset()
         if not cfg.enabled:
             return
         self._source_admin = clients.admin_client(cfg.source_admin_config("source-admin"))
@@ -143,18 +142,10 @@ class MirrorSourceConnector(SourceConnector):
         except MirrorRetriableError as exc:
             log.warning("%s: initial topic discovery did not finish (%s); retrying in the background",
                         cfg.connector_name, exc)
-        self._thread = threading.Thread(target=self._background, name=f"mirror-source-{cfg.connector_name}",
-                                        daemon=True)
-        self._thread.start()
+        self._background_thread.start(self._background, f"mirror-source-{cfg.connector_name}")
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=CONNECTOR_STOP_TIMEOUT_S)
-            if self._thread.is_alive():
-                log.error("%s: background thread did not stop within %.0f s", self.cfg.connector_name if self.cfg
-                          else "MirrorSourceConnector", CONNECTOR_STOP_TIMEOUT_S)
-            self._thread = None
+        self._background_thread.stop(self.cfg.connector_name if self.cfg else "MirrorSourceConnector")
         # librdkafka handles have no close(): dropping the last reference ends their threads
         for name in ("_source_admin", "_target_admin", "_offset_syncs_admin"):
             self.__dict__.pop(name, None)
