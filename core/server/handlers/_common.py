@@ -20,6 +20,20 @@ _T = TypeVar("_T")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
+# The schemas' default of every *_authorized_operations field: "not asked for" (Kafka's Int.MinValue).
+AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
+# Kafka's AclEntry.supportedOperations by resource type, as (AclOperation name, code): an
+# *_authorized_operations field is the bit set (1 << code) of those the caller is allowed.
+SUPPORTED_OPERATIONS: dict[str, tuple[tuple[str, int], ...]] = {
+    "TOPIC": (("READ", 3), ("WRITE", 4), ("CREATE", 5), ("DELETE", 6), ("ALTER", 7), ("DESCRIBE", 8),
+              ("DESCRIBE_CONFIGS", 10), ("ALTER_CONFIGS", 11)),
+    "GROUP": (("READ", 3), ("DELETE", 6), ("DESCRIBE", 8), ("DESCRIBE_CONFIGS", 10), ("ALTER_CONFIGS", 11)),
+    "CLUSTER": (("CREATE", 5), ("ALTER", 7), ("DESCRIBE", 8), ("CLUSTER_ACTION", 9), ("DESCRIBE_CONFIGS", 10),
+                ("ALTER_CONFIGS", 11), ("IDEMPOTENT_WRITE", 12)),
+    "TRANSACTIONAL_ID": (("WRITE", 4), ("DESCRIBE", 8)),
+}
+CLUSTER_NAME = "kafka-cluster"
+
 
 def error_of(exc: BaseException) -> tuple[int, str | None]:
     """The Kafka error code and message a failed operation answers with."""
@@ -68,7 +82,32 @@ def find_partition(image: MetadataImage, topic: str, index: int, no_topic: str,
 
 
 def authorize_cluster(deps: Authorizing, ctx: RequestContext, operation: str) -> bool:
-    return deps.authorize(ctx, operation, "CLUSTER", ["kafka-cluster"])[0]
+    return deps.authorize(ctx, operation, "CLUSTER", [CLUSTER_NAME])[0]
+
+
+def authorized_operations(deps: Authorizing, ctx: RequestContext, resource_type: str,
+                          names: Sequence[str]) -> list[int]:
+    """Kafka's AuthHelper.authorizedOperations for each named resource: the bit set of the
+    operations its type supports that the authorizer allows the caller (every one of them with
+    the allow-all built-in, as Kafka answers without an authorizer). One authorizer call per
+    operation, covering every name."""
+    bits = [0] * len(names)
+    if not names:
+        return bits
+    for operation, code in SUPPORTED_OPERATIONS[resource_type]:
+        for i, allowed in enumerate(deps.authorize(ctx, operation, resource_type, names)):
+            if allowed:
+                bits[i] |= 1 << code
+    return bits
+
+
+def cluster_authorized_operations(deps: Authorizing, ctx: RequestContext) -> int:
+    """What Metadata v8-v10 and DescribeCluster answer when the client asks for the cluster's
+    authorized operations: 0 unless the caller may DESCRIBE the cluster (Kafka checks that
+    first), else the bit set of the cluster operations allowed."""
+    if not authorize_cluster(deps, ctx, "DESCRIBE"):
+        return 0
+    return authorized_operations(deps, ctx, "CLUSTER", [CLUSTER_NAME])[0]
 
 
 def throttle(deps: RequestDeps, ctx: RequestContext, quota_type: str, value: float) -> int:

@@ -34,7 +34,13 @@ from strom.core.errors import InvalidTopicError
 from strom.core.metadata.image import MetadataImage, TopicImage
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import INTERNAL_TOPICS, authorize_topics, response_throttle
+from strom.core.server.handlers._common import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    INTERNAL_TOPICS,
+    authorize_topics,
+    authorized_operations,
+    response_throttle,
+)
 from strom.core.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
@@ -47,17 +53,13 @@ if TYPE_CHECKING:
 API_KEY = 75
 VERSIONS = (0, 0)
 ZERO_UUID = uuid.UUID(int=0)
-INT32_MIN = -(1 << 31)  # "authorized operations not computed" (failed requests)
+INT32_MIN = AUTHORIZED_OPERATIONS_OMITTED  # "authorized operations not computed" (failed requests)
 MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
-# Kafka's AclOperation codes of the operations a TOPIC resource supports (AclEntry.supportedOperations);
-# topic_authorized_operations is the bit set of those the caller is allowed.
-TOPIC_ACL_OPERATIONS = {"READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
-                        "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
 
 
 def authorized_topic_operations(deps: ImageDeps, ctx: RequestContext, topic: str) -> int:
-    return sum(1 << code for op, code in TOPIC_ACL_OPERATIONS.items()
-               if deps.authorize(ctx, op, "TOPIC", [topic])[0])
+    """topic_authorized_operations: the bit set of the TOPIC operations the caller is allowed."""
+    return authorized_operations(deps, ctx, "TOPIC", [topic])[0]
 
 
 def _failed(m: Any, ctx: RequestContext, deps: ImageDeps, request: DescribeTopicPartitionsRequest,

@@ -8,6 +8,11 @@ Topics asked for by an id the image does not know answer UNKNOWN_TOPIC_ID with t
 of the other topics (Kafka's order). v13 (KIP-1102) adds a top-level error code for
 REBOOTSTRAP_REQUIRED; Kafka 4.3's broker never sets it in a Metadata answer (clients raise it
 themselves when no bootstrap broker is reachable), so neither does strom: it is always 0.
+
+KIP-430: from v8 a client may ask for the operations it is allowed on each topic
+(``include_topic_authorized_operations``) and, up to v10, on the cluster; both are answered
+from the authorizer plugin as Kafka's AuthHelper.authorizedOperations answers them (every
+supported operation with the allow-all built-in, as Kafka without an authorizer).
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import INTERNAL_TOPICS, authorize_topics, response_throttle
+from strom.core.server.handlers._common import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    INTERNAL_TOPICS,
+    authorize_topics,
+    authorized_operations,
+    cluster_authorized_operations,
+    response_throttle,
+)
 from strom.core.topic_names import validate_topic_name
 
 if TYPE_CHECKING:
@@ -29,6 +41,8 @@ if TYPE_CHECKING:
 API_KEY = 3
 VERSIONS = (0, 13)
 ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZED_OPERATIONS_SINCE = 8  # include_topic_authorized_operations (KIP-430)
+CLUSTER_OPERATIONS_UNTIL = 10  # include_cluster_authorized_operations moved to DescribeCluster (KIP-700)
 
 
 async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
@@ -47,7 +61,8 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
         # does: INVALID_REQUEST for every topic, a null name sent back as "" (v10-11 responses
         # cannot carry a null name).
         return m.make("MetadataResponse", throttle_time=response_throttle(deps, ctx), brokers=(),
-                      cluster_id=deps.cluster_id, controller_id=-1, cluster_authorized_operations=-2147483648,
+                      cluster_id=deps.cluster_id, controller_id=-1,
+                      cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                       error_code=0, topics=tuple(
                           m.make("MetadataResponseTopic", error_code=int(ErrorCode.invalid_request),
                                  name=t.name or "", topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
@@ -56,7 +71,10 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
     errors: dict[str, int] = {}
     unknown_ids: list[uuid.UUID] = []
     if requested is None:
-        names = sorted(image.topics)
+        # Listing every topic: those the caller may not DESCRIBE are left out.
+        every = sorted(image.topics)
+        hidden = authorize_topics(deps, ctx, "DESCRIBE", every)
+        names = [n for n in every if n not in hidden] if hidden else every
     else:
         names = []
         for t in requested:
@@ -69,7 +87,11 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
                     continue
                 name = found.name
             names.append(name)
-        missing = [n for n in names if n not in image.topics]
+        # Kafka authorizes DESCRIBE before it looks a topic up (or creates it): a topic the
+        # caller may not describe answers TOPIC_AUTHORIZATION_FAILED whether it exists or not.
+        for n in authorize_topics(deps, ctx, "DESCRIBE", list(dict.fromkeys(names))):
+            errors[n] = int(ErrorCode.topic_authorization_failed)
+        missing = [n for n in names if n not in errors and n not in image.topics]
         if missing:
             allow = getattr(request, "allow_auto_topic_creation", True) and deps.config.auto_create_topics_enable
             creatable = []
@@ -95,21 +117,26 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
                         errors[n] = code
             image = deps.image
 
-    described = [n for n in names if n not in errors and n in image.topics]
-    denied = authorize_topics(deps, ctx, "DESCRIBE", described)
-    if requested is None:
-        described = [n for n in described if n not in denied]  # unauthorized topics are omitted
-    else:
-        for n in denied:
-            errors[n] = int(ErrorCode.topic_authorization_failed)
+    # KIP-430: the operations the caller may perform on each topic it was told about, as Kafka
+    # computes them (for every topic but those refused for DESCRIBE or CREATE, and unknown ids).
+    ops: dict[str, int] = {}
+    if version >= AUTHORIZED_OPERATIONS_SINCE and getattr(request, "include_topic_authorized_operations", False):
+        shown = list(dict.fromkeys(n for n in names if errors.get(n) != ErrorCode.topic_authorization_failed))
+        ops = dict(zip(shown, authorized_operations(deps, ctx, "TOPIC", shown), strict=True))
+    cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+    if AUTHORIZED_OPERATIONS_SINCE <= version <= CLUSTER_OPERATIONS_UNTIL and getattr(
+            request, "include_cluster_authorized_operations", False):
+        cluster_ops = cluster_authorized_operations(deps, ctx)
 
     topics = [m.make("MetadataResponseTopic", error_code=int(ErrorCode.unknown_topic_id), name=None, topic_id=tid,
                      is_internal=False, partitions=()) for tid in unknown_ids]
     for name in names:
+        topic_ops = ops.get(name, AUTHORIZED_OPERATIONS_OMITTED)
         if name in errors or name not in image.topics:
             code = errors.get(name, int(ErrorCode.unknown_topic_or_partition))
             topics.append(m.make("MetadataResponseTopic", error_code=code, name=name, topic_id=ZERO_UUID,
-                                 is_internal=name in INTERNAL_TOPICS, partitions=()))
+                                 is_internal=name in INTERNAL_TOPICS, partitions=(),
+                                 topic_authorized_operations=topic_ops))
             continue
         topic = image.topics[name]
         parts = []
@@ -122,10 +149,11 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
                 partition_index=index, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
                 replica_nodes=tuple(reg.replicas), isr_nodes=tuple(reg.isr), offline_replicas=()))
         topics.append(m.make("MetadataResponseTopic", error_code=0, name=name, topic_id=topic.topic_id,
-                             is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts)))
+                             is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts),
+                             topic_authorized_operations=topic_ops))
 
     brokers = tuple(m.make("MetadataResponseBroker", node_id=node, host=host, port=port, rack=rack)
                     for node, host, port, rack, _fenced in deps.broker_endpoints(ctx.listener_name))
     return m.make("MetadataResponse", throttle_time=response_throttle(deps, ctx), brokers=brokers,
                   cluster_id=deps.cluster_id, controller_id=deps.controller_id(), topics=tuple(topics),
-                  cluster_authorized_operations=-2147483648, error_code=0)
+                  cluster_authorized_operations=cluster_ops, error_code=0)
