@@ -48,9 +48,11 @@ from strom.core.metadata.records import (
     RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,8 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         # ACL id -> its record, or None when removed (Kafka's AclsDelta).
         self.changed_acls: dict[uuid.UUID, AccessControlEntryRecord | None] = {}
+        # (user, mechanism type) -> its credential, or None when removed (Kafka's ScramDelta).
+        self.changed_scram: dict[tuple[str, int], UserScramCredentialRecord | None] = {}
         self.created_topics: set[uuid.UUID] = set()
         self.changed_partitions: dict[uuid.UUID, set[int]] = {}
         self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
@@ -226,6 +230,10 @@ class MetadataDelta:
             if record.id not in self.base.acls and self.changed_acls.get(record.id) is None:
                 raise CorruptMessageError(f"RemoveAccessControlEntryRecord for unknown ACL id {record.id}")
             self.changed_acls[record.id] = None
+        elif isinstance(record, UserScramCredentialRecord):
+            self.changed_scram[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self.changed_scram[(record.name, record.mechanism)] = None
         # NoOpRecord, Begin/End/AbortTransactionRecord and ZkMigrationStateRecord change nothing
         # (strom writes one request per batch; Kafka 4 replays a migration state as nothing).
 
@@ -316,6 +324,15 @@ class MetadataDelta:
                 else:
                     merged_acls[acl_id] = acl
             acls = MappingProxyType(merged_acls)
+        scram = b.scram
+        if self.changed_scram:
+            merged_scram = dict(b.scram)
+            for key, credential in self.changed_scram.items():
+                if credential is None:
+                    merged_scram.pop(key, None)
+                else:
+                    merged_scram[key] = credential
+            scram = MappingProxyType(merged_scram)
         return MetadataImage(
             features=MappingProxyType(self._features) if self._features is not None else b.features,
             cluster_id=b.cluster_id,
@@ -327,6 +344,7 @@ class MetadataDelta:
             producer_ids=(ProducerIdsImage(self._next_producer_id) if self._next_producer_id is not None
                           else b.producer_ids),
             acls=acls,
+            scram=scram,
             offset=offset,
             epoch=epoch,
         )

@@ -36,6 +36,7 @@ from strom.core.metadata.records import (
     RegisterBrokerRecord,
     RegisterControllerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 TOPIC_RESOURCE = 2
@@ -135,6 +136,8 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = ProducerIdsImage()
     # Kafka's AclsImage: every ACL by its id, as its AccessControlEntryRecord.
     acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=lambda: MappingProxyType({}))
+    # Kafka's ScramImage: every SCRAM credential by (user name, mechanism type).
+    scram: Mapping[tuple[str, int], UserScramCredentialRecord] = field(default_factory=lambda: MappingProxyType({}))
     offset: int = -1   # offset of the last record applied (-1: none)
     epoch: int = -1    # leader epoch of that record
 
@@ -189,7 +192,7 @@ class MetadataImage:
 
     def is_empty(self) -> bool:
         return not (self.features or self.brokers or self.controllers or self.topics or self.configs
-                    or self.producer_ids.next_producer_id or self.acls)
+                    or self.producer_ids.next_producer_id or self.acls or self.scram)
 
     def same_content(self, other: MetadataImage) -> bool:
         """Equal metadata, ignoring provenance (offset / epoch)."""
@@ -234,6 +237,8 @@ class MetadataImage:
             yield ProducerIdsRecord(-1, -1, self.producer_ids.next_producer_id)
         for acl_id in sorted(self.acls):
             yield self.acls[acl_id]
+        for key in sorted(self.scram):
+            yield self.scram[key]
 
 
 EMPTY_IMAGE = MetadataImage()
