@@ -3,6 +3,12 @@
 Modelled on Kafka's kafka-topics.sh (and kafka-configs.sh for ``alter-config``), with its
 output formats, so scripts written for Kafka read strom's output the same way. Talks to any
 Kafka-compatible broker through confluent-kafka's AdminClient.
+
+``describe`` adds to each partition line of a tiered topic (``remote.storage.enable=true``,
+KIP-405) its log start offset (remote data included), its local log start offset (ListOffsets
+-2 and -4, KIP-1005, asked of the leader in Kafka's wire format: librdkafka cannot send -4), and
+the start offset and size of its data in remote storage, read from ``__remote_log_metadata``
+(the COPY_SEGMENT_FINISHED segments, as Kafka's topic-based metadata manager records them).
 """
 
 from __future__ import annotations
@@ -242,9 +248,151 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 raise ToolError(f"topic {name!r} does not exist (list them with `strom topics list`)") from None
             raise _fail(args, f"cannot describe topic {name!r}", e) from None
     configs = _topic_configs(admin, args, names)
+    tiered = [d for d in descriptions if "remote.storage.enable=true" in configs.get(d.name, "").split(",")]
+    extra = _tiered_partition_details(admin, args, tiered) if tiered else {}
     for desc in descriptions:
-        print(format_topic_description(desc, configs.get(desc.name, "")))
+        print(format_topic_description(desc, configs.get(desc.name, ""), extra))
     return 0
+
+
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: ListOffsets v8+
+
+
+def _tiered_partition_details(admin: AdminClient, args: argparse.Namespace,
+                              descriptions: list[Any]) -> dict[tuple[str, int], str]:
+    """``(topic, partition) -> extra partition-line fields`` of tiered topics."""
+    offsets = _leader_offsets(args, descriptions)
+    remote = _remote_segments(admin, args, descriptions)
+    out: dict[tuple[str, int], str] = {}
+    for desc in descriptions:
+        for p in desc.partitions:
+            key = (desc.name, p.id)
+            start, local_start = offsets.get(key, (None, None))
+            remote_start, remote_size = remote.get(key, (None, 0))
+            out[key] = (f"\tLogStartOffset: {_shown(start)}\tLocalLogStartOffset: {_shown(local_start)}"
+                        f"\tRemoteLogStartOffset: {_shown(remote_start)}\tRemoteSize: {remote_size}")
+    return out
+
+
+def _shown(value: int | None) -> str:
+    return "none" if value is None or value < 0 else str(value)
+
+
+def _leader_offsets(args: argparse.Namespace, descriptions: list[Any]) -> dict[tuple[str, int], tuple[int, int]]:
+    """ListOffsets -2 and -4 of each partition, asked of its leader (PLAINTEXT listeners only:
+    the tool opens its own socket; with TLS or SASL configured the offsets are not shown)."""
+    import socket
+
+    conf = client_config(args)
+    if str(conf.get("security.protocol", "plaintext")).lower() != "plaintext":
+        return {}
+    by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for desc in descriptions:
+        for p in desc.partitions:
+            if p.leader is not None and p.leader.id >= 0:
+                by_leader.setdefault((p.leader.host, p.leader.port), []).append((desc.name, p.id))
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for (host, port), partitions in by_leader.items():
+        try:
+            with socket.create_connection((host, port), timeout=METADATA_TIMEOUT_S) as sock:
+                sock.settimeout(REQUEST_TIMEOUT_S)
+                earliest = _list_offsets(sock, partitions, EARLIEST_TIMESTAMP)
+                local = _list_offsets(sock, partitions, EARLIEST_LOCAL_TIMESTAMP)
+        except OSError as e:
+            raise ToolError(f"cannot ask {host}:{port} for log start offsets: {e}") from None
+        for key in partitions:
+            if key in earliest and key in local:
+                out[key] = (earliest[key], local[key])
+    return out
+
+
+def _list_offsets(sock: Any, partitions: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+    """One ListOffsets v9 request on ``sock``: the offset of each partition answered without error."""
+    import io
+    import struct
+
+    from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kio.schema.list_offsets.v9.response import ListOffsetsResponse
+    from kio.schema.types import BrokerId, TopicName
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i8, i32, i64
+
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    request = ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=tuple(
+        ListOffsetsTopic(name=TopicName(t), partitions=tuple(ListOffsetsPartition(
+            partition_index=i32(i), current_leader_epoch=i32(-1), timestamp=i64(timestamp)) for i in idx))
+        for t, idx in topics.items()))
+    body = io.BytesIO()
+    entity_writer(ListOffsetsRequest)(body, request)
+    client_id = b"strom-topics"
+    # Request header v2 (ListOffsets v9 is flexible): api key, version, correlation id, client id, no tags.
+    frame = struct.pack(">hhih", 2, 9, 1, len(client_id)) + client_id + b"\x00" + body.getvalue()
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+    payload = _recv_exact(sock, size)
+    # Response header v1: correlation id, then tagged fields (none: a zero count).
+    response, _ = entity_reader(ListOffsetsResponse)(payload, 5)
+    return {(t.name, p.partition_index): int(p.offset) for t in response.topics for p in t.partitions
+            if p.error_code == 0}
+
+
+def _recv_exact(sock: Any, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise OSError("the broker closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def _remote_segments(admin: AdminClient, args: argparse.Namespace,
+                     descriptions: list[Any]) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(topic, partition) -> (first remote offset, bytes in remote storage)`` from the
+    COPY_SEGMENT_FINISHED segments recorded in ``__remote_log_metadata`` (nothing if the topic
+    does not exist: no copy was ever made)."""
+    import uuid
+
+    metadata = _metadata(admin, args, REMOTE_LOG_METADATA_TOPIC)
+    meta_topic = metadata.topics.get(REMOTE_LOG_METADATA_TOPIC)
+    if meta_topic is None or meta_topic.error is not None or not meta_topic.partitions:
+        return {}
+    from strom.plugins.exceptions import RemoteStorageError
+    from strom.plugins.hookspecs.storage import RemoteLogSegmentState, TopicIdPartition
+    from strom.tiered.topic_based_rlmm import COMMON_CLIENT_PREFIX, TopicBasedRemoteLogMetadataManager
+
+    tips = {TopicIdPartition(uuid.UUID(bytes=bytes.fromhex(_uuid_hex(d.topic_id))), d.name, p.id): (d.name, p.id)
+            for d in descriptions for p in d.partitions}
+    props: dict[str, object] = {f"{COMMON_CLIENT_PREFIX}{k}": v for k, v in client_config(args).items()}
+    props["remote.log.metadata.topic.num.partitions"] = len(meta_topic.partitions)
+    props["remote.log.metadata.topic.replication.factor"] = 1  # the topic exists: it is only checked
+    props["remote.log.metadata.consume.wait.ms"] = int(REQUEST_TIMEOUT_S * 1000)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(props, config_prefix="")
+    except RemoteStorageError as e:
+        raise ToolError(f"cannot read {REMOTE_LOG_METADATA_TOPIC}: {e}") from None
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    try:
+        rlmm.on_partition_leadership_changes(set(), set(tips))
+        for tip, key in tips.items():
+            finished = [m for m in rlmm.list_remote_log_segments(tip)
+                        if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+            if finished:
+                out[key] = (finished[0].start_offset, sum(m.segment_size_in_bytes for m in finished))
+    except RemoteStorageError as e:
+        raise ToolError(f"cannot read {REMOTE_LOG_METADATA_TOPIC}: {e}") from None
+    finally:
+        rlmm.close()
+    return out
+
+
+def _uuid_hex(value: Any) -> str:
+    mask = (1 << 64) - 1
+    return f"{value.get_most_significant_bits() & mask:016x}{value.get_least_significant_bits() & mask:016x}"
 
 
 def kafka_uuid(value: Any) -> str:
@@ -261,8 +409,9 @@ def kafka_uuid(value: Any) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def format_topic_description(desc: Any, configs: str) -> str:
-    """kafka-topics.sh --describe output of one ``TopicDescription``."""
+def format_topic_description(desc: Any, configs: str, extra: dict[tuple[str, int], str] | None = None) -> str:
+    """kafka-topics.sh --describe output of one ``TopicDescription`` (``extra``: fields appended
+    to a partition's line, the tiered-storage offsets and sizes)."""
     partitions = sorted(desc.partitions, key=lambda p: p.id)
     rf = len(partitions[0].replicas) if partitions else 0
     lines = [f"Topic: {desc.name}\tTopicId: {kafka_uuid(desc.topic_id)}\tPartitionCount: {len(partitions)}\t"
@@ -271,7 +420,8 @@ def format_topic_description(desc: Any, configs: str) -> str:
         leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else "none"
         replicas = ",".join(str(n.id) for n in p.replicas)
         isr = ",".join(str(n.id) for n in p.isr)
-        lines.append(f"\tTopic: {desc.name}\tPartition: {p.id}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}")
+        lines.append(f"\tTopic: {desc.name}\tPartition: {p.id}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
+                     f"{(extra or {}).get((desc.name, p.id), '')}")
     return "\n".join(lines)
 
 

@@ -5,11 +5,14 @@ remotely, -6 (EARLIEST_PENDING_UPLOAD, KIP-1023) answers the first offset not ye
 4.3's ``fetchEarliestPendingUploadOffset`` (no offset on a topic without remote storage).
 DescribeLogDirs reports the local size only, as Kafka, and ``strom topics describe`` shows the
 local and remote log start offsets and the remote size. Real parts: strom's broker process, moto's
-S3 server, confluent-kafka and raw ListOffsets v11 requests."""
+S3 server, confluent-kafka, raw ListOffsets v11 and DescribeLogDirs requests, the ``strom`` command."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,6 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.list_offsets.v11.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
@@ -27,6 +31,8 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from strom.core.testing import BrokerProcess, wait_for
 
 if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
     from tests.tiered.conftest import S3Config
 
 pytestmark = pytest.mark.broker
@@ -139,3 +145,36 @@ def test_earliest_pending_upload(tier_broker: BrokerProcess) -> None:
     local_start = tiered_down_to_active(tier_broker, TOPIC)
     # The first offset not in remote storage: the highest tiered offset + 1.
     assert list_offsets(bootstrap, TOPIC, -6)[:2] == (0, local_start)
+
+
+def test_log_dirs_report_local_size_and_topics_describe_shows_the_remote_part(
+        tier_broker: BrokerProcess, s3: S3Client, s3_bucket: str) -> None:
+    admin = AdminClient({"bootstrap.servers": tier_broker.bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():
+        f.result(30)
+    produce_timed(tier_broker.bootstrap, TOPIC)
+    local_start = tiered_down_to_active(tier_broker, TOPIC)
+    partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
+    local_size = sum(p.stat().st_size for p in partition_dir.glob("*.log"))
+    remote = {o["Key"]: o["Size"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket)
+              for o in page.get("Contents", []) if o["Key"].endswith(".log")}
+
+    # DescribeLogDirs: the local size only, as Kafka (the remote bytes are not on this disk).
+    with WireClient(tier_broker.bootstrap) as c:
+        resp = c.request(DescribeLogDirsRequest(topics=None))
+    sizes = [p.partition_size for r in resp.results for t in r.topics if t.name == TOPIC for p in t.partitions]
+    assert sizes == [local_size]
+
+    # strom topics describe: the log start (remote included), the local one, the remote part.
+    run = subprocess.run([sys.executable, "-m", "strom.core.cli", "topics", "describe", "--topic", TOPIC,
+                          "--bootstrap-server", tier_broker.bootstrap], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    line = next(line for line in run.stdout.splitlines() if "Partition: 0" in line)
+    fields = dict(re.findall(r"(\w+): (\S+)", line))
+    assert fields["LogStartOffset"] == "0"
+    assert fields["LocalLogStartOffset"] == str(local_start)
+    assert fields["RemoteLogStartOffset"] == "0"
+    # The segments' sizes as the metadata records them: without rsm compression each segment's
+    # object in S3 holds exactly its bytes.
+    assert int(fields["RemoteSize"]) == sum(remote.values()) > 0
