@@ -1,7 +1,8 @@
 # mypy: disable-error-code="arg-type,union-attr"
 # (kio types fields with phantom NewTypes - i16, i8, i32Timedelta - and loads response types as
 # unions; plain ints/strs are what they are at run time, so only the checker objects.)
-"""Differential: UpdateFeatures (key 57) and ApiVersions' finalized features, strom vs Kafka 4.3.1.
+"""Differential: UpdateFeatures (key 57), ApiVersions' features and Kafka's ``kafka-features.sh``
+(FeatureCommand describe / upgrade / downgrade), strom vs Kafka 4.3.1.
 
 Both brokers are fresh and formatted with ``transaction.version=1`` (Kafka through
 ``kafka-storage format --feature``), so upgrades and downgrades are possible. The same raw
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -31,9 +33,9 @@ from typing import Any, NamedTuple, Protocol
 
 import pytest
 from diff_wire import WireClient, kio_schema
-from kafka_ref import KafkaRef
+from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.errors import ErrorCode
-from ref_fixtures import SHARED_BROKER_CONFIG, skip_without_java
+from ref_fixtures import SHARED_BROKER_CONFIG, needs_tools, skip_without_java
 
 from strom.core.config import BrokerConfig
 from strom.core.controller.metadata_system import MetadataSystem
@@ -42,7 +44,13 @@ from strom.core.testing import BrokerProcess, wait_for
 
 TV = "transaction.version"
 MV = "metadata.version"
-STROM_FEATURES = (MV, TV)  # Kafka also finalizes group.version, share.version, ...; strom has only these
+GV = "group.version"
+ELR = "eligible.leader.replicas.version"
+# The features strom implements at Kafka 4.3.1's levels. Kafka also finalizes share.version and
+# streams.version (1), whose behaviour strom lacks: it supports only their level 0 (and
+# kraft.version 0: static voters), which kafka-features.sh describe shows.
+STROM_FEATURES = (MV, TV, GV, ELR)
+HONEST_ZERO = ("kraft.version", "share.version", "streams.version")
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 FAILED = "The update failed for all features since the following feature had an error: "
 
@@ -306,6 +314,55 @@ def test_level_survives_snapshot_and_kill(tmp_path: Path) -> None:
         assert restarted.epoch >= upgraded.epoch
     finally:
         broker.kill()
+
+
+# -- Kafka's FeatureCommand (kafka-features.sh) ---------------------------------------------------
+
+def feature_command(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    jar = needs_tools()
+    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
+           f"{classpath(ensure_jars())}{os.pathsep}{jar}", "org.apache.kafka.tools.FeatureCommand",
+           "--bootstrap-server", bootstrap, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def describe(bootstrap: str) -> dict[str, dict[str, str]]:
+    """``kafka-features.sh describe``: feature -> {SupportedMinVersion, SupportedMaxVersion,
+    FinalizedVersionLevel} (the epoch differs between brokers and is left out)."""
+    proc = feature_command(bootstrap, "describe")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out: dict[str, dict[str, str]] = {}
+    for line in proc.stdout.splitlines():
+        fields = dict(re.findall(r"(\w+):\s+(\S+)", line))
+        if "Feature" in fields:
+            out[fields["Feature"]] = {k: v for k, v in fields.items() if k not in ("Feature", "Epoch")}
+    return out
+
+
+def test_feature_command_describe(pair: Pair) -> None:
+    """Kafka 4.3's seven features on both; strom's supported ranges and finalized levels equal
+    Kafka's for the features it implements, and are 0 for those it lacks."""
+    ours, theirs = describe(pair.strom.bootstrap), describe(pair.kafka.bootstrap)
+    assert set(ours) == set(theirs) == {*STROM_FEATURES, *HONEST_ZERO}
+    for name in STROM_FEATURES:
+        assert ours[name] == theirs[name], name
+    assert theirs[MV] == {"SupportedMinVersion": "3.3-IV3", "SupportedMaxVersion": "4.3-IV0",
+                          "FinalizedVersionLevel": "4.3-IV0"}
+    assert theirs["share.version"] == {"SupportedMinVersion": "0", "SupportedMaxVersion": "1",
+                                       "FinalizedVersionLevel": "1"}
+    for name in HONEST_ZERO:
+        assert ours[name] == {"SupportedMinVersion": "0", "SupportedMaxVersion": "0", "FinalizedVersionLevel": "0"}
+
+
+def test_feature_command_group_version(pair: Pair) -> None:
+    """``downgrade`` then ``upgrade --feature group.version=1`` (refused by strom before Kafka
+    4.3 parity) act the same on both brokers."""
+    for args, level in ((("downgrade", "--feature", f"{GV}=0"), 0), (("upgrade", "--feature", f"{GV}=1"), 1)):
+        for node in pair:
+            proc = feature_command(node.bootstrap, *args)
+            assert proc.returncode == 0, (node.bootstrap, args, proc.stdout, proc.stderr[-2000:])
+            assert proc.stdout.strip() == f"{GV} was {'downgraded' if level == 0 else 'upgraded'} to {level}."
+            wait_level(node.bootstrap, GV, level)
 
 
 def test_subject_message_literal(pair: Pair) -> None:
