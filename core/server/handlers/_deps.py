@@ -113,8 +113,8 @@ class AclDeps(ControllerDeps, Protocol):
     def authorizer(self) -> Authorizer: ...
 
 
-class QuorumDeps(ConfigDeps, Protocol):
-    """DescribeQuorum: the KRaft client of the metadata partition."""
+class QuorumDeps(ImageDeps, ConfigDeps, Protocol):
+    """DescribeQuorum: the KRaft client of the metadata partition (and the controllers' registrations)."""
 
     @property
     def node_id(self) -> int: ...
