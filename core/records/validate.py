@@ -129,6 +129,20 @@ def _rejected(cls: type[KafkaError], message: str, errors: Sequence[RecordError]
     return exc
 
 
+def _before_append(message: str) -> InvalidRecordError:
+    """INVALID_RECORD for what Kafka refuses before it tries the append (ProduceRequest.validateRecords:
+    no batch, a batch not of magic 2, more than one batch), which it answers without the
+    partition's log start offset: see :func:`refused_before_append`."""
+    exc = InvalidRecordError(message)
+    vars(exc)["before_append"] = True
+    return exc
+
+
+def refused_before_append(exc: BaseException) -> bool:
+    """Whether Kafka would refuse these records before the append (no log start offset then)."""
+    return bool(getattr(exc, "before_append", False))
+
+
 class AssignResult(NamedTuple):
     """What :func:`assign_offsets` did: the last offset assigned, the largest batch max timestamp
     and the last offset of the batch that carries it (Kafka's shallow offset of max timestamp)."""
@@ -182,7 +196,7 @@ def validate_produce_batches(
     """
     end = len(buf)
     if end == 0:
-        raise InvalidRecordError("produce request holds no record batch")
+        raise _before_append("produce request holds no record batch")
     view = memoryview(buf)
     out: list[tuple[int, BatchHeader]] = []
     pos = 0
@@ -193,7 +207,7 @@ def validate_produce_batches(
             )
         header = _make_header(_unpack_header(view, pos))
         if header.magic != CURRENT_MAGIC:
-            raise InvalidRecordError(
+            raise _before_append(
                 f"batch at byte {pos}: magic {header.magic}; produce requests may only hold magic 2 batches"
             )
         batch_length = header.batch_length
@@ -290,7 +304,7 @@ def validate_produce_batches(
         out.append((pos, header))
         pos = batch_end
     if single_batch and len(out) > 1:
-        raise InvalidRecordError(f"produce request holds {len(out)} record batches for one partition; expected 1")
+        raise _before_append(f"produce request holds {len(out)} record batches for one partition; expected 1")
     return out
 
 

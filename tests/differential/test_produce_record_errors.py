@@ -11,7 +11,7 @@ INVALID_RECORD or INVALID_TIMESTAMP, lists every bad record in ``record_errors``
 message) and sums them up in the partition's ``error_message``; the response also carries the
 partition's log start offset. Each answer is compared field by field, for Produce v3 (no
 record_errors yet), v8 (the first with them) and v12, plus a batch with a non-zero base offset
-(INVALID_RECORD without record errors, still with the log start offset).
+(INVALID_RECORD without record errors, still with the log start offset; a batch Kafka refuses before the append, without it).
 
 What the client makes of it: librdkafka (confluent-kafka) fails the records named in
 ``record_errors`` with INVALID_RECORD and every other record of the batch with its local
@@ -173,17 +173,29 @@ def test_keyless_and_timestamp_errors_in_one_batch(clients: dict[str, WireClient
     assert seen["strom"] == seen["kafka"]
 
 
-def test_invalid_batch_without_record_errors(clients: dict[str, WireClient]) -> None:
-    # A batch refused as a whole (a client's base offset must be 0): INVALID_RECORD, no record
-    # errors, and still the partition's log start offset, as every failed append but a few reports.
-    topic = f"rec-err-base-{RUN}"
+def base_offset_5(now: int) -> bytes:
+    good = build_batch([(b"k", b"v")], timestamp_ms=now)
+    return b"\x00" * 7 + b"\x05" + good[8:]  # base offset 5 (outside the CRC)
 
-    def make(now: int) -> bytes:
-        good = build_batch([(b"k", b"v")], timestamp_ms=now)
-        return b"\x00" * 7 + b"\x05" + good[8:]  # base offset 5, outside the CRC
 
+def magic_1(now: int) -> bytes:
+    good = build_batch([(b"k", b"v")], timestamp_ms=now)
+    return good[:16] + b"\x01" + good[17:]
+
+
+def two_batches(now: int) -> bytes:
+    return build_batch([(b"k", b"v")], timestamp_ms=now) * 2
+
+
+@pytest.mark.parametrize(("make", "log_start"), [(base_offset_5, 0), (magic_1, -1), (two_batches, -1)],
+                         ids=["base-offset", "magic-1", "two-batches"])
+def test_invalid_batch_without_record_errors(clients: dict[str, WireClient], make: Any, log_start: int) -> None:
+    # A batch refused as a whole: INVALID_RECORD, no record errors. A failed append reports the
+    # partition's log start offset (a client's base offset must be 0); what Kafka refuses before
+    # the append (ProduceRequest.validateRecords: magic 2 only, one batch per partition) does not.
+    topic = f"rec-err-{make.__name__.replace('_', '-')}-{RUN}"
     seen = both(clients, topic, {}, make, versions=(8, 12))
-    assert seen["kafka"][12]["error"] == "invalid_record" and seen["kafka"][12]["log_start_offset"] == 0
+    assert seen["kafka"][12]["error"] == "invalid_record" and seen["kafka"][12]["log_start_offset"] == log_start
     # strom names the cause where Kafka leaves error_message null: compared without it.
     for answers in seen.values():
         for a in answers.values():

@@ -33,7 +33,7 @@ from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
 from strom.core.records.batch import ATTRIBUTES_OFFSET, BATCH_OVERHEAD, TRANSACTIONAL_MASK, read_header
-from strom.core.records.validate import ValidateOffLoop, record_errors_of
+from strom.core.records.validate import ValidateOffLoop, record_errors_of, refused_before_append
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
 from strom.core.server.txn_verification import (
@@ -147,9 +147,10 @@ async def handle(deps: PartitionTxnDeps, ctx: RequestContext,
                 except Exception as e:
                     code, message = error_of(e)
                     record_errors = record_errors_of(e)
-                    if part is not None and code not in _NO_LOG_START_CODES:
+                    if part is not None and code not in _NO_LOG_START_CODES and not refused_before_append(e):
                         # Kafka's ReplicaManager answers the partition's log start offset for
-                        # every failed append but the few errors it lists (processFailedRecord).
+                        # every failed append but the few errors it lists (processFailedRecord);
+                        # records its KafkaApis refuses before the append get none either.
                         log_start = part.log_start_offset
             any_error = any_error or code != 0
             parts_out.append([pd.index, code, base_offset, log_append_time, log_start, message, record_errors])
