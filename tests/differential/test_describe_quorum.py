@@ -93,6 +93,24 @@ def test_describe_quorum_matches_kafka(version: int, strom: HasBootstrap, kafka:
     assert theirs["nodes"] == ([(True, ["CONTROLLER"])] if version >= 2 else [])
 
 
+@pytest.mark.parametrize("kind", ["strom", "kafka"])
+def test_voter_endpoint_is_real(kind: str, strom: HasBootstrap, kafka: KafkaRef) -> None:
+    """The v2 ``nodes`` endpoint of the voter is a socket that answers DescribeQuorum itself, on
+    both brokers. ``strom dev`` (the ``strom`` fixture) configures controller.quorum.voters
+    1@127.0.0.1:0 and serves its in-process controller on the broker listener: it reported port 0
+    before issue 27."""
+    bootstrap = strom.bootstrap if kind == "strom" else kafka.bootstrap
+    with WireClient(bootstrap) as c:
+        nodes = describe_quorum(c).nodes
+    [(node, [listener])] = [(n.node_id, list(n.listeners)) for n in nodes]
+    assert listener.name == "CONTROLLER" and listener.port > 0
+    with WireClient(f"{listener.host}:{listener.port}") as c:
+        again = describe_quorum(c)
+    assert again.topics[0].partitions[0].leader_id == node
+    assert [(n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) for n in again.nodes] == \
+        [(node, [(listener.name, listener.host, listener.port)])]
+
+
 BAD_REQUESTS = {
     "unknown topic": {"foo": [0]},
     "partition 1": {METADATA: [1]},

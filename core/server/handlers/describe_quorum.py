@@ -16,8 +16,10 @@ broker + controller node, checked against Kafka 4.3.1 (tests/differential/test_d
   carry none. Observers are replicas that fetch without voting; a single combined node has none.
 * v2 adds ``nodes``: each voter's controller endpoints. Kafka takes them from
   ``controller.quorum.voters`` (``id@host:port``, named by the first of
-  ``controller.listener.names``); strom does the same and, when that setting is empty (``strom
-  dev``), uses this node's own controller listeners from ``listeners``, if any.
+  ``controller.listener.names``); strom does the same and, when that setting is empty, uses this
+  node's own controller listeners from ``listeners``, if any. Where that leaves no endpoint or
+  port 0 (``strom dev`` names ``1@127.0.0.1:0``), the voter's RegisterControllerRecord gives the
+  real one: strom's in-process controller is served on the broker listener.
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ def voter_endpoints(deps: QuorumDeps) -> dict[int, list[tuple[str, str, int]]]:
     if not split_csv(deps.config.controller_quorum_voters) and deps.node_id in out:
         out[deps.node_id] = [(name, host, port) for name, host, port in deps.config.listener_list()
                                if name in controller_names]
+    # A configured port 0 (``strom dev``: 1@127.0.0.1:0) names no socket: the voter's real endpoint
+    # is the one its RegisterControllerRecord carries (for strom's in-process controller, the
+    # broker listener that serves the controller's APIs).
+    for node, endpoints in out.items():
+        registered = deps.image.controllers.get(node)
+        if registered is not None and (not endpoints or any(port == 0 for _, _, port in endpoints)):
+            out[node] = [(e.name, e.host, e.port) for e in registered.endpoints]
     return out
 
 
