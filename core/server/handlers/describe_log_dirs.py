@@ -2,6 +2,9 @@
 
 v5 (KIP-1066) adds ``is_cordoned``: strom cannot cordon a log directory, so it is always false,
 which is also what Kafka answers for a directory not listed in ``cordoned.log.dirs``.
+
+A tiered partition's size is its local size only, as Kafka reports it: its segments in remote
+storage are not in the log directory (``strom topics describe`` shows the remote size).
 """
 
 from __future__ import annotations
