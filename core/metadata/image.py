@@ -237,8 +237,8 @@ class MetadataImage:
             yield ProducerIdsRecord(-1, -1, self.producer_ids.next_producer_id)
         for acl_id in sorted(self.acls):
             yield self.acls[acl_id]
-        for key in sorted(self.scram):
-            yield self.scram[key]
+        for scram_key in sorted(self.scram):
+            yield self.scram[scram_key]
 
 
 EMPTY_IMAGE = MetadataImage()

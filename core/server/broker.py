@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
-from strom.core.config import BrokerConfig
+from strom.core.config import BrokerConfig, split_csv
 from strom.core.controller.metadata_system import MetadataSystem
 from strom.core.controller.quorum_controller import CreatableTopic, QuorumController
 from strom.core.coordinator.group.coordinator import GroupCoordinator
 from strom.core.coordinator.producer_ids import ProducerIdManager
 from strom.core.coordinator.runtime import CoordinatorRuntime
 from strom.core.coordinator.txn.coordinator import TransactionCoordinator
-from strom.core.exceptions import KafkaError
+from strom.core.exceptions import ConfigError, KafkaError
 from strom.core.log.manager import LogManager
 from strom.core.metadata.image import MetadataImage
 from strom.core.protocol import codec
@@ -43,6 +43,8 @@ from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVer
 from strom.core.raft.client import RaftClient
 from strom.core.replica.manager import ReplicaManager
 from strom.core.security.acl_publisher import AclPublisher
+from strom.core.security.listener_security import ListenerSecurity, build_listener_security
+from strom.core.security.sasl.scram import ScramCredentialStore, ScramPublisher
 from strom.core.server import handlers
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
         ProducerIdDeps,
         QuorumDeps,
         ReplicaDeps,
+        RequestDeps,
         TxnDeps,
     )
     from strom.core.server.handlers.find_coordinator import FindCoordinatorDeps
@@ -90,22 +93,24 @@ log = logging.getLogger(__name__)
 MAINTENANCE_INTERVAL_S = 1.0
 # Kafka's SecurityProtocol ids, keyed by the listener names that default to them.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-# What strom's listeners can actually provide. A listener of another protocol is refused at
-# start rather than served as plaintext under a name (and a Metadata entry) that says secure.
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# What strom's listeners can provide (TLS and SASL: strom.core.security).
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-def bind_listeners(config: BrokerConfig) -> list[Listener]:
+def bind_listeners(config: BrokerConfig, scram_store: ScramCredentialStore | None = None) -> list[Listener]:
     """The broker listeners of ``config``, checked and bound but not yet accepting.
 
-    Runs before anything reads or writes a data directory, so a listener strom cannot serve or
-    a busy port ends the start with one line (:class:`ListenerError`) and nothing touched.
-    Controller listeners are skipped: the single voter's controller is in this process.
+    Runs before anything reads or writes a data directory, so a listener strom cannot serve,
+    a missing or bad TLS/SASL setting (named in the message) or a busy port ends the start with
+    one line (:class:`ListenerError`) and nothing touched. Controller listeners are skipped: the
+    single voter's controller is in this process. ``scram_store``: the SCRAM credentials the
+    SASL listeners check (the broker feeds it from the metadata log); a new one by default.
     """
+    scram_store = scram_store if scram_store is not None else ScramCredentialStore()
     limits = SocketLimits.from_config(config)
     protocol_map = config.security_protocol_map()
     controller_names = {n.strip() for n in config.controller_listener_names.split(",")}
-    wanted: list[tuple[str, str, int, str]] = []
+    wanted: list[tuple[str, str, int, ListenerSecurity]] = []
     for name, host, port in config.listener_list():
         if name in controller_names:
             continue
@@ -125,15 +130,21 @@ def bind_listeners(config: BrokerConfig) -> list[Listener]:
             # Kafka's check (KafkaConfig): a listener name is the key of its endpoint.
             raise ListenerError(f"each listener must have a different name; {name} appears twice in "
                                 f"'listeners' ({config.listeners})")
-        wanted.append((name, host, port, protocol))
+        try:
+            security = build_listener_security(name, protocol, config, scram_store)
+        except ConfigError as e:
+            raise ListenerError(f"listener {uri} ({protocol}): {e}") from None
+        security.scram_store = scram_store
+        wanted.append((name, host, port, security))
     if not wanted:
         raise ListenerError("no broker listener configured in 'listeners' (each one named is a controller "
                             "listener of 'controller.listener.names')")
+    _check_listener_names(config, [w[0] for w in wanted])
     listeners: list[Listener] = []
     try:
-        for name, host, port, protocol in wanted:
+        for name, host, port, security in wanted:
             listener = Listener(name, host, port, max_request_bytes=config.socket_request_max_bytes,
-                                security_protocol=protocol, limits=limits)
+                                security_protocol=security.protocol, limits=limits, security=security)
             listener.bind()
             listeners.append(listener)
     except BaseException:
@@ -141,6 +152,31 @@ def bind_listeners(config: BrokerConfig) -> list[Listener]:
             listener.unbind()
         raise
     return listeners
+
+
+def _check_listener_names(config: BrokerConfig, names: list[str]) -> None:
+    """``advertised.listeners`` names only listeners of ``listeners`` (each once, with a port),
+    and ``inter.broker.listener.name``, when set, is one of them (Kafka's KafkaConfig checks;
+    strom's single node opens no inter-broker connection yet, but the name is what a multi-node
+    cluster's brokers will use)."""
+    advertised: list[str] = []
+    for item in split_csv(config.advertised_listeners or ""):
+        name, sep, rest = item.partition("://")
+        _, colon, port_text = rest.rpartition(":")
+        if not sep or not colon or not port_text.isdigit():
+            raise ListenerError(f"advertised.listeners: {item!r} is not NAME://host:port")
+        if name not in names:
+            raise ListenerError(f"advertised.listeners: {name} is not a listener of 'listeners' "
+                                f"({', '.join(names)})")
+        if name in advertised:
+            raise ListenerError(f"advertised.listeners: each listener must have a different name; {name} appears "
+                                "twice")
+        advertised.append(name)
+    if "inter.broker.listener.name" in config.model_fields_set or "inter_broker_listener_name" in config.model_fields_set:
+        inter = config.inter_broker_listener_name
+        if inter not in names:
+            raise ListenerError(f"inter.broker.listener.name must be a listener name defined in advertised.listeners "
+                                f"or listeners; {inter!r} is not one of {', '.join(names)}")
 
 
 class Broker:
@@ -155,6 +191,9 @@ class Broker:
         self.listeners: list[Listener] = listeners if listeners is not None else bind_listeners(config)
         for listener in self.listeners:
             listener.dispatcher = self.dispatch
+        # The SCRAM credentials the SASL listeners check, fed from the metadata log at start.
+        self.scram_credentials = next((listener.security.scram_store for listener in self.listeners
+                                       if listener.security is not None), ScramCredentialStore())
         try:
             self._open_components(config)
         except BaseException:
@@ -192,6 +231,7 @@ class Broker:
     async def start(self) -> None:
         await asyncio.to_thread(self.log_manager.startup)
         self.metadata.add_publisher(self.replica_manager)
+        self.metadata.add_publisher(ScramPublisher(self.scram_credentials))
         if isinstance(self.authorizer, ClusterMetadataAuthorizer):  # its ACLs are replayed from the log
             self.metadata.add_publisher(AclPublisher(self.authorizer))
         await self.metadata.start()
@@ -206,6 +246,10 @@ class Broker:
         # in the backlog and are served from now on.
         for listener in self.listeners:
             await listener.start()
+            mechanisms = listener.security.sasl_mechanisms if listener.security is not None else {}
+            # Tests and tools read the port of each listener from this line (only the first is announced).
+            log.info("listening on %s://%s:%d (%s%s)", listener.name, listener.host, listener.port,
+                     listener.security_protocol, f", SASL {','.join(mechanisms)}" if mechanisms else "")
         if self.remote_storage_manager is not None:
             await self._start_remote_log()
 
@@ -422,12 +466,13 @@ if TYPE_CHECKING:
         producer_id_deps: ProducerIdDeps = broker
         quorum_deps: QuorumDeps = broker
         replica_deps: ReplicaDeps = broker
+        request_deps: RequestDeps = broker
         txn_deps: TxnDeps = broker
         find_coordinator_deps: FindCoordinatorDeps = broker
         txn_offset_commit_deps: TxnOffsetCommitDeps = broker
         coordinator_host: CoordinatorHost = broker
         del (api_versions_deps, acl_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
-             metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, txn_deps,
+             metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, request_deps, txn_deps,
              find_coordinator_deps, txn_offset_commit_deps, coordinator_host)
 
 

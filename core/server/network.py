@@ -31,6 +31,22 @@ listener of a broker):
 * Running out of file descriptors on accept (EMFILE/ENFILE) is logged at most once a minute,
   with the process's RLIMIT_NOFILE and the fix; the listener retries when a connection closes
   (or after 0.1 s). Connections waiting meanwhile stay in the kernel's backlog.
+
+Security (:mod:`strom.core.security`, one :class:`~strom.core.security.listener_security.ListenerSecurity`
+per listener):
+
+* SSL and SASL_SSL listeners run TLS on each connection (the handshake within
+  ``connections.max.idle.ms``, at most 60 s); a failed handshake closes it with a rate-limited
+  WARNING. On an SSL listener the client's certificate names the principal through
+  ``ssl.principal.mapping.rules`` (no certificate: ``User:ANONYMOUS``).
+* SASL_PLAINTEXT and SASL_SSL connections authenticate first (ApiVersions, SaslHandshake,
+  SaslAuthenticate: :class:`~strom.core.security.sasl.authenticator.SaslServerAuthenticator`),
+  reading frames of at most ``sasl.server.max.receive.size`` meanwhile; any other request closes
+  the connection. A failed authentication sends its error response, closes the connection and
+  logs one rate-limited WARNING with the client's address and the mechanism (never a password).
+  A SaslHandshake on an authenticated connection whose session has an end re-authenticates it
+  (KIP-368); any other request after the session's end closes the connection.
+* The principal (``User:alice``) is in every request's context, for the authorizer and quotas.
 """
 
 from __future__ import annotations
@@ -44,15 +60,25 @@ import logging
 import math
 import resource
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strom.core.exceptions import BrokerError
 from strom.core.protocol import codec
 from strom.core.protocol.exceptions import MalformedRequestError, UnsupportedVersionRequestError
+from strom.core.security.principal import ANONYMOUS, NoMatchingRule, dn_from_peercert
+from strom.core.security.sasl.authenticator import (
+    SASL_HANDSHAKE,
+    AuthenticationFailed,
+    SaslServerAuthenticator,
+)
 from strom.core.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from strom.core.security.listener_security import ListenerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +284,7 @@ class SocketLimits:
         self.closing_log = RateLimitedLog(log, "connection-closing warnings")
         self.rejected_log = RateLimitedLog(log, "rejected connections")
         self.fd_log = RateLimitedLog(log, "accept failures", burst=1, interval_s=60.0)
+        self.auth_log = RateLimitedLog(log, "authentication failures")
 
     @classmethod
     def from_config(cls, config: Any) -> SocketLimits:
@@ -274,7 +301,7 @@ class SocketLimits:
 
     def flush_logs(self) -> None:
         now = time.monotonic()
-        for limiter in (self.closing_log, self.rejected_log, self.fd_log):
+        for limiter in (self.closing_log, self.rejected_log, self.fd_log, self.auth_log):
             limiter.flush(now)
 
 
@@ -343,7 +370,8 @@ class Listener:
 
     def __init__(self, name: str, host: str, port: int, dispatcher: Dispatcher | None = None, *,
                  max_request_bytes: int, security_protocol: str = "PLAINTEXT",
-                 limits: SocketLimits | None = None) -> None:
+                 limits: SocketLimits | None = None, security: ListenerSecurity | None = None) -> None:
+        """``security``: TLS and SASL of the listener (None: plaintext, every client ANONYMOUS)."""
         self.name = name
         self.host = host
         self.port = port
@@ -351,6 +379,7 @@ class Listener:
         self.max_request_bytes = max_request_bytes
         self.security_protocol = security_protocol
         self.limits = limits or SocketLimits()
+        self.security = security
         self._sock: socket.socket | None = None
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._accepting = False
@@ -489,10 +518,34 @@ class Listener:
         try:
             reader = asyncio.StreamReader(limit=_READ_LIMIT, loop=loop)
             protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock)
+            security = self.security
+            tls = security.ssl_context if security is not None else None
+            if tls is None:
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock)
+            else:
+                timeout = min(self.limits.idle_s, 60.0)
+                try:
+                    transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock, ssl=tls,
+                                                                      ssl_handshake_timeout=timeout)
+                except (ssl.SSLError, TimeoutError, ConnectionError, OSError) as e:
+                    self.limits.auth_log.log(logging.WARNING, "TLS handshake with %s on listener %s failed: %s",
+                                             address, self.name, _tls_reason(e))
+                    return
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             conn.transport = writer.transport
-            await self._loop(reader, writer, address, conn)
+            principal = ANONYMOUS
+            authenticator: SaslServerAuthenticator | None = None
+            if security is not None and security.principal_mapper is not None:
+                mapped = self._certificate_principal(transport, address, security)
+                if mapped is None:
+                    return
+                principal = mapped
+            if security is not None and security.uses_sasl:
+                authenticator = SaslServerAuthenticator(security.sasl_mechanisms, self._api_versions_answer(address))
+                if not await self._authenticate(reader, writer, address, conn, authenticator, None):
+                    return
+                principal = authenticator.principal
+            await self._loop(reader, writer, address, conn, principal, authenticator)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away (or was closed for idling)
         except asyncio.CancelledError:
@@ -537,8 +590,80 @@ class Listener:
                 logging.WARNING, "closing connection from %s on listener %s: %s %s: %s", address, self.name,
                 reason, what, e)
 
+    # -- security -------------------------------------------------------------------------------
+
+    def _certificate_principal(self, transport: asyncio.BaseTransport, address: str,
+                               security: ListenerSecurity) -> str | None:
+        """``User:<mapped DN>`` of the client's certificate, ANONYMOUS without one; None (and a
+        warning) when no ``ssl.principal.mapping.rules`` rule applies: the connection closes."""
+        cert = transport.get_extra_info("peercert")
+        if not cert:
+            return ANONYMOUS
+        dn = dn_from_peercert(cert)
+        assert security.principal_mapper is not None
+        try:
+            return "User:" + security.principal_mapper.name(dn)
+        except NoMatchingRule as e:
+            self.limits.auth_log.log(logging.WARNING, "closing connection from %s on listener %s: %s "
+                                     "(ssl.principal.mapping.rules)", address, self.name, e)
+            return None
+
+    def _api_versions_answer(self, address: str) -> Callable[[codec.RequestHeader, bytes, int], Awaitable[bytes]]:
+        """ApiVersions before authentication, answered by the broker's own handler."""
+        async def answer(header: codec.RequestHeader, frame: bytes, body_pos: int) -> bytes:
+            ctx = RequestContext(header.api_key, header.api_version, header.correlation_id, header.client_id or "",
+                                 address, self.name, self.security_protocol)
+            response = await self.dispatcher(ctx, header, frame, body_pos)
+            if response is None:
+                return b""
+            return response if isinstance(response, bytes) else b"".join(bytes(part) for part in response)
+        return answer
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
+                            conn: _Connection, authenticator: SaslServerAuthenticator, first: bytes | None) -> bool:
+        """Run the SASL exchange until it is complete (True) or has failed (False: the error
+        response, if any, has been sent and the caller closes the connection). ``first``: a
+        frame already read (the SaslHandshake that begins a re-authentication)."""
+        assert self.security is not None
+        max_bytes = self.security.sasl_max_receive_size
+        idle_s = self.limits.idle_s
+        while not authenticator.complete:
+            if first is not None:
+                frame, first = first, None
+            else:
+                conn.header = None
+                conn.deadline = time.monotonic() + idle_s
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if size <= 0 or size > max_bytes:
+                    self.limits.auth_log.log(
+                        logging.WARNING, "failed authentication with %s on listener %s: a frame of %d bytes during "
+                        "SASL authentication is outside 1..%d (sasl.server.max.receive.size)", address, self.name,
+                        size, max_bytes)
+                    return False
+                frame = await reader.readexactly(size)
+            conn.deadline = math.inf
+            try:
+                response = await authenticator.receive(frame)
+            except AuthenticationFailed as e:
+                self.limits.auth_log.log(
+                    logging.WARNING, "failed %s with %s on listener %s (SASL mechanism %s): %s",
+                    "re-authentication" if authenticator.reauthenticating else "authentication", address, self.name,
+                    e.mechanism or "none chosen", e)
+                if e.response:
+                    writer.write(e.response)
+                    with contextlib.suppress(ConnectionError):
+                        await writer.drain()
+                return False
+            if response:
+                writer.write(response)
+                if writer.transport.get_write_buffer_size():
+                    conn.deadline = time.monotonic() + idle_s
+                    await writer.drain()
+        return True
+
     async def _loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
-                    conn: _Connection) -> None:
+                    conn: _Connection, principal: str = ANONYMOUS,
+                    authenticator: SaslServerAuthenticator | None = None) -> None:
         idle_s = self.limits.idle_s
         pool = self.limits.pool
         max_request_bytes = self.max_request_bytes
@@ -562,8 +687,22 @@ class Listener:
                 conn.deadline = math.inf
                 header, body_pos = codec.parse_header(frame)
                 conn.header = header
+                if authenticator is not None:
+                    if header.api_key == SASL_HANDSHAKE and authenticator.maybe_begin_reauthentication():
+                        if not await self._authenticate(reader, writer, address, conn, authenticator, bytes(frame)):
+                            return
+                        principal = authenticator.principal
+                        continue
+                    if authenticator.session_expired():
+                        # Kafka's SocketServer closes a connection whose session ended (KIP-368).
+                        self.limits.closing_log.log(
+                            logging.INFO, "closing connection from %s on listener %s: its SASL session of %s "
+                            "expired without re-authentication (connections.max.reauth.ms)", address, self.name,
+                            principal)
+                        return
                 ctx = RequestContext(header.api_key, header.api_version, header.correlation_id,
-                                     header.client_id or "", address, self.name, self.security_protocol)
+                                     header.client_id or "", address, self.name, self.security_protocol,
+                                     principal)
                 response = await self.dispatcher(ctx, header, frame, body_pos)
                 del frame
             finally:
@@ -603,6 +742,14 @@ async def _read_large(reader: asyncio.StreamReader, size: int) -> memoryview:
         view[pos:pos + len(chunk)] = chunk
         pos += len(chunk)
     return view.toreadonly()
+
+
+def _tls_reason(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLError):
+        return e.reason or str(e)
+    if isinstance(e, TimeoutError):
+        return "no handshake within the time allowed"
+    return str(e) or type(e).__name__
 
 
 def _fmt_limit(value: int) -> str:

@@ -1,8 +1,8 @@
 """Listeners at start-up: what strom cannot serve is refused, a busy port is found first.
 
 - A listener whose security protocol is SSL, SASL_PLAINTEXT or SASL_SSL (by its name or via
-  ``listener.security.protocol.map``) ends the start with one line naming the listener and the
-  protocols strom supports; it is never served as plaintext.
+  ``listener.security.protocol.map``) without its TLS/SASL settings ends the start with one line
+  naming the listener and the missing key; it is never served as plaintext.
 - A busy port ends the start with one line (no traceback) before the data directory is
   touched: ``strom dev`` on a fresh directory creates nothing, and ``strom broker start`` on
   formatted storage changes no file.
@@ -66,7 +66,8 @@ def test_secure_listener_is_refused(tmp_path: Path, listeners: str, extra: dict[
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert f"listener {name}://127.0.0.1:0" in lines[0] and protocol in lines[0], lines[0]
-    assert "supports PLAINTEXT listeners only" in lines[0], lines[0]
+    missing = "sasl.enabled.mechanisms" if protocol == "SASL_PLAINTEXT" else "ssl.keystore.location"
+    assert f"listener.name.{name.lower()}.{missing}" in lines[0], lines[0]
     assert not data.exists(), "the data dir was created for a broker that refused to start"
 
 

@@ -43,6 +43,8 @@ import kio.schema.alter_partition_reassignments.v0.request
 import kio.schema.alter_partition_reassignments.v0.response
 import kio.schema.alter_partition_reassignments.v1.request
 import kio.schema.alter_partition_reassignments.v1.response
+import kio.schema.alter_user_scram_credentials.v0.request
+import kio.schema.alter_user_scram_credentials.v0.response
 import kio.schema.api_versions.v0.request
 import kio.schema.api_versions.v0.response
 import kio.schema.api_versions.v1.request
@@ -173,6 +175,8 @@ import kio.schema.describe_topic_partitions.v0.request
 import kio.schema.describe_topic_partitions.v0.response
 import kio.schema.describe_transactions.v0.request
 import kio.schema.describe_transactions.v0.response
+import kio.schema.describe_user_scram_credentials.v0.request
+import kio.schema.describe_user_scram_credentials.v0.response
 import kio.schema.elect_leaders.v0.request
 import kio.schema.elect_leaders.v0.response
 import kio.schema.elect_leaders.v1.request
@@ -439,6 +443,16 @@ import kio.schema.produce.v13.request
 import kio.schema.produce.v13.response
 import kio.schema.push_telemetry.v0.request
 import kio.schema.push_telemetry.v0.response
+import kio.schema.sasl_authenticate.v0.request
+import kio.schema.sasl_authenticate.v0.response
+import kio.schema.sasl_authenticate.v1.request
+import kio.schema.sasl_authenticate.v1.response
+import kio.schema.sasl_authenticate.v2.request
+import kio.schema.sasl_authenticate.v2.response
+import kio.schema.sasl_handshake.v0.request
+import kio.schema.sasl_handshake.v0.response
+import kio.schema.sasl_handshake.v1.request
+import kio.schema.sasl_handshake.v1.response
 import kio.schema.sync_group.v0.request
 import kio.schema.sync_group.v0.response
 import kio.schema.sync_group.v1.request
@@ -812,6 +826,18 @@ ListGroupsResponse: TypeAlias = (
     | kio.schema.list_groups.v5.response.ListGroupsResponse
 )
 
+# API key 17, versions 0..1
+SaslHandshakeRequest: TypeAlias = (
+    kio.schema.sasl_handshake.v0.request.SaslHandshakeRequest
+    | kio.schema.sasl_handshake.v1.request.SaslHandshakeRequest
+)
+
+# API key 17, versions 0..1
+SaslHandshakeResponse: TypeAlias = (
+    kio.schema.sasl_handshake.v0.response.SaslHandshakeResponse
+    | kio.schema.sasl_handshake.v1.response.SaslHandshakeResponse
+)
+
 # API key 18, versions 0..4
 ApiVersionsRequest: TypeAlias = (
     kio.schema.api_versions.v0.request.ApiVersionsRequest
@@ -1098,6 +1124,20 @@ DescribeLogDirsResponse: TypeAlias = (
     | kio.schema.describe_log_dirs.v5.response.DescribeLogDirsResponse
 )
 
+# API key 36, versions 0..2
+SaslAuthenticateRequest: TypeAlias = (
+    kio.schema.sasl_authenticate.v0.request.SaslAuthenticateRequest
+    | kio.schema.sasl_authenticate.v1.request.SaslAuthenticateRequest
+    | kio.schema.sasl_authenticate.v2.request.SaslAuthenticateRequest
+)
+
+# API key 36, versions 0..2
+SaslAuthenticateResponse: TypeAlias = (
+    kio.schema.sasl_authenticate.v0.response.SaslAuthenticateResponse
+    | kio.schema.sasl_authenticate.v1.response.SaslAuthenticateResponse
+    | kio.schema.sasl_authenticate.v2.response.SaslAuthenticateResponse
+)
+
 # API key 37, versions 0..3
 CreatePartitionsRequest: TypeAlias = (
     kio.schema.create_partitions.v0.request.CreatePartitionsRequest
@@ -1184,6 +1224,26 @@ OffsetDeleteRequest: TypeAlias = (
 # API key 47, versions 0..0
 OffsetDeleteResponse: TypeAlias = (
     kio.schema.offset_delete.v0.response.OffsetDeleteResponse
+)
+
+# API key 50, versions 0..0
+DescribeUserScramCredentialsRequest: TypeAlias = (
+    kio.schema.describe_user_scram_credentials.v0.request.DescribeUserScramCredentialsRequest
+)
+
+# API key 50, versions 0..0
+DescribeUserScramCredentialsResponse: TypeAlias = (
+    kio.schema.describe_user_scram_credentials.v0.response.DescribeUserScramCredentialsResponse
+)
+
+# API key 51, versions 0..0
+AlterUserScramCredentialsRequest: TypeAlias = (
+    kio.schema.alter_user_scram_credentials.v0.request.AlterUserScramCredentialsRequest
+)
+
+# API key 51, versions 0..0
+AlterUserScramCredentialsResponse: TypeAlias = (
+    kio.schema.alter_user_scram_credentials.v0.response.AlterUserScramCredentialsResponse
 )
 
 # API key 55, versions 0..2
