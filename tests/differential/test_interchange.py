@@ -94,6 +94,14 @@ def end(proc: ManagedProcess, how: Stop, log_dir: Path) -> None:
         assert (log_dir / CLEAN_SHUTDOWN).exists(), proc.log_tail(40)
 
 
+def kafka_took_the_files(kafka: KafkaRef) -> None:
+    """Kafka's start-up found nothing to complain about in strom's files: no index it had to
+    rebuild (its sanity check on open), no ERROR line."""
+    bad = [line for line in kafka.log_text().splitlines()
+           if " ERROR " in line or "corrupted index" in line or "invalid bytes" in line]
+    assert bad == [], bad[:5]
+
+
 def write_and_observe(proc: BrokerProcess | KafkaRef) -> Observed:
     write_workload(proc.bootstrap)
     seen = observe(proc.bootstrap)
@@ -154,6 +162,7 @@ def strom_then_kafka(tmp_path_factory: pytest.TempPathFactory, java: None) -> It
     try:
         kafka.start()
         after = serve_and_compare(kafka, before)
+        kafka_took_the_files(kafka)
         end(kafka, "stop", root / "kafka" / KAFKA_LOGS)
     finally:
         kafka.close()
@@ -171,8 +180,10 @@ def test_strom_to_kafka_after_kill_9(tmp_path: Path, java: None) -> None:
         end(strom, "kill", tmp_path / "strom" / "logs")
     strom_to_kafka_copy(tmp_path / "strom", tmp_path / "kafka")
     with kafka_on(tmp_path / "kafka") as kafka:
+        assert "since no clean shutdown file was found" in kafka.log_text()  # Kafka recovered strom's logs
         serve_and_compare(kafka, before)
         goes_on(kafka.bootstrap, before)
+        kafka_took_the_files(kafka)
 
 
 def test_round_trip_strom_kafka_strom(strom_then_kafka: tuple[Observed, Observed, Path], tmp_path: Path) -> None:
@@ -194,5 +205,7 @@ def test_kafka_to_strom(tmp_path: Path, how: Stop, java: None) -> None:
         kafka.close()
     kafka_to_strom_copy(tmp_path / "kafka", tmp_path / "strom")
     with strom_on(tmp_path / "strom", KAFKA_INTERNAL_TOPICS) as strom:
+        # After a kill strom recovers Kafka's logs (no clean-shutdown marker), else it trusts them.
+        assert ("No clean shutdown marker in" in strom.log_text()) == (how == "kill"), strom.log_tail(40)
         serve_and_compare(strom, before)
         goes_on(strom.bootstrap, before)
