@@ -586,12 +586,31 @@ class Worker:
         with self._lock:
             return sorted(self._tasks, key=lambda t: (t.connector, t.task))
 
+    def stop_and_await_connectors(self, names: list[str]) -> list[str]:
+        """Stops connectors in parallel, each ``stop()`` on its own thread, and waits for them
+        within one ``task.shutdown.graceful.timeout.ms`` (Kafka's ``stopAndAwaitConnectors``);
+        returns the names of those still stopping then, which are left to finish on their own."""
+        threads = [threading.Thread(target=self.stop_connector, args=(name,), daemon=True,
+                                    name=f"connector-stop-{name}") for name in names]
+        for t in threads:
+            t.start()
+        bound_ms = self.config.task_shutdown_graceful_timeout_ms
+        deadline = time.monotonic() + bound_ms / 1000
+        hung: list[str] = []
+        for name, t in zip(names, threads, strict=True):
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                hung.append(name)
+                log.error("Connector '%s' failed to properly shut down within task.shutdown.graceful.timeout.ms=%d, "
+                          "has become unresponsive, and may be consuming external resources. Correct the "
+                          "configuration for this connector or remove the connector.", name, bound_ms)
+        return hung
+
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
         self.stop_and_await_tasks(self.task_ids())
-        for name in self.connector_names():
-            self.stop_connector(name)
+        self.stop_and_await_connectors(self.connector_names())
         self.offset_store.stop()
 
 

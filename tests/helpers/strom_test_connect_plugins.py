@@ -142,6 +142,24 @@ class GatedTxnSource(SourceConnector):
         pass
 
 
+class HangOnStopSource(SourceConnector):
+    """A connector without tasks whose ``stop()`` blocks until its gate's ``release`` is set
+    (``in_transaction`` is set when stop() is entered): a connector that hangs on shutdown."""
+
+    def start(self, props: dict[str, str]) -> None:
+        self.gate = GATES.setdefault(props["gate"], Gate())
+
+    def task_class(self) -> type[Task]:
+        return SeqSourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return []
+
+    def stop(self) -> None:
+        self.gate.in_transaction.set()
+        self.gate.release.wait(120)
+
+
 class FileCollectSinkTask(SinkTask):
     def start(self, props: dict[str, str]) -> None:
         self.file = props["file"]
@@ -230,4 +248,4 @@ class FailOnValue(Transformation):
 
 @hookimpl
 def strom_connect_plugins() -> list[type]:
-    return [SeqSource, FileCollectSink, FailOnValue, GatedTxnSource]
+    return [SeqSource, FileCollectSink, FailOnValue, GatedTxnSource, HangOnStopSource]

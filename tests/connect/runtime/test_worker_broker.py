@@ -41,7 +41,8 @@ def uid(prefix: str) -> str:
 
 
 def registry() -> PluginRegistry:
-    return PluginRegistry(classes=[*CONVERTERS, tp.SeqSource, tp.FileCollectSink, tp.FailOnValue, tp.GatedTxnSource])
+    return PluginRegistry(classes=[*CONVERTERS, tp.SeqSource, tp.FileCollectSink, tp.FailOnValue, tp.GatedTxnSource,
+                                   tp.HangOnStopSource])
 
 
 @pytest.fixture
@@ -448,3 +449,28 @@ def test_source_task_fails_naming_the_bound_when_the_broker_stays_away(
         assert "delivery.timeout.ms" in trace or "max.block.ms" in trace, trace
     finally:
         herder.stop()
+
+
+def test_worker_stop_is_bounded_when_connectors_hang_on_stop(broker: BrokerProcess, tmp_path: Path) -> None:
+    """Two connectors whose stop() never returns: the worker stops them in parallel and gives up
+    after one task.shutdown.graceful.timeout.ms (Kafka's stopAndAwaitConnectors); before, it
+    called each stop() in turn and waited on the first for good."""
+    gate_names = {name: uid(name) for name in ("hang-a", "hang-b")}
+    gates = {name: tp.GATES.setdefault(gate, tp.Gate()) for name, gate in gate_names.items()}
+    herder = StandaloneHerder(WorkerConfig.from_mapping({
+        "bootstrap.servers": broker.bootstrap, "offset.storage.file.filename": str(tmp_path / "offsets"),
+        "key.converter": "StringConverter", "value.converter": "StringConverter", "listeners": "http://127.0.0.1:0",
+        "task.shutdown.graceful.timeout.ms": "1000"}), registry())
+    herder.start()
+    try:
+        for name, gate_name in gate_names.items():
+            herder.put_connector_config(name, {"connector.class": "HangOnStopSource", "gate": gate_name}, False)
+        stopper = threading.Thread(target=herder.stop, daemon=True)
+        stopper.start()
+        stopper.join(30)
+        assert not stopper.is_alive(), "the worker waited for a connector that hangs on stop"
+        assert all(g.in_transaction.is_set() for g in gates.values()), "not every connector was asked to stop"
+        assert not any(g.release.is_set() for g in gates.values())  # both still hanging: stop did not wait
+    finally:
+        for g in gates.values():
+            g.release.set()
