@@ -13,7 +13,7 @@ import logging
 from strom.core.metadata.delta import MetadataDelta
 from strom.core.metadata.image import MetadataImage
 from strom.core.metadata.publisher import MetadataPublisher
-from strom.core.metadata.records import decode_record
+from strom.core.metadata.records import UnknownMetadataRecordError, decode_record
 from strom.core.raft.client import CommittedBatch
 from strom.core.raft.snapshot import SnapshotId
 
@@ -62,7 +62,11 @@ class MetadataLoader:
         if batch.is_control or not batch.records:
             return
         delta = MetadataDelta(self.image)
-        for _offset, value in batch.records:
-            delta.replay(decode_record(value))
+        for offset, value in batch.records:
+            try:
+                record = decode_record(value)
+            except UnknownMetadataRecordError as e:
+                raise UnknownMetadataRecordError(f"the metadata log's record at offset {offset}: {e}") from None
+            delta.replay(record)
         self.bytes_since_snapshot += batch.size_in_bytes
         self._publish(delta, delta.apply(batch.records[-1][0], batch.epoch))

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Protocol
 
 from strom.core.errors import CorruptMessageError, KafkaStorageError, NotLeaderOrFollowerError
-from strom.core.raft.control_records import CONTROL_LEADER_CHANGE, LeaderChangeMessage, Voter, control_key
+from strom.core.raft.control_records import (
+    CONTROL_LEADER_CHANGE,
+    LeaderChangeMessage,
+    Voter,
+    control_key,
+    skip_control_record,
+)
 from strom.core.raft.log import MetadataLogCorruptedError, RaftLog
 from strom.core.raft.quorum_state import ElectionState, QuorumStateStore
 from strom.core.raft.snapshot import SnapshotId, list_snapshots, read_snapshot_file, write_snapshot
@@ -232,6 +238,9 @@ class RaftClient:
     def _deliver(self, data: bytes, *, min_offset: int) -> None:
         decoded = decode_batch(data, 0, check_crc=False)
         h = decoded.header
+        if h.is_control:
+            for r in decoded.records:
+                skip_control_record(r.key, "the metadata log")
         records = [] if h.is_control else [
             (h.base_offset + r.offset_delta, r.value) for r in decoded.records
             if r.value is not None and h.base_offset + r.offset_delta >= min_offset

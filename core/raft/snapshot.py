@@ -27,6 +27,7 @@ from strom.core.raft.control_records import (
     SnapshotFooterRecord,
     SnapshotHeaderRecord,
     control_key,
+    skip_control_record,
 )
 from strom.core.records.batch import iter_headers
 from strom.core.records.builder import SimpleRecord, build_batch, decode_batch, now_ms
@@ -127,6 +128,8 @@ def read_snapshot_file(path: Path) -> list[bytes]:
                     seen_header = True
                 elif ctype == CONTROL_SNAPSHOT_FOOTER:
                     seen_footer = True
+                else:
+                    skip_control_record(rec.key, str(path))
             continue
         if seen_footer:
             raise CorruptMessageError(f"{path}: data after the snapshot footer")
