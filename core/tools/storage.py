@@ -48,12 +48,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--ignore-formatted", "-g", action="store_true",
                    help="skip directories that are already formatted instead of failing")
     p.add_argument("--release-version", "-r", metavar="VERSION",
-                   help="Kafka release whose metadata.version to start at, e.g. 4.0 (default: latest)")
+                   help="Kafka release whose metadata.version to start at, e.g. 4.0 or 4.1-IV1 "
+                        "(default: 4.3-IV0, Kafka 4.3's latest production level)")
     p.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
-                   help="finalize a feature at a level other than its default, e.g. "
-                        "transaction.version=1 (no KIP-890 transactions); repeatable")
+                   help="finalize a feature at a level other than its default, as kafka-storage "
+                        "format --feature: transaction.version (0-2), group.version (0-1), "
+                        "eligible.leader.replicas.version (0-1); e.g. transaction.version=1 (no "
+                        "KIP-890 transactions); repeatable")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override one broker config property; repeatable")
+    p.add_argument("--add-scram", "-S", action="append", default=[], metavar="MECHANISM=[name=...,password=...]",
+                   help="add a SCRAM user to the bootstrap metadata, as kafka-storage does, e.g. "
+                        "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (also iterations=, salt= and "
+                        "saltedpassword= in base64); repeatable")
     p.set_defaults(func=cmd_format)
 
     from strom.core.tools import metadata_repair  # `truncate-metadata`: the way out of a corrupt metadata log
@@ -120,7 +127,8 @@ def check_cluster_id(value: str) -> str:
 
 
 def format_dirs(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool,
-                release_version: str | None = None, features: list[str] | None = None) -> Any:
+                release_version: str | None = None, features: list[str] | None = None,
+                add_scram: list[str] | None = None) -> Any:
     """Call the bootstrap formatter under the dirs' ``.lock``; its errors become :class:`ToolError`s.
 
     A directory a running broker holds is refused before anything in it is written: formatting
@@ -128,6 +136,12 @@ def format_dirs(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool
     """
     from strom.core.metadata.bootstrap import format_storage
     from strom.core.metadata.features import parse_feature_levels
+    from strom.core.security.scram_parser import ScramFormatError, parse_add_scram
+
+    try:
+        scram_records = [parse_add_scram(arg) for arg in add_scram or []]
+    except ScramFormatError as e:
+        raise ToolError(f"--add-scram: {e}") from None
 
     try:
         locks = lock_dirs(storage_dirs(config))
@@ -138,7 +152,7 @@ def format_dirs(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool
     try:
         return format_storage(config, cluster_id, ignore_formatted=ignore_formatted,
                               release_version=release_version,
-                              features=parse_feature_levels(features or []))
+                              features=parse_feature_levels(features or []), extra_records=scram_records)
     except (StromError, OSError, ValueError) as e:
         raise ToolError(str(e)) from None
     finally:
@@ -177,7 +191,7 @@ def cmd_format(args: argparse.Namespace) -> int:
     if cluster_id is None:
         cluster_id = current or new_cluster_id()
     format_dirs(config, cluster_id, ignore_formatted=args.ignore_formatted,
-                release_version=args.release_version, features=args.feature)
+                release_version=args.release_version, features=args.feature, add_scram=args.add_scram)
     for d in missing:
         print(f"Formatted {d} (cluster.id {cluster_id}, node.id {config.node_id}).")
     return 0

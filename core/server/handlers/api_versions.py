@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.metadata.bootstrap import MINIMUM_METADATA_VERSION
+from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION, MINIMUM_METADATA_VERSION
 from strom.core.metadata.features import FEATURES, METADATA_VERSION_FEATURE
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
@@ -30,7 +30,10 @@ def build(deps: ApiVersionsDeps, version: int, error: ErrorCode = ErrorCode.none
     level, epoch = deps.metadata_version_level()
     if not hasattr(m.module, "SupportedFeatureKey"):  # v0-v2 carry no features
         return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0)
-    ranges = {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION, level)}
+    # What this node supports (the controller's range, UpdateFeatures accepts up to it): every
+    # metadata.version level strom reads and writes, and each feature at the levels whose
+    # behaviour strom has (kraft/share/streams.version: 0 only).
+    ranges = {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION)}
     ranges.update({name: (spec.min_level, spec.max_level) for name, spec in FEATURES.items()})
     # KIP-1022: a supported minimum of 0 is only shown from v4; older clients would reject it.
     supported = tuple(m.make("SupportedFeatureKey", name=name, min_version=lo, max_version=hi)
