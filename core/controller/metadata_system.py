@@ -40,6 +40,7 @@ from strom.core.metadata.bootstrap import (
     read_meta_properties,
 )
 from strom.core.metadata.delta import MetadataDelta
+from strom.core.metadata.features import FEATURES
 from strom.core.metadata.image import MetadataImage
 from strom.core.metadata.loader import MetadataLoader
 from strom.core.metadata.publisher import MetadataPublisher
@@ -110,6 +111,13 @@ class MetadataSystem:
         await self.raft.start()
         # As in Kafka, bootstrap.checkpoint only matters to an empty log (no metadata.version yet).
         bootstrap = read_bootstrap(self.config.metadata_dir) if self.image.metadata_version == 0 else []
+        for name, level in sorted(self.image.features.items()):
+            spec = FEATURES.get(name)
+            if spec is not None and level > spec.max_level:
+                # A log Kafka wrote (share.version / streams.version 1): kept and reported as
+                # finalized, but strom has not that level's behaviour.
+                log.warning("the metadata log finalizes %s=%d, but strom implements %s only up to level %d: "
+                            "what that level enables is not served", name, level, name, spec.max_level)
         await self.controller.activate(bootstrap)
         self._started = True
 
