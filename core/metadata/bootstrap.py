@@ -21,6 +21,7 @@ import base64
 import os
 import struct
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from strom.core.config import BrokerConfig
@@ -116,10 +117,13 @@ def bootstrap_records(metadata_version: int = LATEST_METADATA_VERSION,
 
 
 def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: bool = False,
-                   release_version: str | None = None, features: dict[str, int] | None = None) -> list[Path]:
+                   release_version: str | None = None, features: dict[str, int] | None = None,
+                   extra_records: Sequence[Message] = ()) -> list[Path]:
     """Format every log dir and the metadata dir; return the directories written.
 
-    ``features`` overrides the default level of a feature (``kafka-storage format --feature``).
+    ``features`` overrides the default level of a feature (``kafka-storage format --feature``);
+    ``extra_records`` go into the bootstrap metadata after the features (``--add-scram``'s
+    UserScramCredentialRecords).
     """
     try:
         if len(uuid_from_str(cluster_id).bytes) != 16:
@@ -127,7 +131,7 @@ def format_storage(config: BrokerConfig, cluster_id: str, *, ignore_formatted: b
     except ValueError:
         raise FormatError(f"cluster id {cluster_id!r} is not a base64-encoded 16-byte Uuid") from None
     level = metadata_level(release_version)
-    records = bootstrap_records(level, features)  # a refused feature level leaves nothing written
+    records = [*bootstrap_records(level, features), *extra_records]  # a refused level leaves nothing written
     dirs: list[Path] = []
     for d in [*config.log_dir_list, config.metadata_dir]:
         if d not in dirs:
