@@ -162,7 +162,7 @@ class RemoteOffsetReader:
                         meta.max_timestamp_ms < timestamp or meta.end_offset < start:
                     continue
                 if meta.start_offset < log_.local_log_start_offset:
-                    return self._lookup(meta, timestamp, start)
+                    return lookup_timestamp(self.rsm, self.indexes, meta, timestamp, start)
                 return log_.fetch_offset_by_timestamp(timestamp)
         # Kafka's RemoteLogOffsetReader: nothing remote, so the local log answers.
         return log_.fetch_offset_by_timestamp(timestamp)
@@ -181,31 +181,32 @@ class RemoteOffsetReader:
                 best = meta
         if best is None or best.max_timestamp_ms < 0 or (local is not None and local[1] > best.max_timestamp_ms):
             return local
-        return self._lookup(best, best.max_timestamp_ms, start) or local
+        return lookup_timestamp(self.rsm, self.indexes, best, best.max_timestamp_ms, start) or local
 
-    def _lookup(self, meta: RemoteLogSegmentMetadata, timestamp: int,
-                starting_offset: int) -> TimestampAndOffset | None:
-        """Kafka's ``lookupTimestamp``: from the indexed position, the first record of the segment
-        with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
-        position = self.indexes.lookup_position(meta, timestamp, starting_offset)
-        with self.rsm.fetch_log_segment(meta, position) as stream:
-            while True:
-                head = _read_exact(stream, _BATCH_START.size)
-                if len(head) < _BATCH_START.size:
-                    return None
-                base, length = _BATCH_START.unpack(head)
-                body = _read_exact(stream, length)
-                if len(body) < length:
-                    return None
-                batch = head + body
-                last = base + _BATCH_FIELDS.unpack_from(batch, 23)[0]
-                max_ts = struct.unpack_from(">q", batch, _MAX_TS_AT)[0]
-                if max_ts < timestamp or last < starting_offset:
-                    continue
-                epoch = _BATCH_FIELDS.unpack_from(batch, 12)[0]
-                for rec in decode_records(batch):
-                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                        return rec.offset, rec.timestamp, epoch if epoch >= 0 else -1
+def lookup_timestamp(rsm: RemoteStorageManager, indexes: RemoteIndexCache, meta: RemoteLogSegmentMetadata,
+                     timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+    """Kafka's ``RemoteLogManager.lookupTimestamp``: from the position the cached indexes give, the
+    first record of the remote segment with timestamp >= ``timestamp`` and offset >=
+    ``starting_offset``."""
+    position = indexes.lookup_position(meta, timestamp, starting_offset)
+    with rsm.fetch_log_segment(meta, position) as stream:
+        while True:
+            head = _read_exact(stream, _BATCH_START.size)
+            if len(head) < _BATCH_START.size:
+                return None
+            base, length = _BATCH_START.unpack(head)
+            body = _read_exact(stream, length)
+            if len(body) < length:
+                return None
+            batch = head + body
+            last = base + _BATCH_FIELDS.unpack_from(batch, 23)[0]
+            max_ts = struct.unpack_from(">q", batch, _MAX_TS_AT)[0]
+            if max_ts < timestamp or last < starting_offset:
+                continue
+            epoch = _BATCH_FIELDS.unpack_from(batch, 12)[0]
+            for rec in decode_records(batch):
+                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                    return rec.offset, rec.timestamp, epoch if epoch >= 0 else -1
 
 
 def _read_all(stream: BinaryIO) -> bytes:

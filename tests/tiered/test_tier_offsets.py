@@ -23,17 +23,20 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient
+from kafka.record.memory_records import MemoryRecords
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.list_offsets.v11.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from strom.core.replica.remote_offsets import RemoteIndexCache, lookup_timestamp
 from strom.core.testing import BrokerProcess, wait_for
+from strom.plugins.manager import get_plugin_manager, load_remote_storage_manager
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from tests.tiered.conftest import S3Config
+    from tests.tiered.conftest import S3Config, StromSegments
 
 pytestmark = pytest.mark.broker
 
@@ -178,3 +181,29 @@ def test_log_dirs_report_local_size_and_topics_describe_shows_the_remote_part(
     # The segments' sizes as the metadata records them: without rsm compression each segment's
     # object in S3 holds exactly its bytes.
     assert int(fields["RemoteSize"]) == sum(remote.values()) > 0
+
+
+def test_remote_time_index_lookup_matches_the_segments_records(tmp_path: Path, strom_segments: StromSegments) -> None:
+    """The remote lookup (time index -> offset index -> batches of the remote segment) against the
+    records themselves, read with kafka-python's record reader: for every timestamp of a segment
+    strom's broker wrote, and from several starting offsets, the first record at or after it.
+    Each index is fetched from remote storage once, then served from the index cache."""
+    rsm = load_remote_storage_manager(get_plugin_manager(autoload=False, env={}), {
+        "remote.log.storage.manager.class.name": "io.aiven.kafka.tieredstorage.RemoteStorageManager",
+        "rsm.config.storage.backend.class": "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
+        "rsm.config.storage.root": str(tmp_path / "remote"), "rsm.config.chunk.size": "4099"})
+    assert rsm is not None
+    indexes = RemoteIndexCache(rsm)
+    for segment in strom_segments.small[:2]:
+        meta = segment.metadata()
+        rsm.copy_log_segment_data(meta, segment.data())
+        records = MemoryRecords(segment.path(".log").read_bytes())
+        rows: list[tuple[int, int]] = []
+        while (batch := records.next_batch()) is not None:
+            rows += [(r.offset, r.timestamp) for r in batch]
+        for start in (segment.base_offset, rows[len(rows) // 3][0], rows[-1][0]):
+            for ts in sorted({t for _, t in rows} | {rows[0][1] - 1, rows[-1][1] + 1}):
+                expected = next(((o, t) for o, t in rows if t >= ts and o >= start), None)
+                found = lookup_timestamp(rsm, indexes, meta, ts, start)
+                assert (found[:2] if found else None) == expected, (segment.base_offset, start, ts)
+    assert indexes.fetches == 4  # a time index and an offset index per segment, each once
