@@ -84,8 +84,9 @@ def read_all(bootstrap: str) -> dict[tuple[str, int], list[str]]:
 
     def everything() -> bool:
         for msg in consumer.consume(num_messages=1000, timeout=0.5):
-            if msg.error() is None:
-                got[(msg.topic(), msg.partition())].append(msg.value().decode())
+            topic, partition, value = msg.topic(), msg.partition(), msg.value()
+            if msg.error() is None and topic is not None and partition is not None and value is not None:
+                got[(topic, partition)].append(value.decode())
         return all(len(values) == PER_PARTITION for values in got.values())
 
     try:

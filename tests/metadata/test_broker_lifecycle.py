@@ -97,7 +97,7 @@ async def test_controlled_shutdown_then_election_from_the_elr(config: BrokerConf
     await system.controller.create_topics([CreatableTopic("t", 2, 1)])
     topic = system.image.topic("t")
     assert topic is not None
-    epoch = system.image.broker(1).epoch  # type: ignore[union-attr]
+    epoch = system.image.broker(1).epoch
     end = system.raft.end_offset
     await system.close()  # a clean stop: controlled shutdown
     assert since(config, end) == [

@@ -69,10 +69,10 @@ def voter_endpoints(deps: QuorumDeps) -> dict[int, list[tuple[str, str, int]]]:
     # A configured port 0 (``strom dev``: 1@127.0.0.1:0) names no socket: the voter's real endpoint
     # is the one its RegisterControllerRecord carries (for strom's in-process controller, the
     # broker listener that serves the controller's APIs).
-    for node, endpoints in out.items():
-        registered = deps.image.controllers.get(node)
-        if registered is not None and (not endpoints or any(port == 0 for _, _, port in endpoints)):
-            out[node] = [(e.name, e.host, e.port) for e in registered.endpoints]
+    for voter, endpoints in out.items():
+        registered = deps.image.controllers.get(voter)
+        if registered is not None and (not endpoints or any(p == 0 for _, _, p in endpoints)):
+            out[voter] = [(e.name, e.host, e.port) for e in registered.endpoints]
     return out
 
 
