@@ -247,6 +247,9 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
             # bound the remote path cannot pass (Fetch, the response and the client are the same).
             local_s = _consume(broker.bootstrap, "plain", local_start, fetch_mib)
             raw, consumed, local = (remote_bytes / MIB / t for t in (raw_s, consumed_s, local_s))
+            for line in broker.log_text().splitlines():
+                if " WARNING " in line or " ERROR " in line:
+                    log.warning("broker: %s", line)
             log.info("fetch from S3: raw GET %.0f MiB/s, consumer through the broker %.0f MiB/s, the same records "
                      "from the broker's disk %.0f MiB/s (%d MiB, %d segments)",
                      raw, consumed, local, remote_bytes // MIB, len(keys))

@@ -227,7 +227,7 @@ class ChunkedRemoteStorageManager:
         """Start fetching the chunks from ``start_position`` (and the prefetch window after it)
         into the chunk cache, without waiting for them: a reader about to reach this segment
         (the next one of a sequential consumer) finds them there. Nothing without a cache."""
-        if self.chunk_cache is None:
+        if self.chunk_cache is None or self.prefetch_max_size <= 0:
             return
         manifest, chunks = self._manifest_and_chunks(metadata)
         if 0 <= start_position < manifest.chunk_index.original_file_size:
@@ -312,6 +312,7 @@ class ChunkedRemoteStorageManager:
                 futures.append(future)
         if not run:
             return None
+        log.debug("fetching chunks %d-%d of %s", run[0].id, run[-1].id, key)
         try:
             fetchers.submit(self._fetch_run, key, manifest, run, futures)
         except RuntimeError as e:  # shut down meanwhile

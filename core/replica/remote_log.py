@@ -65,6 +65,8 @@ class PieceReadingStorageManager(Protocol):
     (no stream copies) and can start fetching a segment ahead of a reader (strom's chunked
     manager, :class:`strom.tiered.chunked_rsm.ChunkedRemoteStorageManager`)."""
 
+    prefetch_max_size: int  # bytes fetched ahead of a reader (0: none)
+
     def fetch_log_segment_pieces(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                                  end_position: int | None = None) -> Generator[memoryview, None, None]: ...
 
@@ -251,8 +253,10 @@ class RemoteLogBinding:
             records = buf.slice(first, pos) if first >= 0 else b""
         finally:
             buf.close()
-        if self._pieces_rsm is not None and 0 < meta.segment_size_in_bytes <= start + pos + max_bytes:
-            # A sequential reader's next fetch reaches the next segment: have it fetched meanwhile.
+        rsm = self._pieces_rsm
+        if rsm is not None and 0 < meta.segment_size_in_bytes - (start + pos) < max(rsm.prefetch_max_size, max_bytes):
+            # The prefetch window (or the next fetch) reaches past this segment: have the next one
+            # fetched meanwhile, so a sequential reader never waits at a segment boundary.
             self._readers.submit(self._prefetch_next, tip, epochs, meta)
         return meta, records
 
