@@ -172,7 +172,8 @@ def test_telemetry_requests_answer_as_kafka(strom: HasBootstrap, kafka: KafkaRef
     """With a subscription for one client id (every metric, 500 ms), the same answers on both."""
     client_id = f"tel-{uuid.uuid4().hex[:6]}"
     name = f"{client_id}-all"
-    ops = [("metrics", SET, "*"), ("interval.ms", SET, "500"), ("match", SET, f"client_id={client_id}")]
+    ops: list[tuple[str, int, str | None]] = [("metrics", SET, "*"), ("interval.ms", SET, "500"),
+                                              ("match", SET, f"client_id={client_id}")]
     for b in (kafka, strom):
         assert alter(b.bootstrap, CLIENT_METRICS, name, ops) == (0, None)
     try:

@@ -23,6 +23,7 @@ nothing of it written.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Protocol
@@ -170,7 +171,7 @@ class GroupCoordinator:
             elif not group.is_empty():
                 from strom.core.coordinator.group import consumer_group_service as cgs
 
-                cgs.ensure_timer(self, group, lambda gid=group.group_id: cgs.env_for(self.broker, gid))
+                cgs.ensure_timer(self, group, functools.partial(cgs.env_for, self.broker, group.group_id))
         self.loaded = True
         self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(),
                                                                     name="group-metadata-cleanup")
