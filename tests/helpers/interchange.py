@@ -187,6 +187,10 @@ def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
         consumer.close()
 
 
+def _bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
 def read_partitions(bootstrap: str, partitions: list[tuple[str, int]], *, committed: bool = False,
                     timeout: float = 60.0) -> list[Record]:
     """Every record of ``partitions`` up to each one's end (the LSO with ``committed``), with one
@@ -207,9 +211,9 @@ def read_partitions(bootstrap: str, partitions: list[tuple[str, int]], *, commit
                         left.discard((msg.topic() or "", msg.partition() or 0))
                         continue
                     raise KafkaException(err)
-                out.append((msg.topic() or "", (msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value(),
-                                                tuple((k, v) for k, v in (msg.headers() or [])),
-                                                msg.timestamp()[1])))
+                headers = tuple((str(h[0]), _bytes(h[1])) for h in (msg.headers() or []))
+                out.append((msg.topic() or "", (msg.partition() or 0, msg.offset() or 0, _bytes(msg.key()),
+                                                _bytes(msg.value()), headers, msg.timestamp()[1])))
             if not left:
                 break
     finally:
