@@ -132,12 +132,14 @@ def test_transaction_log_decoder(written: Path) -> None:
 
 
 def test_cluster_metadata_decoder(written: Path) -> None:
-    # The segments, any snapshot (<offset>-<epoch>.checkpoint) and the bootstrap snapshot.
-    files = _files(written / "metadata", "__cluster_metadata-0/*", ".log", ".checkpoint")
+    # The segments with their indexes and producer snapshots, any metadata snapshot
+    # (<offset>-<epoch>.checkpoint) and the bootstrap snapshot.
+    files = _files(written / "metadata", "__cluster_metadata-0/*", *SEGMENT_FILES, ".checkpoint")
     files += sorted((written / "metadata").glob("bootstrap.checkpoint"))
     result = dump_log(files, "--cluster-metadata-decoder")
     assert problems(result) == [], result.stdout[-3000:]
     assert '"type":"TOPIC_RECORD"' in result.stdout and '"name":"ix-compacted"' in result.stdout
+    assert "KRaft bootstrap snapshot" in result.stdout
 
 
 def test_partition_metadata_is_kafkas(written: Path) -> None:
