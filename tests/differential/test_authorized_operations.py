@@ -72,11 +72,13 @@ def bits(value: int) -> list[int] | str:
     return sorted(code for code in range(32) if value >> code & 1)
 
 
-def create_topics(c: WireClient, names: list[str]) -> None:
+def create_topics(c: WireClient, names: list[str]) -> dict[str, uuid.UUID]:
+    """Create the topics; their ids (a topic hidden from the caller has no other way to learn it)."""
     resp = c.request(CreateTopicsRequest(topics=tuple(CreatableTopic(
         name=n, num_partitions=1, replication_factor=1, assignments=(), configs=()) for n in names),
         timeout=seconds(30), validate_only=False))
     assert all(t.error_code == 0 for t in resp.topics), resp
+    return {t.name: t.topic_id for t in resp.topics}
 
 
 def create_acls(c: WireClient, acls: list[tuple[int, str, int, int, int]]) -> None:
@@ -113,7 +115,7 @@ def metadata_by_id(c: WireClient, topic_id: uuid.UUID) -> Any:
                                        allow_auto_topic_creation=False, include_topic_authorized_operations=True))
 
 
-def observe(c: WireClient) -> dict[str, Any]:
+def observe(c: WireClient, ids: dict[str, uuid.UUID]) -> dict[str, Any]:
     """Every authorized-operations field the scenario's requests are answered with."""
     named = [OPEN, DENIED, HIDDEN, MISSING]
     seen: dict[str, Any] = {}
@@ -127,10 +129,11 @@ def observe(c: WireClient) -> dict[str, Any]:
     listed = metadata(c, 12, None, True)
     seen["metadata v12 all topics"] = sorted((t.name, bits(t.topic_authorized_operations)) for t in listed.topics
                                              if t.name in named)
-    open_id = next(t.topic_id for t in listed.topics if t.name == OPEN)
-    by_id = metadata_by_id(c, open_id).topics[0]
-    seen["metadata v12 by id"] = (by_id.name, ErrorCode(int(by_id.error_code)).name,
-                                  bits(by_id.topic_authorized_operations))
+    for topic in (OPEN, HIDDEN):
+        by_id = metadata_by_id(c, ids[topic]).topics[0]
+        seen[f"metadata v12 by id of {topic}"] = (by_id.name, by_id.topic_id == ids[topic],
+                                                  ErrorCode(int(by_id.error_code)).name,
+                                                  bits(by_id.topic_authorized_operations))
     for version in range(0, 3):
         for include in (True, False):
             resp = describe_cluster(c, version, include)
@@ -162,16 +165,18 @@ def wait_until(check: Any, what: str, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def prepare(bootstrap: str, acls: list[tuple[int, str, int, int, int]] | None) -> Iterator[WireClient]:
+def prepare(bootstrap: str, acls: list[tuple[int, str, int, int, int]] | None
+            ) -> Iterator[tuple[WireClient, dict[str, uuid.UUID]]]:
     """The scenario's ACLs (if any) and topics on one broker, a live classic group with one
-    confluent-kafka member for as long as the caller observes; a wire client to it."""
+    confluent-kafka member for as long as the caller observes; a wire client to it and the
+    topic ids."""
     with WireClient(bootstrap) as c:
         if acls:
             create_acls(c, acls)
             # Kafka's authorizer learns ACLs from the metadata log a moment after CreateAcls answers.
             wait_until(lambda: metadata(c, 12, [HIDDEN], False).topics[0].error_code
                        == ErrorCode.topic_authorization_failed, "the ACLs to apply")
-        create_topics(c, [OPEN, DENIED, HIDDEN])
+        ids = create_topics(c, [OPEN, DENIED, HIDDEN])
         c.wait_for_leaders(OPEN, 1)
         c.wait_for_leaders(DENIED, 1)
         c.wait_for_coordinator(LIVE_GROUP)
@@ -186,7 +191,7 @@ def prepare(bootstrap: str, acls: list[tuple[int, str, int, int, int]] | None) -
                 return bool(consumer.assignment())
 
             wait_until(joined, f"{LIVE_GROUP} to be assigned {OPEN}")
-            yield c
+            yield c, ids
         finally:
             consumer.close()
 
@@ -199,8 +204,8 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 def test_without_an_authorizer(strom: HasBootstrap, kafka: KafkaRef) -> None:
     observed = {}
     for who, broker in (("kafka", kafka), ("strom", strom)):
-        with prepare(broker.bootstrap, None) as c:
-            observed[who] = observe(c)
+        with prepare(broker.bootstrap, None) as (c, ids):
+            observed[who] = observe(c, ids)
     theirs = observed["kafka"]
     # Kafka without an authorizer: every supported operation where asked for, INT32_MIN elsewhere.
     assert theirs["metadata v8 include=True"] == {
@@ -230,8 +235,8 @@ def test_with_kafka_acls(standard_pair: tuple[KafkaRef, BrokerProcess]) -> None:
     kafka, strom = standard_pair
     brokers: tuple[tuple[str, HasBootstrap], ...] = (("kafka", kafka), ("strom", strom))
     for who, broker in brokers:
-        with prepare(broker.bootstrap, ACLS) as c:
-            observed[who] = observe(c)
+        with prepare(broker.bootstrap, ACLS) as (c, ids):
+            observed[who] = observe(c, ids)
             create_acls(c, [DESCRIBE_CLUSTER_DENIED])
             wait_until(lambda: describe_cluster(c, 0, True).cluster_authorized_operations == 0,
                        "DESCRIBE on the cluster to be denied")
@@ -243,6 +248,8 @@ def test_with_kafka_acls(standard_pair: tuple[KafkaRef, BrokerProcess]) -> None:
         (OPEN, "none", sorted(TOPIC_OPS)), (DENIED, "none", sorted(TOPIC_OPS - {WRITE})),
         (HIDDEN, "topic_authorization_failed", "OMITTED"), (MISSING, "unknown_topic_or_partition", sorted(TOPIC_OPS))])
     assert theirs["metadata v10 include=True"]["cluster"] == sorted(CLUSTER_OPS - {ALTER_CONFIGS})
+    # Asked for by id, a topic the caller may not describe is named by its id only.
+    assert theirs[f"metadata v12 by id of {HIDDEN}"] == (None, True, "topic_authorization_failed", "OMITTED")
     assert theirs["describe_groups v5 include=True"][1][3] == sorted(GROUP_OPS - {DELETE})  # keep-live-*
     compare(observed["strom"], theirs)
     assert cluster_denied["kafka"] == {"v0": [], "v1": [], "v2": [], "metadata": []}
@@ -253,8 +260,8 @@ def test_an_authorizer_plugin(tmp_path: Path) -> None:
     """The test plugin's DenyTopics (WRITE refused on ``denied-*`` topics, all else allowed)
     answers the topic bit sets Kafka's ACLs give above, and every cluster and group operation."""
     config = {"authorizer.class.name": "strom_test_plugin.DenyTopics"}
-    with BrokerProcess(tmp_path / "strom", config=config) as broker, prepare(broker.bootstrap, None) as c:
-        seen = observe(c)
+    with BrokerProcess(tmp_path / "strom", config=config) as broker, prepare(broker.bootstrap, None) as (c, ids):
+        seen = observe(c, ids)
     assert seen["describe_topic_partitions"] == sorted([
         (OPEN, "none", sorted(TOPIC_OPS)), (DENIED, "none", sorted(TOPIC_OPS - {WRITE})),
         (HIDDEN, "none", sorted(TOPIC_OPS)), (MISSING, "unknown_topic_or_partition", sorted(TOPIC_OPS))])

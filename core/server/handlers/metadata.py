@@ -70,6 +70,7 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
 
     errors: dict[str, int] = {}
     unknown_ids: list[uuid.UUID] = []
+    named_by_id: set[str] = set()
     if requested is None:
         # Listing every topic: those the caller may not DESCRIBE are left out.
         every = sorted(image.topics)
@@ -86,6 +87,7 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
                     unknown_ids.append(topic_id or ZERO_UUID)
                     continue
                 name = found.name
+                named_by_id.add(name)
             names.append(name)
         # Kafka authorizes DESCRIBE before it looks a topic up (or creates it): a topic the
         # caller may not describe answers TOPIC_AUTHORIZATION_FAILED whether it exists or not.
@@ -134,6 +136,13 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
         topic_ops = ops.get(name, AUTHORIZED_OPERATIONS_OMITTED)
         if name in errors or name not in image.topics:
             code = errors.get(name, int(ErrorCode.unknown_topic_or_partition))
+            if name in named_by_id and code == ErrorCode.topic_authorization_failed:
+                # Asked for by id, Kafka answers with the id (not secret) and without the name.
+                known = image.topics.get(name)
+                topics.append(m.make("MetadataResponseTopic", error_code=code, name=None,
+                                     topic_id=known.topic_id if known is not None else ZERO_UUID,
+                                     is_internal=False, partitions=(), topic_authorized_operations=topic_ops))
+                continue
             topics.append(m.make("MetadataResponseTopic", error_code=code, name=name, topic_id=ZERO_UUID,
                                  is_internal=name in INTERNAL_TOPICS, partitions=(),
                                  topic_authorized_operations=topic_ops))
