@@ -131,14 +131,15 @@ def write_workload(bootstrap: str, *, compaction_timeout: float = 60.0) -> None:
          "headers": [("h", b"%d" % i)] if i % 7 == 0 else None}
         for i in range(PLAIN_RECORDS)])
 
-    # Compacted: three rounds over the same keys, each in its own segment (segment.ms 100 rolls
-    # the next append), then one record so the third round's segment is no longer active.
+    # Compacted: three rounds over the same keys, each in its own segment, then one record so
+    # the third round's segment is no longer active. Both brokers roll on segment.ms measured
+    # in record time (the new batch's timestamp minus the segment's first), so rounds one
+    # second apart in their timestamps roll at once, without waiting.
     plain = _producer(bootstrap)
     for round_ in range(3):
-        _produce(plain, COMPACTED, [{"key": b"key-%d" % k, "value": b"v%d-%d" % (round_, k)}
-                                    for k in range(COMPACT_KEYS)])
-        time.sleep(0.2)  # segment.ms must pass for the next append to roll: a roll, not a wait for a state
-    _produce(plain, COMPACTED, [{"key": b"key-0", "value": b"last"}])
+        _produce(plain, COMPACTED, [{"key": b"key-%d" % k, "value": b"v%d-%d" % (round_, k),
+                                     "timestamp": ts0 + 1000 * round_} for k in range(COMPACT_KEYS)])
+    _produce(plain, COMPACTED, [{"key": b"key-0", "value": b"last", "timestamp": ts0 + 3000}])
     # The cleaner has run once no overwritten value of the first two rounds is served.
     last: object = None
     for _ in _deadline_loop(compaction_timeout, f"compaction of {COMPACTED}; last {last}"):
