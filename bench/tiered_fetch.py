@@ -172,6 +172,27 @@ def _consume(bootstrap: str, topic: str, end_offset: int, fetch_mib: int) -> flo
         consumer.close()
 
 
+class _CpuMeter:
+    """CPU seconds (user + system) of the broker process and of this one, lap by lap."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.pid = broker_pid
+        self.last = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        return (int(fields[11]) + int(fields[12])) / ticks, own.user + own.system
+
+    def lap(self) -> tuple[float, float]:
+        now = self._now()
+        lap = (now[0] - self.last[0], now[1] - self.last[1])
+        self.last = now
+        return lap
+
+
 def _raw_gets(s3: S3Client, keys: list[str]) -> tuple[int, float]:
     """boto3 GETs of whole objects, read in 1 MiB pieces: (bytes, seconds)."""
     start = time.perf_counter()
@@ -239,13 +260,22 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
             keys = sorted(o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
                           for o in page.get("Contents", []) if o["Key"].endswith(".log"))
             # The ceiling before and after the consumer (the shared machine drifts); the better counts.
+            cpu = _CpuMeter(broker.pid)
             remote_bytes, raw_s = _raw_gets(s3, keys)
+            raw_cpu = cpu.lap()
             log.info("consuming %d MiB from S3 through the broker (pid %d)", remote_bytes // MIB, broker.pid)
             consumed_s = _consume(broker.bootstrap, "tiered", local_start, fetch_mib)
+            consumed_cpu = cpu.lap()
             raw_s = min(raw_s, _raw_gets(s3, keys)[1])
+            cpu.lap()
             # What the broker serves from its own disk, the same records, in the same run: the
             # bound the remote path cannot pass (Fetch, the response and the client are the same).
             local_s = _consume(broker.bootstrap, "plain", local_start, fetch_mib)
+            local_cpu = cpu.lap()
+            mib = remote_bytes / MIB
+            log.info("CPU ms per MiB (broker process, this process: moto's server and the client): raw GET "
+                     "%.2f, %.2f; consumer from S3 %.2f, %.2f; consumer from the broker's disk %.2f, %.2f",
+                     *(1000 * x / mib for x in (*raw_cpu, *consumed_cpu, *local_cpu)))
             raw, consumed, local = (remote_bytes / MIB / t for t in (raw_s, consumed_s, local_s))
             for line in broker.log_text().splitlines():
                 if " WARNING " in line or " ERROR " in line:

@@ -314,15 +314,17 @@ class ChunkedRemoteStorageManager:
             return None
         log.debug("fetching chunks %d-%d of %s", run[0].id, run[-1].id, key)
         try:
-            fetchers.submit(self._fetch_run, key, manifest, run, futures)
+            fetchers.submit(self._fetch_run, key, manifest, chunks, run, futures)
         except RuntimeError as e:  # shut down meanwhile
             self._fail_run(key, run, futures, RemoteStorageError(f"remote storage manager is closed: {e}"))
         return futures[0]
 
-    def _fetch_run(self, key: str, manifest: SegmentManifest, run: list[Chunk], futures: list[Future[bytes]]) -> None:
+    def _fetch_run(self, key: str, manifest: SegmentManifest, manifest_chunks: list[Chunk], run: list[Chunk],
+                   futures: list[Future[bytes]]) -> None:
         cache = self.chunk_cache
         decompressor = zstandard.ZstdDecompressor() if manifest.compression else None
-        parts = self.storage.fetch_sized(key, run[0].transformed_position, [c.transformed_size for c in run])
+        parts = self.storage.fetch_sized(key, run[0].transformed_position, [c.transformed_size for c in run],
+                                         whole_object=run[0].id == 0 and run[-1].id == len(manifest_chunks) - 1)
         try:
             for chunk, future in zip(run, futures, strict=True):
                 stored = next(parts, None)

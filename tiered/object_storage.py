@@ -54,9 +54,11 @@ class ObjectStorage(Protocol):
         request read as it arrives."""
         ...
 
-    def fetch_sized(self, key: str, first: int, sizes: list[int]) -> Generator[bytes, None, None]:
+    def fetch_sized(self, key: str, first: int, sizes: list[int],
+                    whole_object: bool = False) -> Generator[bytes, None, None]:
         """From byte ``first`` of ``key``, consecutive parts of exactly ``sizes`` bytes, from one
-        request read as it arrives (a chunk per part: no re-joining of pieces)."""
+        request read as it arrives (a chunk per part: no re-joining of pieces). ``whole_object``:
+        the parts are the whole object (a plain GET: no range for the server to cut)."""
         ...
 
     def delete(self, keys: Iterable[str]) -> None:
@@ -118,7 +120,8 @@ class FileSystemStorage:
                 left -= len(piece)
                 yield piece
 
-    def fetch_sized(self, key: str, first: int, sizes: list[int]) -> Generator[bytes, None, None]:
+    def fetch_sized(self, key: str, first: int, sizes: list[int],
+                    whole_object: bool = False) -> Generator[bytes, None, None]:
         try:
             f = open(self._path(key), "rb")  # noqa: SIM115 - closed by the generator
         except FileNotFoundError:
@@ -245,12 +248,16 @@ class S3Storage:
         finally:
             body.close()
 
-    def fetch_sized(self, key: str, first: int, sizes: list[int]) -> Generator[bytes, None, None]:
+    def fetch_sized(self, key: str, first: int, sizes: list[int],
+                    whole_object: bool = False) -> Generator[bytes, None, None]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            body = self.client.get_object(Bucket=self.bucket, Key=key,
-                                          Range=f"bytes={first}-{first + sum(sizes) - 1}")["Body"]
+            if whole_object:
+                body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            else:
+                body = self.client.get_object(Bucket=self.bucket, Key=key,
+                                              Range=f"bytes={first}-{first + sum(sizes) - 1}")["Body"]
         except (BotoCoreError, ClientError) as e:
             raise self._error("read of", key, e) from e
         try:

@@ -296,6 +296,8 @@ class RemoteLogBinding:
         try:
             following = self._segment_for(tip, epochs, meta.end_offset + 1)
             rsm.prefetch_log_segment(following, 0)
+            # Its offset index too (the manager caches indexes): the first read there looks it up.
+            self.rsm.fetch_index(following, IndexType.OFFSET).close()
         except (OffsetOutOfRangeError, RemoteStorageError) as e:  # the end of the remote log, or S3 away
             log.debug("no prefetch after %s of %s: %s", meta.segment_id, tip, e)
 
