@@ -1,6 +1,6 @@
 """SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802 / RFC 7677) as Kafka's ``ScramSaslServer``.
 
-The exchange is scramp's (a maintained SCRAM implementation); the credentials are Kafka's:
+The exchange follows Kafka's ScramSaslServer and ScramMessages; the credentials are Kafka's:
 one ``UserScramCredentialRecord`` per user and mechanism in the metadata log (salt, stored key,
 server key, iterations), replayed into a :class:`ScramCredentialStore` the listeners read.
 They get there through ``strom storage format --add-scram`` or AlterUserScramCredentials
@@ -9,14 +9,14 @@ They get there through ``strom storage format --add-scram`` or AlterUserScramCre
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import scramp
 
 from strom.core.security.sasl import SaslAuthenticationError, SaslCredentialError, SaslServer
 
@@ -85,23 +85,39 @@ class ScramCredentialStore:
         return len(self._credentials)
 
 
+# Kafka's ScramMessages patterns (Java's [a&&[^b]] spelled out).
+_SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
+_PRINTABLE = r"[\x21-\x2B\x2D-\x7E]+"
+_VALUE = r"[\x01-\x2B\x2D-\x7F]+"
+_BASE64 = r"(?:[a-zA-Z0-9/+]{4})*(?:[a-zA-Z0-9/+]{3}=|[a-zA-Z0-9/+]{2}==)?"
+_EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
+_CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+                           rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS})")
+_CLIENT_FINAL = re.compile(rf"c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS},p=(?P<proof>{_BASE64})")
+
+
+def _username(saslname: str) -> str:
+    return saslname.replace("=2C", ",").replace("=3D", "=")
+
+
 class ScramSaslServer(SaslServer):
-    """Kafka's ScramSaslServer: client-first, server-first, client-final, server-final."""
+    """Kafka's ScramSaslServer: client-first, server-first, client-final, server-final.
+
+    Written out with hashlib/hmac rather than a SCRAM library because Kafka accepts a client-final
+    nonce that merely ends with the server's (librdkafka 1.x sends the client nonce twice, and
+    Kafka authenticates it); a strict RFC 5802 implementation (scramp) refuses those clients.
+    """
 
     def __init__(self, mechanism: str, store: ScramCredentialStore) -> None:
         super().__init__()
         self.mechanism = mechanism
+        self.hash_name = MECHANISMS[mechanism][1]
         self.store = store
-        self._username = ""
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup)
         self._step = 0
-
-    def _lookup(self, username: str) -> tuple[bytes, bytes, bytes, int] | None:
-        credential = self.store.get(username, self.mechanism)
-        if credential is None:
-            return None
-        self._username = username
-        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+        self._credential: ScramCredential | None = None
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
 
     def evaluate(self, token: bytes) -> bytes | None:
         try:
@@ -109,30 +125,61 @@ class ScramSaslServer(SaslServer):
         except UnicodeDecodeError:
             raise SaslCredentialError("the SCRAM message is not UTF-8") from None
         if self._step == 0:
-            self._step = 1
-            bare = text.split(",", 2)[-1] if text.count(",") >= 2 else ""
-            if any(part == "tokenauth=true" for part in bare.split(",")):
-                # Delegation tokens (KIP-48) are not kept by strom.
-                raise SaslCredentialError("delegation token authentication is not supported")
-            authzid = text.split(",", 2)[1] if text.count(",") >= 2 else ""
-            try:
-                self._server.set_client_first(text)
-            except scramp.ScramException as e:
-                raise SaslCredentialError(f"client-first message refused: {e}") from None
-            if authzid.startswith("a=") and authzid[2:].replace("=2C", ",").replace("=3D", "=") != self._username:
-                raise SaslAuthenticationError(
-                    "Authentication failed: Client requested an authorization id that is different from username")
-            return str(self._server.get_server_first()).encode()
+            return self._client_first(text)
         if self._step == 1:
-            self._step = 2
-            try:
-                self._server.set_client_final(text)
-            except scramp.ScramException as e:
-                raise SaslCredentialError(f"client-final message refused: {e}") from None
-            self.authorization_id = self._username
-            self.complete = True
-            return str(self._server.get_server_final()).encode()
-        raise SaslAuthenticationError("Unexpected SCRAM message after the exchange completed")
+            return self._client_final(text)
+        raise SaslAuthenticationError(f"Unexpected challenge in Sasl server state {self._step}")
+
+    def _client_first(self, text: str) -> bytes:
+        self._step = 1
+        m = _CLIENT_FIRST.fullmatch(text)
+        if m is None:
+            raise SaslCredentialError("Invalid SCRAM client first message format")
+        extensions = dict(e.split("=", 1) for e in m.group("extensions").split(",") if e)
+        if extensions.get("tokenauth", "").lower() == "true":
+            raise SaslCredentialError("delegation token authentication is not supported")  # KIP-48: not kept
+        username = _username(m.group("saslname"))
+        credential = self.store.get(username, self.mechanism)
+        if credential is None:
+            raise SaslCredentialError("Authentication failed: Invalid user credentials")
+        authzid = m.group("authzid")
+        if authzid and _username(authzid) != username:
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        if credential.iterations < MIN_ITERATIONS:
+            raise SaslCredentialError(f"Iterations {credential.iterations} is less than the minimum "
+                                      f"{MIN_ITERATIONS} for {self.mechanism}")
+        self._credential = credential
+        self.authorization_id = username
+        self._client_first_bare = f"n={m.group('saslname')},r={m.group('nonce')}{m.group('extensions')}"
+        # Kafka's secureRandomString: alphanumerics only.
+        self._nonce = m.group("nonce") + base64.b32encode(os.urandom(20)).decode().lower().rstrip("=")
+        self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
+                              f"i={credential.iterations}")
+        return self._server_first.encode()
+
+    def _client_final(self, text: str) -> bytes:
+        self._step = 2
+        assert self._credential is not None
+        m = _CLIENT_FINAL.fullmatch(text)
+        if m is None:
+            raise SaslCredentialError("Invalid SCRAM client final message format")
+        if not m.group("nonce").endswith(self._nonce):
+            raise SaslCredentialError("Invalid client nonce in the final client message.")
+        # Kafka's clientFinalMessageWithoutProof: channel binding and nonce (extensions dropped).
+        without_proof = f"c={m.group('channel')},r={m.group('nonce')}"
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        proof = base64.b64decode(m.group("proof"))
+        client_signature = hmac.new(self._credential.stored_key, auth_message, self.hash_name).digest()
+        if len(proof) != len(client_signature):
+            raise SaslCredentialError("Invalid client credentials")
+        client_key = bytes(a ^ b for a, b in zip(client_signature, proof, strict=True))
+        if not hmac.compare_digest(hashlib.new(self.hash_name, client_key).digest(), self._credential.stored_key):
+            raise SaslCredentialError("Invalid client credentials")
+        server_signature = hmac.new(self._credential.server_key, auth_message, self.hash_name).digest()
+        self.complete = True
+        self._credential = None
+        return f"v={base64.b64encode(server_signature).decode()}".encode()
 
 
 class ScramPublisher:
