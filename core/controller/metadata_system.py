@@ -131,7 +131,9 @@ class MetadataSystem:
             self.loader.bytes_since_snapshot = 0  # nothing newer to write
             return self.raft.latest_snapshot
         covered = self.loader.bytes_since_snapshot  # what this image holds
-        await self.raft.write_snapshot(sid, [encode_record(r) for r in image.to_records()])
+        # Each record in the version Kafka writes at the image's metadata.version, as the log has them.
+        mv = image.metadata_version or None
+        await self.raft.write_snapshot(sid, [encode_record(r, metadata_version=mv) for r in image.to_records()])
         # Batches committed while the snapshot was written are not in it: they still count.
         self.loader.bytes_since_snapshot = max(self.loader.bytes_since_snapshot - covered, 0)
         await asyncio.to_thread(delete_snapshots_before, self.raft.directory, sid)

@@ -27,6 +27,7 @@ from strom.core.metadata.records import (
     decode_record,
 )
 from strom.core.raft.client import METADATA_PARTITION_DIR
+from strom.core.raft.snapshot import read_snapshot_file
 from strom.core.records.builder import decode_records
 
 ELR = "eligible.leader.replicas.version"
@@ -160,3 +161,32 @@ async def test_start_up_elects_where_a_registered_replica_can_lead(config: Broke
         assert state(again.image.partition("t", 0)) == (1, (1,), (), ())
     finally:
         await again.close()
+
+
+async def test_records_are_written_in_the_versions_of_the_metadata_version(tmp_path: Path, open_system: Any) -> None:
+    """At 4.1-IV1 (27) Kafka writes RegisterBrokerRecord v3 (v4 only from 4.3-IV0), in the log and
+    in snapshots; an upgrade to 4.3-IV0 moves the next registration to v4."""
+    config = make_config(tmp_path)
+    format_storage(config, random_uuid(), release_version="4.1-IV1")
+    system = await open_system(config)
+    try:
+        await system.controller.create_topics([CreatableTopic("t", 1, 1)])
+        sid = await system.snapshot()
+        assert sid is not None
+        snapshot = read_snapshot_file(Path(config.metadata_dir) / METADATA_PARTITION_DIR / sid.file_name)
+        logged = [raw for path in sorted((Path(config.metadata_dir) / METADATA_PARTITION_DIR).glob("*.log"))
+                  for raw in (r.value for r in decode_records(path.read_bytes()) if not r.header.is_control)
+                  if raw is not None]
+        for values in (logged, snapshot):
+            versions = {(raw[1], raw[2]) for raw in values}  # (api key, version) of each frame
+            assert (0, 3) in versions and (0, 4) not in versions  # RegisterBrokerRecord
+            assert (3, 2) in versions  # PartitionRecord v2 (ELR fields exist from 4.0-IV1)
+        assert await system.controller.update_features([("metadata.version", 30, 1)]) is None
+        end = system.raft.end_offset
+        await system.controller.register_broker(1, LISTENERS, None, uuid.uuid4())
+        again = [raw for path in sorted((Path(config.metadata_dir) / METADATA_PARTITION_DIR).glob("*.log"))
+                 for rec in decode_records(path.read_bytes())
+                 if rec.offset >= end and not rec.header.is_control and (raw := rec.value) is not None]
+        assert (0, 4) in {(raw[1], raw[2]) for raw in again}
+    finally:
+        await system.close()
