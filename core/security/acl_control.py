@@ -87,6 +87,23 @@ def validate_new_acl(binding: AclBinding) -> None:
         raise InvalidRequestError(f"Invalid permissionType {e.permission_type.name}")
 
 
+def has_unknown_code(*codes: int) -> bool:
+    """A code 0 (UNKNOWN) among a creation's or filter's resource type, pattern type, operation and
+    permission type: Kafka refuses such a request when it parses it (``CreateAclsRequest.validate``,
+    the same in DescribeAcls and DeleteAcls), closing the connection. Other codes it does not know
+    read as UNKNOWN later and fail one ACL or match nothing."""
+    return 0 in codes
+
+
+def is_unbuildable(binding: AclBinding) -> bool:
+    """A filter value where an ACL needs a definite one (resource type ANY, pattern type ANY or
+    MATCH, operation or permission ANY): Kafka's ``ResourcePattern`` / ``AccessControlEntry``
+    constructors throw, and the whole CreateAcls request answers UNKNOWN_SERVER_ERROR."""
+    p, e = binding.pattern, binding.entry
+    return p.resource_type == ResourceType.ANY or p.pattern_type in (PatternType.ANY, PatternType.MATCH) or \
+        e.operation == AclOperation.ANY or e.permission_type == AclPermissionType.ANY
+
+
 def validate_filter(acl_filter: AclBindingFilter) -> None:
     """Kafka's ``validateFilter``: a filter naming an UNKNOWN code matches nothing knowable."""
     pf, ef = acl_filter.pattern_filter, acl_filter.entry_filter

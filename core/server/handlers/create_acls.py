@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from strom.core.metadata.records import AccessControlEntryRecord
+from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import response_messages
-from strom.core.security.acl_control import binding_of, create_acls
+from strom.core.security.acl_control import binding_of, create_acls, has_unknown_code, is_unbuildable
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, error_of, response_throttle
 from strom.plugins.hookspecs.authorizers import ClusterMetadataAuthorizer
@@ -47,8 +48,14 @@ async def handle(deps: AclDeps, ctx: RequestContext, request: CreateAclsRequest)
         resource_type=c.resource_type, resource_name=c.resource_name, pattern_type=c.resource_pattern_type,
         principal=c.principal, host=c.host, operation=c.operation, permission_type=c.permission_type))
         for c in request.creations]
+    # Kafka's answers to bindings it cannot build (checked with Kafka 4.3.1, tests/differential/test_acls.py).
+    if any(has_unknown_code(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
+           for c in request.creations):
+        raise MalformedRequestError("CreateAcls: the creations contain UNKNOWN elements")
+    if any(is_unbuildable(b) for b in bindings):
+        return results([(int(ErrorCode.unknown_server_error), None)] * len(bindings))
     try:
         errors = await create_acls(deps.controller, bindings)
     except Exception as e:
         return results([error_of(e)] * len(bindings))
-    return results([(0, None) if e is None else error_of(e) for e in errors])
+    return results([(0, "") if e is None else error_of(e) for e in errors])  # Kafka's success message is ""

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import response_messages
-from strom.core.security.acl_control import delete_acls, filter_of
+from strom.core.security.acl_control import delete_acls, filter_of, has_unknown_code
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, error_of, response_throttle
 from strom.plugins.hookspecs.authorizers import ClusterMetadataAuthorizer
@@ -44,6 +45,9 @@ async def handle(deps: AclDeps, ctx: RequestContext, request: DeleteAclsRequest)
                         for _ in request.filters])
     filters = [filter_of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
                          f.host_filter, f.operation, f.permission_type) for f in request.filters]
+    if any(has_unknown_code(f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type)
+           for f in request.filters):  # Kafka refuses it when parsing (DeleteAclsRequest.validate)
+        raise MalformedRequestError("DeleteAcls: the filters contain UNKNOWN elements")
     try:
         outcomes = await delete_acls(deps.controller, filters)
     except Exception as e:

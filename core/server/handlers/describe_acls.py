@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import response_messages
-from strom.core.security.acl_control import filter_of
+from strom.core.security.acl_control import filter_of, has_unknown_code
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
 from strom.plugins.hookspecs.authorizers import (
     AccessControlEntry,
-    AclPermissionType,
     ClusterMetadataAuthorizer,
-    PatternType,
     ResourcePattern,
 )
 
@@ -48,9 +47,9 @@ async def handle(deps: AclDeps, ctx: RequestContext, request: DescribeAclsReques
     acl_filter = filter_of(request.resource_type_filter, request.resource_name_filter, request.pattern_type_filter,
                            request.principal_filter, request.host_filter, request.operation,
                            request.permission_type)
-    if acl_filter.pattern_filter.pattern_type == PatternType.UNKNOWN or \
-            acl_filter.entry_filter.permission_type == AclPermissionType.UNKNOWN:
-        return failed(int(ErrorCode.invalid_request), "The filter contains UNKNOWN elements.")
+    if has_unknown_code(request.resource_type_filter, request.pattern_type_filter, request.operation,
+                        request.permission_type):  # Kafka refuses it when parsing (DescribeAclsRequest.validate)
+        raise MalformedRequestError("DescribeAcls: the filter contains UNKNOWN elements")
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for binding in authorizer.acls(acl_filter):
         grouped.setdefault(binding.pattern, []).append(binding.entry)
