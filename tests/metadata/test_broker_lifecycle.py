@@ -190,3 +190,19 @@ async def test_records_are_written_in_the_versions_of_the_metadata_version(tmp_p
         assert (0, 4) in {(raw[1], raw[2]) for raw in again}
     finally:
         await system.close()
+
+
+async def test_elr_needs_metadata_version_4_0_iv1(tmp_path: Path, open_system: Any) -> None:
+    """eligible.leader.replicas.version=1 depends on metadata.version 23 (Kafka's
+    EligibleLeaderReplicasVersion dependencies): refused below it, accepted with the upgrade."""
+    config = make_config(tmp_path)
+    format_storage(config, random_uuid(), release_version="4.0-IV0")
+    system = await open_system(config)
+    try:
+        assert system.image.metadata_version == 22 and not system.image.elr_enabled
+        error = await system.controller.update_features([(ELR, 1, 1)])
+        assert error is not None and "requires metadata.version 23 (4.0-IV1) or above" in (error.message or "")
+        assert await system.controller.update_features([(ELR, 1, 1), ("metadata.version", 23, 1)]) is None
+        assert system.image.elr_enabled and system.image.metadata_version == 23
+    finally:
+        await system.close()
