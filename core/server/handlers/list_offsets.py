@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
@@ -57,20 +58,48 @@ class RemoteOffsetLookup(Protocol):
     def offset_for_timestamp(self, part: Partition, timestamp: int) -> Future[tuple[int, int, int] | None]: ...
 
 
-async def _offset_for_timestamp(deps: ReplicaDeps, part: Partition, timestamp: int) -> tuple[int, int, int] | None:
-    """A timestamp or -3: from the remote tier when the log is tiered, else from the local log."""
+def _remote_lookup(deps: ReplicaDeps, part: Partition, timestamp: int) -> Future[tuple[int, int, int] | None] | None:
+    """A timestamp or -3 on a tiered log: the remote tier's lookup, started on its reader threads
+    (None: the local log answers)."""
     remote = deps.replica_manager.remote_fetcher
     if not isinstance(remote, RemoteOffsetLookup) or not part.log.remote_log_enabled:
-        return part.fetch_offset_for_timestamp(timestamp)
+        return None
+    return remote.offset_for_timestamp(part, timestamp)
+
+
+@dataclass(slots=True)
+class _Answer:
+    partition_index: int
+    code: int = 0
+    timestamp: int = -1
+    offset: int = -1
+    epoch: int = -1
+
+    def found(self, found: tuple[int, int, int] | None, high_watermark: int) -> None:
+        if found is not None and found[0] < high_watermark:
+            self.offset, self.timestamp, self.epoch = found
+
+
+async def _await_remote(deps: ReplicaDeps, waiting: list[tuple[_Answer, Partition, int, Future[tuple[int, int, int] | None]]]
+                        ) -> None:
+    """The remote lookups of one request, concurrently, each bounded by
+    ``remote.list.offsets.request.timeout.ms`` (REQUEST_TIMED_OUT past it, as Kafka's
+    DelayedRemoteListOffsets)."""
     # Not a BrokerConfig field: a Kafka key the config keeps as given (validated by Kafka's table).
     timeout_ms = int((deps.config.model_extra or {}).get("remote.list.offsets.request.timeout.ms",
                                                          REMOTE_LIST_OFFSETS_TIMEOUT_MS))
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(remote.offset_for_timestamp(part, timestamp)),
-                                      timeout_ms / 1000)
-    except TimeoutError:
-        raise RequestTimedOutError(f"ListOffsets of {part.topic}-{part.index} at timestamp {timestamp}: "
-                                   f"remote storage did not answer within {timeout_ms} ms") from None
+    done = await asyncio.gather(*(asyncio.wait_for(asyncio.wrap_future(future), timeout_ms / 1000)
+                                  for _, _, _, future in waiting), return_exceptions=True)
+    for (answer, part, timestamp, _), result in zip(waiting, done, strict=True):
+        if isinstance(result, TimeoutError):
+            result = RequestTimedOutError(f"ListOffsets of {part.topic}-{part.index} at timestamp {timestamp}: "
+                                          f"remote storage did not answer within {timeout_ms} ms")
+        if isinstance(result, BaseException):
+            if not isinstance(result, Exception):
+                raise result
+            answer.code = error_of(result)[0]
+        else:
+            answer.found(result, part.high_watermark)
 
 
 async def handle(deps: ReplicaDeps, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -84,47 +113,50 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: ListOffsetsReq
             tp = (t.name, p.partition_index)
             (duplicates if tp in seen else seen).add(tp)
     answered: set[tuple[str, int]] = set()
-    topics = []
+    by_topic: list[tuple[str, list[_Answer]]] = []
+    waiting: list[tuple[_Answer, Partition, int, Future[tuple[int, int, int] | None]]] = []
     for t in request.topics:
-        parts = []
+        answers: list[_Answer] = []
         for p in t.partitions:
             if (t.name, p.partition_index) in answered:
                 continue  # a partition asked for twice is answered once (Kafka keys answers by partition)
             answered.add((t.name, p.partition_index))
-            offset, timestamp, epoch, code, _message = -1, -1, -1, 0, None
+            a = _Answer(p.partition_index)
+            answers.append(a)
             if t.name in denied:
-                code = int(ErrorCode.topic_authorization_failed)
+                a.code = int(ErrorCode.topic_authorization_failed)
             elif (t.name, p.partition_index) in duplicates:
-                code = int(ErrorCode.invalid_request)
+                a.code = int(ErrorCode.invalid_request)
             elif p.timestamp < 0 and ctx.api_version < MIN_VERSION.get(p.timestamp, 1 << 15):
-                code = int(ErrorCode.unsupported_version)
+                a.code = int(ErrorCode.unsupported_version)
             else:
                 try:
                     part = deps.replica_manager.get_partition(t.name, p.partition_index)
                     part.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
                     ts = p.timestamp
                     if ts == LATEST:
-                        offset = part.last_stable_offset if isolation == 1 else part.high_watermark
-                        epoch = part.leader_epoch
+                        a.offset = part.last_stable_offset if isolation == 1 else part.high_watermark
+                        a.epoch = part.leader_epoch
                     elif ts in (EARLIEST, EARLIEST_LOCAL):
                         # The log answers the start offset with the epoch of its leader-epoch cache.
-                        offset, _, epoch = part.fetch_offset_for_timestamp(ts) or (part.log_start_offset, -1, -1)
+                        a.offset, _, a.epoch = part.fetch_offset_for_timestamp(ts) or (part.log_start_offset, -1, -1)
                     elif ts == LATEST_TIERED:
                         # The end of the newest segment copied to remote storage; -1 for a
                         # topic without remote storage or with nothing copied yet.
-                        offset, _, epoch = part.fetch_offset_for_timestamp(ts) or (-1, -1, -1)
+                        a.offset, _, a.epoch = part.fetch_offset_for_timestamp(ts) or (-1, -1, -1)
                     elif ts == EARLIEST_PENDING_UPLOAD:
-                        offset, _, epoch = earliest_pending_upload(part.log)
+                        a.offset, _, a.epoch = earliest_pending_upload(part.log)
+                    elif (future := _remote_lookup(deps, part, ts)) is not None:
+                        waiting.append((a, part, ts, future))
                     else:
-                        found = await _offset_for_timestamp(deps, part, ts)
-                        if found is not None:
-                            offset, timestamp, epoch = found
-                            if offset >= part.high_watermark:
-                                offset, timestamp, epoch = -1, -1, -1
+                        a.found(part.fetch_offset_for_timestamp(ts), part.high_watermark)
                 except Exception as e:
-                    code, _message = error_of(e)
-            parts.append(m.make("ListOffsetsPartitionResponse", partition_index=p.partition_index,
-                                error_code=code, timestamp=timestamp, offset=offset, leader_epoch=epoch,
-                                old_style_offsets=()))
-        topics.append(m.make("ListOffsetsTopicResponse", name=t.name, partitions=tuple(parts)))
-    return m.make("ListOffsetsResponse", throttle_time=response_throttle(deps, ctx), topics=tuple(topics))
+                    a.code = error_of(e)[0]
+        by_topic.append((t.name, answers))
+    if waiting:
+        await _await_remote(deps, waiting)
+    topics = tuple(m.make("ListOffsetsTopicResponse", name=name, partitions=tuple(
+        m.make("ListOffsetsPartitionResponse", partition_index=a.partition_index, error_code=a.code,
+               timestamp=a.timestamp, offset=a.offset, leader_epoch=a.epoch, old_style_offsets=())
+        for a in answers)) for name, answers in by_topic)
+    return m.make("ListOffsetsResponse", throttle_time=response_throttle(deps, ctx), topics=topics)
