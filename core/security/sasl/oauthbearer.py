@@ -68,7 +68,7 @@ def validate_unsecured_jws(token: str, options: Mapping[str, str], now_ms: int) 
     if now_ms > expiry_ms + skew:
         raise _InvalidToken("The indicated time is after the expiration time")
     iat = claims.get("iat")
-    if isinstance(iat, int | float) and not isinstance(iat, bool) and iat * 1000 > now_ms + skew:
+    if isinstance(iat, int | float) and not isinstance(iat, bool) and int(iat * 1000) > now_ms + skew:
         raise _InvalidToken("The indicated time is before the issued-at time")
     required = [s.strip() for s in options.get("unsecuredValidatorRequiredScope", "").split(",") if s.strip()]
     if required:
