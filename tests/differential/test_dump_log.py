@@ -21,14 +21,12 @@ included (its previous-offset starts at -1); only that exact pair is let through
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interchange import write_workload
-from kafka_ref import JVM_OPTS, classpath, ensure_jars
+from interchange import dump_log, write_workload
 from ref_fixtures import SHARED_BROKER_CONFIG, skip_without_java
 
 from strom.core.testing import BrokerProcess
@@ -41,14 +39,6 @@ PROBLEM = re.compile(r"isvalid: false|mismatch|not found|invalid bytes|error|exc
 # Kafka 4.3.1's own files produce this pair for each segment not starting at offset 0.
 _QUIRK_HEADER = re.compile(r"^Non-consecutive offsets in \S+$")
 _QUIRK_PAIR = re.compile(r"^\s+-1 is followed by \d+$")
-
-
-def dump_log(files: list[Path], *flags: str) -> subprocess.CompletedProcess[str]:
-    java = shutil.which("java")
-    assert java is not None
-    cmd = [java, "-Xmx256m", *JVM_OPTS, "-cp", classpath(ensure_jars()), "org.apache.kafka.tools.DumpLogSegments",
-           "--files", ",".join(str(f) for f in files), *flags]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
 def problems(result: subprocess.CompletedProcess[str]) -> list[str]:

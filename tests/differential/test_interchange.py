@@ -40,6 +40,7 @@ from interchange import (
     TRANSACTIONAL_ID,
     Observed,
     describe_transaction,
+    dump_log,
     observe,
     wait_leaders,
     write_workload,
@@ -203,6 +204,12 @@ def test_kafka_to_strom(tmp_path: Path, how: Stop, java: None) -> None:
         end(kafka, how, tmp_path / "kafka" / KAFKA_LOGS)
     finally:
         kafka.close()
+    if how == "stop":
+        # Kafka's controlled shutdown left the partitions without a leader (ISR empty, the broker
+        # an eligible leader replica): strom has to elect them to serve anything.
+        changes = dump_log(sorted((tmp_path / "kafka" / "metadata" / "__cluster_metadata-0").glob("*.log")),
+                           "--cluster-metadata-decoder").stdout
+        assert '"type":"PARTITION_CHANGE_RECORD"' in changes and '"isr":[],"leader":-1' in changes
     kafka_to_strom_copy(tmp_path / "kafka", tmp_path / "strom")
     with strom_on(tmp_path / "strom", KAFKA_INTERNAL_TOPICS) as strom:
         # After a kill strom recovers Kafka's logs (no clean-shutdown marker), else it trusts them.

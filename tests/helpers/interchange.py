@@ -15,9 +15,12 @@ writer, stop it, start the other broker on a copy of its directories and observe
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import (
@@ -31,6 +34,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient
+from kafka_ref import JVM_OPTS, classpath, ensure_jars
 from kio.schema.list_transactions.v0.request import ListTransactionsRequest
 
 logger = logging.getLogger(__name__)
@@ -263,3 +267,12 @@ def observe(bootstrap: str) -> Observed:
     obs.transaction = describe_transaction(bootstrap)
     obs.listed = list_transaction(bootstrap)
     return obs
+
+
+def dump_log(files: list[Path], *flags: str) -> subprocess.CompletedProcess[str]:
+    """Kafka's ``kafka-dump-log`` (``DumpLogSegments``, the reference's jars) on ``files``."""
+    java = shutil.which("java")
+    assert java is not None
+    cmd = [java, "-Xmx256m", *JVM_OPTS, "-cp", classpath(ensure_jars()), "org.apache.kafka.tools.DumpLogSegments",
+           "--files", ",".join(str(f) for f in files), *flags]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
