@@ -33,9 +33,11 @@ class Authorizing(Protocol):
     """Asks the configured authorizer (the broker satisfies it)."""
 
     def authorize(self, ctx: RequestContext, operation: str, resource_type: str,
-                  names: Iterable[str]) -> list[bool]:
+                  names: Iterable[str], *, audit: bool = True) -> list[bool]:
         """``operation`` (Kafka's AclOperation name) on each named resource of ``resource_type``
-        (Kafka's ResourceType name): allowed or not, in order."""
+        (Kafka's ResourceType name): allowed or not, in order. ``audit=False`` marks a probe
+        (authorized operations) the authorizer's audit log leaves out, as Kafka's
+        ``logIfAllowed``/``logIfDenied`` false."""
         ...
 
 

@@ -352,7 +352,8 @@ class Broker:
     def api_versions(self) -> dict[int, tuple[int, int]]:
         return {key: h.VERSIONS for key, h in self.handlers.items()}
 
-    def authorize(self, ctx: RequestContext, operation: str, resource_type: str, names: Iterable[str]) -> list[bool]:
+    def authorize(self, ctx: RequestContext, operation: str, resource_type: str, names: Iterable[str], *,
+                  audit: bool = True) -> list[bool]:
         """Ask the configured authorizer about ``operation`` on each named resource."""
         names = list(names)
         if isinstance(self.authorizer, AllowAllAuthorizer):
@@ -361,7 +362,7 @@ class Broker:
                            listener_name=ctx.listener_name, security_protocol=ctx.security_protocol,
                            api_key=ctx.api_key, api_version=ctx.api_version, correlation_id=ctx.correlation_id)
         op, rtype = AclOperation[operation], ResourceType[resource_type]
-        actions = [Action(op, ResourcePattern(rtype, n)) for n in names]
+        actions = [Action(op, ResourcePattern(rtype, n), 1, audit, audit) for n in names]
         return [r is AuthorizationResult.ALLOWED for r in self.authorizer.authorize(pctx, actions)]
 
     def authorize_by_resource_type(self, ctx: RequestContext, operation: str, resource_type: str) -> bool:

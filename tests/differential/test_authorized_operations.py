@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
-from diff_wire import WireClient, kio_schema, seconds
+from diff_wire import WireClient, build_batch, kio_schema, seconds
 from kafka_ref import KafkaRef
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
@@ -254,6 +254,20 @@ def test_with_kafka_acls(standard_pair: tuple[KafkaRef, BrokerProcess]) -> None:
     compare(observed["strom"], theirs)
     assert cluster_denied["kafka"] == {"v0": [], "v1": [], "v2": [], "metadata": []}
     assert cluster_denied["strom"] == cluster_denied["kafka"]
+
+    # The authorizer calls behind authorized operations are probes, not audit-logged (Kafka's
+    # logIfAllowed/logIfDenied false): strom's log shows a real refusal, a Produce to the
+    # denied-* topic, and none of the probes' refusals (WRITE there, DELETE on the keep-* group,
+    # ALTER_CONFIGS on the cluster).
+    with WireClient(strom.bootstrap) as c:
+        assert c.produce_batches({(DENIED, 0): build_batch([(b"k", b"v")])}, version=9) == {
+            (DENIED, 0): ErrorCode.topic_authorization_failed}
+    refusal = f"Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:{DENIED} for request = 0 "
+    assert strom.wait_for_log(refusal, 30), strom.log_tail()
+    probes = [line for line in strom.log_text().splitlines() if "is Denied operation = " in line and (
+        ("operation = WRITE" in line and "for request = 0 " not in line)
+        or "operation = DELETE" in line or "operation = ALTER_CONFIGS" in line)]
+    assert not probes, "\n".join(probes[:5])
 
 
 def test_an_authorizer_plugin(tmp_path: Path) -> None:

@@ -10,16 +10,11 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from strom.core.coordinator.group.api_support import (
-    INT32_MIN,
-    authorized_group_operations,
-    coordinator_of,
-    denied_groups,
-)
+from strom.core.coordinator.group.api_support import INT32_MIN, coordinator_of, denied_groups
 from strom.core.coordinator.group.classic import ClassicGroup, GroupState
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import response_throttle
+from strom.core.server.handlers._common import authorized_operations, response_throttle
 
 if TYPE_CHECKING:
     from strom.core.server.handlers._deps import GroupDeps
@@ -60,7 +55,8 @@ async def handle(deps: GroupDeps, ctx: RequestContext, request: DescribeGroupsRe
                 code = int(ErrorCode.group_id_not_found)
                 message = (f"Group {group_id} not found." if group is None
                            else f"Group {group_id} is not a classic group.")
-        ops = authorized_group_operations(deps, ctx, group_id) if want_ops and not code else INT32_MIN
+        # KIP-430: the caller's GROUP operations, asked of the authorizer as probes (not audit-logged).
+        ops = authorized_operations(deps, ctx, "GROUP", [group_id])[0] if want_ops and not code else INT32_MIN
         out.append(m.make("DescribedGroup", error_code=code, error_message=message, group_id=group_id,
                           group_state=state, protocol_type=protocol_type, protocol_data=protocol_data,
                           members=members, authorized_operations=ops))
