@@ -11,14 +11,14 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from java_client import JavaClient
+from java_client import ClientRun
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from ref_fixtures import java_client  # noqa: F401  (the fixture: ClientCheck.java compiled)
@@ -36,6 +36,13 @@ TOPIC = "tiered"
 TXN_TOPIC = "tiered-txn"
 COUNT = 3000
 Record = tuple[int, str, str]  # offset, key, value
+
+
+class ClientCheck(Protocol):
+    """The ``java_client`` fixture (ClientCheck.java compiled; it marks a test ``reference``). Only
+    the Java tests of this module need a JVM: the others stay ``broker`` tests."""
+
+    def run(self, *args: str, props: dict[str, str] | None = None, timeout: float = 180.0) -> ClientRun: ...
 
 
 def value_of(i: int) -> str:
@@ -169,7 +176,7 @@ def test_aiokafka_reads_from_s3(tiered: TieredData) -> None:
     assert asyncio.run(read()) == tiered.sent
 
 
-def test_java_client_reads_from_s3(tiered: TieredData, java_client: JavaClient) -> None:  # noqa: F811
+def test_java_client_reads_from_s3(tiered: TieredData, java_client: ClientCheck) -> None:  # noqa: F811
     run = java_client.run("consume", tiered.broker.bootstrap, TOPIC, str(COUNT), "--timeout-ms", "60000",
                           props={"max.partition.fetch.bytes": str(64 * 1024)})
     assert run.returncode == 0, run.describe()
@@ -178,7 +185,7 @@ def test_java_client_reads_from_s3(tiered: TieredData, java_client: JavaClient) 
 
 
 def test_java_read_committed_skips_aborted_transactions_across_the_boundary(
-        tiered: TieredData, java_client: JavaClient) -> None:  # noqa: F811
+        tiered: TieredData, java_client: ClientCheck) -> None:  # noqa: F811
     # One record more than committed: the consumer polls until its deadline, so aborted records
     # that leaked through would be read; its final position shows it passed every record.
     run = java_client.run("consume", tiered.broker.bootstrap, TXN_TOPIC, str(len(tiered.committed) + 1),

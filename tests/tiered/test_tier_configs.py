@@ -11,6 +11,7 @@ metadata manager reading ``__remote_log_metadata``."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ from diff_wire import WireClient
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
+from ref_fixtures import HasBootstrap, any_broker, kafka_ref  # noqa: F401  (strom beside Apache Kafka)
 
 from strom.core.testing import BrokerProcess, wait_for
 from strom.plugins.hookspecs.storage import RemoteLogSegmentState, TopicIdPartition, kafka_uuid_parse
@@ -146,14 +148,15 @@ def tiered_down_to_active(broker: BrokerProcess, topic: str) -> int:
     return local_start
 
 
-def test_remote_storage_refused_on_a_broker_without_the_tier(tmp_path: Path) -> None:
-    with BrokerProcess(tmp_path / "broker") as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        error = refused(lambda: create(admin, TOPIC, **{"remote.storage.enable": "true"}))
-        assert error.code() == KafkaError.INVALID_CONFIG and error.str() == SYSTEM_DISABLED
-        create(admin, "plain")
-        error = refused(lambda: alter(admin, "plain", remote_storage_enable="true"))
-        assert error.code() == KafkaError.INVALID_CONFIG and error.str() == SYSTEM_DISABLED
+def test_remote_storage_refused_on_a_broker_without_the_tier(any_broker: HasBootstrap) -> None:  # noqa: F811
+    """strom and Kafka 4.3.1, neither with remote.log.storage.system.enable: the same refusal."""
+    admin = AdminClient({"bootstrap.servers": any_broker.bootstrap})
+    suffix = time.monotonic_ns()
+    error = refused(lambda: create(admin, f"{TOPIC}-{suffix}", **{"remote.storage.enable": "true"}))
+    assert error.code() == KafkaError.INVALID_CONFIG and error.str() == SYSTEM_DISABLED
+    create(admin, f"plain-{suffix}")
+    error = refused(lambda: alter(admin, f"plain-{suffix}", remote_storage_enable="true"))
+    assert error.code() == KafkaError.INVALID_CONFIG and error.str() == SYSTEM_DISABLED
 
 
 def test_tiered_topic_configs_kafka_refuses(tier_broker: BrokerProcess) -> None:

@@ -28,6 +28,7 @@ from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.list_offsets.v11.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
+from ref_fixtures import HasBootstrap, any_broker, kafka_ref  # noqa: F401  (strom beside Apache Kafka)
 
 from strom.core.replica.remote_offsets import RemoteIndexCache, lookup_timestamp
 from strom.core.testing import BrokerProcess, wait_for
@@ -207,3 +208,16 @@ def test_remote_time_index_lookup_matches_the_segments_records(tmp_path: Path, s
                 found = lookup_timestamp(rsm, indexes, meta, ts, start)
                 assert (found[:2] if found else None) == expected, (segment.base_offset, start, ts)
     assert indexes.fetches == 4  # a time index and an offset index per segment, each once
+
+
+def test_earliest_pending_upload_without_remote_storage_as_kafka(any_broker: HasBootstrap) -> None:  # noqa: F811
+    """Kafka 4.3.1 itself (no tier configured) and strom answer -6 the same on a plain topic."""
+    admin = AdminClient({"bootstrap.servers": any_broker.bootstrap})
+    topic = f"plain-{time.monotonic_ns()}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": any_broker.bootstrap})
+    for i in range(10):
+        producer.produce(topic, str(i).encode())
+    assert producer.flush(30) == 0
+    assert list_offsets(any_broker.bootstrap, topic, -6) == (0, -1, -1)
+    assert list_offsets(any_broker.bootstrap, topic, -5) == (0, -1, -1)
