@@ -1,14 +1,13 @@
 """ACLs on a real broker with Kafka's StandardAuthorizer rules, through real clients.
 
-The broker runs ``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer``.
-Until SASL listeners exist every client is ``User:ANONYMOUS``, so the module's broker is first
-started with ``super.users=User:ANONYMOUS`` to grant that principal ALTER and DESCRIBE on the
-cluster (what managing ACLs needs), then restarted without it: from then on it is an ordinary
-user with only the ACLs the tests give it, and the cluster ACLs it still has were replayed from
-the metadata log. Each test uses its own topic, group and prefix names.
+The module's broker (tests/helpers/acl_broker.py) runs
+``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer`` with a
+SASL_PLAINTEXT listener: ``User:admin`` (PLAIN) is a super user and manages the ACLs,
+``User:alice`` has only the ACLs a test gives her. Each test uses its own topic, group and
+prefix names.
 
 confluent-kafka (librdkafka) produces, consumes and creates topics and manages ACLs;
-kafka-python describes them.
+kafka-python describes them; raw frames check what no client exposes.
 """
 
 from __future__ import annotations
@@ -17,8 +16,10 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from acl_broker import USERS, AclBroker, sasl_wire_client
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -30,7 +31,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from diff_wire import WireClient, kio_schema
+from diff_wire import kio_schema
 from kafka.admin import (
     ACLFilter,
     ACLOperation,
@@ -47,8 +48,8 @@ from kio.static.primitive import i8
 
 from strom.core.testing import BrokerProcess, wait_for
 
-STANDARD = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
-ME = "User:ANONYMOUS"
+ME = "User:alice"
+Config = dict[str, Any]
 
 
 def acl_filter(rtype: ResourceType, name: str | None, pattern: ResourcePatternType, principal: str | None = None,
@@ -91,21 +92,20 @@ def create_topic_error(admin: AdminClient, name: str) -> KafkaError | None:
     return None
 
 
-def produce_error(bootstrap: str, topic: str, **extra: object) -> KafkaError | None:
+def produce_error(client: Config, topic: str, **extra: object) -> KafkaError | None:
     """Produce one record; the delivery report's error (None: delivered)."""
     outcome: list[KafkaError | None] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 15000, **extra})
+    producer = Producer({**client, "message.timeout.ms": 15000, **extra})
     producer.produce(topic, b"value", on_delivery=lambda err, msg: outcome.append(err))
     producer.flush(30)
     assert outcome, "no delivery report within 30 s"
     return outcome[0]
 
 
-def consume(bootstrap: str, topic: str, group: str, timeout: float = 30.0) -> KafkaError | int:
+def consume(client: Config, topic: str, group: str, timeout: float = 30.0) -> KafkaError | int:
     """Read ``topic`` from the start in ``group``: the first error, or the number of records read
     once at least one arrived."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = Consumer({**client, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         consumer.subscribe([topic])
         box: list[KafkaError | int] = []
@@ -134,22 +134,26 @@ def code_of(result: KafkaError | int | None) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A StandardAuthorizer broker where ANONYMOUS may only manage ACLs (ALTER, DESCRIBE on the
-    cluster), granted while it was a super user before a restart."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("acl-broker"), config={**STANDARD, "super.users": ME})
-    with proc:
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-        create_acls(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
-                    acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
-        del proc.config["super.users"]
-        proc.restart()
-        yield proc
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    with AclBroker(tmp_path_factory.mktemp("acl-broker") / "data") as broker:
+        yield broker
 
 
 @pytest.fixture
-def admin(locked: BrokerProcess) -> AdminClient:
-    return AdminClient({"bootstrap.servers": locked.bootstrap})
+def admin(cluster: AclBroker) -> AdminClient:
+    """The super user's admin client: it manages the ACLs."""
+    return AdminClient(cluster.client("admin"))
+
+
+@pytest.fixture
+def alice(cluster: AclBroker) -> Config:
+    """alice's client settings (SASL/PLAIN)."""
+    return cluster.client("alice")
+
+
+@pytest.fixture
+def alice_admin(alice: Config) -> AdminClient:
+    return AdminClient(alice)
 
 
 @pytest.fixture
@@ -157,60 +161,76 @@ def suffix() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def test_acls_survive_a_restart(admin: AdminClient) -> None:
-    cluster = acl_filter(ResourceType.BROKER, None, ResourcePatternType.ANY)
-    found = {(b.principal, b.operation, b.permission_type) for b in describe_acls(admin, cluster)}
-    assert found == {(ME, AclOperation.ALTER, AclPermissionType.ALLOW),
-                     (ME, AclOperation.DESCRIBE, AclPermissionType.ALLOW)}
-
-
-def test_user_without_acls_is_denied_until_granted(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
-    topic, group = f"acl-t-{suffix}", f"acl-g-{suffix}"
-    bootstrap = locked.bootstrap
-    # Topic creation: neither CREATE on the cluster nor on the topic.
-    assert code_of(create_topic_error(admin, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.CREATE))
+def test_acls_survive_a_restart(cluster: AclBroker, admin: AdminClient, alice: Config, suffix: str) -> None:
+    topic = f"restart-{suffix}"
+    granted = [acl(ResourceType.TOPIC, topic, AclOperation.WRITE),
+               acl(ResourceType.TOPIC, f"restart-{suffix[:4]}", AclOperation.READ, pattern=ResourcePatternType.PREFIXED)]
+    create_acls(admin, *granted)
     assert create_topic_error(admin, topic) is None
+    cluster.restart()  # the ACLs come back from the metadata log
+    found = describe_acls(admin, acl_filter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH, ME))
+    assert set(found) == set(granted)
+    assert produce_error(alice, topic) is None
+
+
+def test_user_without_acls_is_denied_until_granted(admin: AdminClient, alice: Config, alice_admin: AdminClient,
+                                                   suffix: str) -> None:
+    topic, group = f"acl-t-{suffix}", f"acl-g-{suffix}"
+    # Topic creation: neither CREATE on the cluster nor on the topic.
+    assert code_of(create_topic_error(alice_admin, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.CREATE))
+    assert create_topic_error(alice_admin, topic) is None
     # CREATE implies neither WRITE nor READ.
-    assert code_of(produce_error(bootstrap, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(produce_error(alice, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
-    assert produce_error(bootstrap, topic) is None
+    assert produce_error(alice, topic) is None
     # The group first (FindCoordinator needs DESCRIBE on it, which READ implies) ...
-    assert code_of(consume(bootstrap, topic, group)) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert code_of(consume(alice, topic, group)) == KafkaError.GROUP_AUTHORIZATION_FAILED
     create_acls(admin, acl(ResourceType.GROUP, group, AclOperation.READ))
     # ... then the topic (WRITE implies DESCRIBE, so it is found, but READ is missing).
-    assert code_of(consume(bootstrap, topic, group)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(consume(alice, topic, group)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.READ))
-    assert consume(bootstrap, topic, group) == 1
+    assert consume(alice, topic, group) == 1
+    # ACLs are per principal: bob has none of alice's.
+    assert code_of(produce_error({**alice, "sasl.username": "bob", "sasl.password": USERS["bob"]}, topic)) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_prefixed_acls(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+def test_prefixed_acls(admin: AdminClient, alice: Config, alice_admin: AdminClient, suffix: str) -> None:
     prefix = f"pfx-{suffix}-"
     create_acls(admin, *(acl(ResourceType.TOPIC, prefix, op, pattern=ResourcePatternType.PREFIXED)
                          for op in (AclOperation.CREATE, AclOperation.WRITE)))
-    assert create_topic_error(admin, prefix + "orders") is None
-    assert produce_error(locked.bootstrap, prefix + "orders") is None
+    assert create_topic_error(alice_admin, prefix + "orders") is None
+    assert produce_error(alice, prefix + "orders") is None
     # A name that only shares part of the prefix, and the prefix without its dash, are not covered.
-    assert code_of(create_topic_error(admin, f"pfx-{suffix}")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    assert code_of(create_topic_error(admin, f"other-{suffix}")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(create_topic_error(alice_admin, f"pfx-{suffix}")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(create_topic_error(alice_admin, f"other-{suffix}")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_deny_overrides_allow(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+def test_deny_overrides_allow(admin: AdminClient, alice: Config, suffix: str) -> None:
     topic = f"deny-{suffix}"
     create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.ALL))
     assert create_topic_error(admin, topic) is None
-    assert produce_error(locked.bootstrap, topic) is None
+    assert produce_error(alice, topic) is None
     deny = acl(ResourceType.TOPIC, f"deny-{suffix[:4]}", AclOperation.WRITE, principal="User:*",
                pattern=ResourcePatternType.PREFIXED, permission=AclPermissionType.DENY)
     create_acls(admin, deny)
-    assert code_of(produce_error(locked.bootstrap, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    removed = delete_acls(admin, acl_filter(ResourceType.TOPIC, None, ResourcePatternType.ANY,
-                                            permission=AclPermissionType.DENY))
+    try:
+        assert code_of(produce_error(alice, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        # A super user is above every ACL, DENY included.
+        assert produce_error(admin_config(alice), topic) is None
+    finally:
+        removed = delete_acls(admin, acl_filter(ResourceType.TOPIC, None, ResourcePatternType.ANY,
+                                                permission=AclPermissionType.DENY))
     assert removed == [deny]
-    assert produce_error(locked.bootstrap, topic) is None
+    assert produce_error(alice, topic) is None
 
 
-def test_describe_and_delete_with_filters(admin: AdminClient, suffix: str) -> None:
+def admin_config(alice: Config) -> Config:
+    return {**alice, "sasl.username": "admin", "sasl.password": USERS["admin"]}
+
+
+def test_describe_and_delete_with_filters(cluster: AclBroker, admin: AdminClient, suffix: str) -> None:
     name = f"filters-{suffix}"
     alice = acl(ResourceType.TOPIC, name, AclOperation.READ, principal="User:alice")
     bob_prefixed = acl(ResourceType.TOPIC, name[:10], AclOperation.WRITE, principal="User:bob",
@@ -231,7 +251,8 @@ def test_describe_and_delete_with_filters(admin: AdminClient, suffix: str) -> No
     assert matching(ResourceType.TOPIC, ResourcePatternType.PREFIXED, resource=name[:10]) == {bob_prefixed}
     assert matching(ResourceType.ANY, ResourcePatternType.ANY, "User:*") == {everyone_group}
     # kafka-python reads the same ACLs.
-    kp = KafkaAdminClient(bootstrap_servers=admin_bootstrap(admin))
+    kp = KafkaAdminClient(bootstrap_servers=cluster.sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                          sasl_plain_username="admin", sasl_plain_password=USERS["admin"])
     try:
         acls, error = kp.describe_acls(ACLFilter(principal="User:alice", host=None, operation=ACLOperation.ANY,
                                                  permission_type=ACLPermissionType.ANY,
@@ -245,15 +266,26 @@ def test_describe_and_delete_with_filters(admin: AdminClient, suffix: str) -> No
     # Delete: each filter answers what it removed; afterwards nothing of this test is left.
     removed = delete_acls(admin, acl_filter(ResourceType.TOPIC, name, ResourcePatternType.MATCH))
     assert set(removed) == {alice, bob_prefixed}
-    assert delete_acls(admin, AclBindingFilter(ResourceType.GROUP, name, ResourcePatternType.LITERAL, "User:*",
-                                               "*", AclOperation.READ, AclPermissionType.DENY)) == [everyone_group]
+    assert delete_acls(admin, acl_filter(ResourceType.GROUP, name, ResourcePatternType.LITERAL, "User:*", "*",
+                                         AclOperation.READ, AclPermissionType.DENY)) == [everyone_group]
     assert matching(ResourceType.ANY, ResourcePatternType.MATCH) == set()
 
 
-def admin_bootstrap(admin: AdminClient) -> str:
-    metadata = admin.list_topics(timeout=10)
-    broker = next(iter(metadata.brokers.values()))
-    return f"{broker.host}:{broker.port}"
+def test_managing_acls_needs_alter_and_describe_on_the_cluster(admin: AdminClient, alice_admin: AdminClient,
+                                                               suffix: str) -> None:
+    binding = acl(ResourceType.TOPIC, f"mine-{suffix}", AclOperation.READ)
+    [future] = alice_admin.create_acls([binding], request_timeout=30).values()
+    with pytest.raises(KafkaException) as err:
+        future.result(timeout=30)
+    assert err.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    create_acls(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER),
+                acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+    try:
+        create_acls(alice_admin, binding)
+        assert describe_acls(alice_admin, acl_filter(ResourceType.TOPIC, f"mine-{suffix}",
+                                                     ResourcePatternType.ANY)) == [binding]
+    finally:
+        delete_acls(admin, acl_filter(ResourceType.BROKER, None, ResourcePatternType.ANY, ME))
 
 
 def test_invalid_acls_answer_invalid_request(admin: AdminClient) -> None:
@@ -264,17 +296,6 @@ def test_invalid_acls_answer_invalid_request(admin: AdminClient) -> None:
         with pytest.raises(KafkaException) as err:
             future.result(timeout=30)
         assert err.value.args[0].code() == KafkaError.INVALID_REQUEST, binding
-
-
-def test_super_user_ignores_deny_acls(tmp_path: Path) -> None:
-    with BrokerProcess(tmp_path / "data", config={**STANDARD, "super.users": f"User:admin;{ME}"}) as proc:
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-        create_acls(admin, acl(ResourceType.TOPIC, "*", AclOperation.ALL, principal="User:*",
-                               permission=AclPermissionType.DENY),
-                    acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALL, principal="User:*",
-                        permission=AclPermissionType.DENY))
-        assert create_topic_error(admin, "super") is None
-        assert produce_error(proc.bootstrap, "super") is None
 
 
 def test_without_an_acl_authorizer_the_acl_apis_are_security_disabled(tmp_path: Path) -> None:
@@ -293,29 +314,28 @@ def test_without_an_acl_authorizer_the_acl_apis_are_security_disabled(tmp_path: 
         assert err.value.args[0].code() == KafkaError.SECURITY_DISABLED
         # Everything else stays allowed.
         assert create_topic_error(admin, "open") is None
-        assert produce_error(proc.bootstrap, "open") is None
+        assert produce_error({"bootstrap.servers": proc.bootstrap}, "open") is None
 
 
-def test_idempotent_producer_with_write_on_its_topic(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+def test_idempotent_producer_with_write_on_its_topic(admin: AdminClient, alice: Config, suffix: str) -> None:
     """InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic (Kafka's
     authorizeByResourceType): WRITE on the topic alone lets an idempotent producer in."""
     topic = f"idem-{suffix}"
-    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.CREATE),
-                acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
     assert create_topic_error(admin, topic) is None
-    assert produce_error(locked.bootstrap, topic, **{"enable.idempotence": True}) is None
+    assert produce_error(alice, topic, **{"enable.idempotence": True}) is None
 
 
-def test_a_follower_fetch_needs_cluster_action(locked: BrokerProcess, admin: AdminClient, suffix: str) -> None:
+def test_a_follower_fetch_needs_cluster_action(cluster: AclBroker, admin: AdminClient, suffix: str) -> None:
     """Fetch with a replica id is a follower's: CLUSTER_ACTION on the cluster, not READ on the
     topic, decides (a client cannot read past the high watermark by posing as a replica)."""
     topic = f"follower-{suffix}"
-    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.ALL))
+    create_acls(admin, acl(ResourceType.TOPIC, topic, AclOperation.READ))
     assert create_topic_error(admin, topic) is None
 
     def fetch_error(replica_id: int) -> int:
         m = kio_schema("fetch", 12)
-        with WireClient(locked.bootstrap) as client:
+        with sasl_wire_client(cluster.sasl, "alice") as client:
             response = client.request(m.FetchRequest(
                 replica_id=replica_id, max_wait=timedelta(0), min_bytes=0, isolation_level=0,
                 topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
@@ -328,6 +348,6 @@ def test_a_follower_fetch_needs_cluster_action(locked: BrokerProcess, admin: Adm
     create_acls(admin, acl(ResourceType.BROKER, "kafka-cluster", AclOperation.CLUSTER_ACTION))
     try:
         assert fetch_error(1) == 0
-    finally:  # the other tests' principal is not a broker
+    finally:
         delete_acls(admin, acl_filter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ME, "*",
                                       AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW))
