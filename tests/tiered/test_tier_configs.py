@@ -130,6 +130,11 @@ def alter(admin: AdminClient, topic: str, **changes: str | None) -> None:
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
+def topic_config(admin: AdminClient, topic: str) -> dict[str, str | None]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    return {k: e.value for k, e in admin.describe_configs([resource])[resource].result(30).items()}
+
+
 def refused(call: object) -> KafkaError:
     assert callable(call)
     with pytest.raises(KafkaException) as e:
@@ -186,6 +191,8 @@ def test_copy_disable_stops_copies_keeps_reads_and_remote_retention(tier_broker:
     copied = remote_logs(s3, s3_bucket)
     # Kafka refuses a local retention of its own with copies disabled: back to the total one (-2).
     alter(admin, TOPIC, remote_log_copy_disable="true", local_retention_bytes=None)
+    wait_for(lambda: topic_config(admin, TOPIC).get("remote.log.copy.disable") == "true", 30,
+             "the broker's metadata showing copies disabled")
     produce(tier_broker.bootstrap, TOPIC, 1000, first=1000)
     partition_dir = tier_broker.data_dir / "logs" / f"{TOPIC}-0"
     assert len(local_bases(partition_dir)) > 3  # new closed segments, candidates for copies
