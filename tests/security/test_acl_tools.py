@@ -2,10 +2,10 @@
 against strom's StandardAuthorizer broker.
 
 The tool adds, lists and removes ACLs through the Java admin client (CreateAcls, DescribeAcls,
-DeleteAcls as Kafka's clients send them); the Java producer (idempotent, Kafka's default) is
+DeleteAcls as Kafka's clients send them) as the super user ``User:admin`` over SASL/PLAIN
+(``--command-config``); the Java producer (idempotent, Kafka's default) of ``User:alice`` is
 refused with TopicAuthorizationException without an ACL and delivers once the tool granted
-WRITE. The principal is ``User:ANONYMOUS``, a super user only while it grants itself the right
-to manage ACLs (see test_acl_broker.py).
+``--producer`` (tests/helpers/acl_broker.py has the broker).
 """
 
 from __future__ import annotations
@@ -13,23 +13,25 @@ from __future__ import annotations
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from acl_broker import AclBroker
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_client import JavaClient
 from kafka_ref import classpath, ensure_jars
 from ref_fixtures import needs_tools
 
-from strom.core.testing import BrokerProcess
-
-STANDARD = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+pytestmark = pytest.mark.broker  # AclBroker starts strom's broker (the tier markers see only known names)
 
 
-def kafka_acls(bootstrap: str, *args: str) -> str:
-    """Run kafka-acls.sh with ``args``; its standard output (it must exit 0)."""
+def kafka_acls(cluster: AclBroker, config_dir: Path, *args: str) -> str:
+    """Run kafka-acls.sh as the super user with ``args``; its standard output (it must exit 0)."""
+    command_config = config_dir / "admin.properties"
+    command_config.write_text("".join(f"{k}={v}\n" for k, v in cluster.java_client("admin").items()))
     cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()), ACL_COMMAND,
-           "--bootstrap-server", bootstrap, *args]
+           "--bootstrap-server", cluster.sasl, "--command-config", str(command_config), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"kafka-acls {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
     return proc.stdout
@@ -42,57 +44,52 @@ def java() -> JavaClient:
 
 
 @pytest.fixture(scope="module")
-def locked(tmp_path_factory: pytest.TempPathFactory, java: JavaClient) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("acl-tools"), config={**STANDARD, "super.users": "User:ANONYMOUS"})
-    with proc:
-        kafka_acls(proc.bootstrap, "--add", "--allow-principal", "User:ANONYMOUS", "--operation", "Alter",
-                   "--operation", "Describe", "--operation", "Create", "--cluster")
-        del proc.config["super.users"]
-        proc.restart()
-        yield proc
+def cluster(tmp_path_factory: pytest.TempPathFactory, java: JavaClient) -> Iterator[AclBroker]:
+    with AclBroker(tmp_path_factory.mktemp("acl-tools") / "data") as broker:
+        yield broker
 
 
-def test_kafka_acls_add_list_remove(locked: BrokerProcess) -> None:
+def test_kafka_acls_add_list_remove(cluster: AclBroker, tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
     topic, prefix = f"tool-{suffix}", f"tool-{suffix}-"
-    out = kafka_acls(locked.bootstrap, "--add", "--allow-principal", "User:alice", "--allow-principal", "User:bob",
+    out = kafka_acls(cluster, tmp_path, "--add", "--allow-principal", "User:alice", "--allow-principal", "User:bob",
                      "--operation", "Read", "--operation", "Write", "--topic", topic)
     assert "Adding ACLs for resource" in out
-    kafka_acls(locked.bootstrap, "--add", "--deny-principal", "User:bob", "--deny-host", "10.1.2.3",
+    kafka_acls(cluster, tmp_path, "--add", "--deny-principal", "User:bob", "--deny-host", "10.1.2.3",
                "--operation", "Write", "--resource-pattern-type", "prefixed", "--topic", prefix)
-    kafka_acls(locked.bootstrap, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", topic,
+    kafka_acls(cluster, tmp_path, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", topic,
                "--group", f"g-{suffix}")
 
-    listed = kafka_acls(locked.bootstrap, "--list", "--topic", topic)
+    listed = kafka_acls(cluster, tmp_path, "--list", "--topic", topic)
     assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)" in listed
     entries = {line.strip() for line in listed.splitlines() if line.strip().startswith("(principal=")}
     assert entries == {f"(principal=User:{who}, host=*, operation={op}, permissionType=ALLOW)"
                        for who in ("alice", "bob") for op in ("READ", "WRITE")} | {
         "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)"}
     # --principal lists what applies to one principal, across resources (MATCH filters).
-    bob = kafka_acls(locked.bootstrap, "--list", "--principal", "User:bob")
+    bob = kafka_acls(cluster, tmp_path, "--list", "--principal", "User:bob")
     assert "(principal=User:bob, host=10.1.2.3, operation=WRITE, permissionType=DENY)" in bob
     assert f"name={prefix}, patternType=PREFIXED" in bob
 
-    kafka_acls(locked.bootstrap, "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Write",
+    kafka_acls(cluster, tmp_path, "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Write",
                "--topic", topic)
-    listed = kafka_acls(locked.bootstrap, "--list", "--topic", topic)
+    listed = kafka_acls(cluster, tmp_path, "--list", "--topic", topic)
     assert "(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)" not in listed
     assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in listed
-    kafka_acls(locked.bootstrap, "--remove", "--force", "--topic", topic)
-    kafka_acls(locked.bootstrap, "--remove", "--force", "--resource-pattern-type", "prefixed", "--topic", prefix)
-    kafka_acls(locked.bootstrap, "--remove", "--force", "--group", f"g-{suffix}")
-    assert "principal=" not in kafka_acls(locked.bootstrap, "--list", "--principal", "User:bob")
+    kafka_acls(cluster, tmp_path, "--remove", "--force", "--topic", topic)
+    kafka_acls(cluster, tmp_path, "--remove", "--force", "--resource-pattern-type", "prefixed", "--topic", prefix)
+    kafka_acls(cluster, tmp_path, "--remove", "--force", "--group", f"g-{suffix}")
+    assert "principal=" not in kafka_acls(cluster, tmp_path, "--list", "--principal", "User:bob")
 
 
-def test_java_producer_denied_until_granted(locked: BrokerProcess, java: JavaClient) -> None:
+def test_java_producer_denied_until_granted(cluster: AclBroker, java: JavaClient, tmp_path: Path) -> None:
     topic = f"java-{uuid.uuid4().hex[:8]}"
-    # CREATE on the cluster came with the management rights: the topic can be made.
-    admin = AdminClient({"bootstrap.servers": locked.bootstrap})
+    admin = AdminClient(cluster.client("admin"))
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
-    props = {"max.block.ms": "15000", "delivery.timeout.ms": "20000", "request.timeout.ms": "10000"}
-    denied = java.run("produce", locked.bootstrap, topic, "1", props=props)
+    props = {"max.block.ms": "15000", "delivery.timeout.ms": "20000", "request.timeout.ms": "10000",
+             **cluster.java_client("alice")}
+    denied = java.run("produce", cluster.sasl, topic, "1", props=props)
     assert [line.get("error") for line in denied.ops("sent")] == ["TopicAuthorizationException"], denied.describe()
-    kafka_acls(locked.bootstrap, "--add", "--allow-principal", "User:ANONYMOUS", "--producer", "--topic", topic)
-    granted = java.run("produce", locked.bootstrap, topic, "3", props=props)
+    kafka_acls(cluster, tmp_path, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    granted = java.run("produce", cluster.sasl, topic, "3", props=props)
     assert granted.one("produce")["errors"] == 0, granted.describe()
