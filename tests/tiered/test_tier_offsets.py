@@ -142,7 +142,8 @@ def test_earliest_pending_upload(tier_broker: BrokerProcess) -> None:
         f.result(30)
     bootstrap = tier_broker.bootstrap
     # Kafka 4.3: nothing copied yet and the local start at the log start -> the log start.
-    assert list_offsets(bootstrap, "fresh", -6)[:2] == (0, 0)
+    wait_for(lambda: list_offsets(bootstrap, "fresh", -6)[:2] == (0, 0), 30, "-6 of the new tiered topic",
+             detail=lambda: str(list_offsets(bootstrap, "fresh", -6)))
     produce_timed(bootstrap, "local-only")
     assert list_offsets(bootstrap, "local-only", -6)[:2] == (0, -1)  # no remote storage: no offset
     produce_timed(bootstrap, TOPIC)
