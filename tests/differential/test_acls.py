@@ -3,14 +3,11 @@
 # run time; only the checker objects, as in tests/helpers/diff_wire.py.)
 """ACLs beside Apache Kafka 4.3.1 configured with its StandardAuthorizer.
 
-Both brokers run ``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer``.
-The principal under test ("the user") holds only ALTER and DESCRIBE on the cluster (what managing
-ACLs takes), granted by a super user, plus the ACLs a step grants it:
-
-* Kafka: ``User:alice`` over a SASL_PLAINTEXT/PLAIN listener; ``User:ANONYMOUS`` on the
-  PLAINTEXT listener is the super user (Kafka's own broker-to-controller traffic needs one).
-* strom: ``User:ANONYMOUS`` (strom has no SASL listener yet), a super user while the topic and its
-  cluster ACLs are set up, then, after a restart without ``super.users``, an ordinary user.
+Both brokers run ``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer``
+with the same listeners and users (tests/helpers/acl_broker.py): ``User:ANONYMOUS`` on PLAINTEXT
+is a super user (Kafka's own broker-to-controller traffic needs one) and sets things up; the
+principal under test is ``User:alice`` over SASL_PLAINTEXT/PLAIN, holding only ALTER and
+DESCRIBE on the cluster (what managing ACLs takes) plus the ACLs a step grants her.
 
 Compared, request by request on the wire (tests/helpers/diff_wire.py, no client library in
 between): CreateAcls results (codes and messages) for valid and invalid ACLs of every resource
@@ -31,14 +28,14 @@ from functools import partial
 from typing import Any
 
 import pytest
+from acl_broker import AclBroker, sasl_wire_client, security_config
 from diff_wire import WireClient, build_batch, kio_schema
 from kafka_ref import KafkaRef, free_port
 from ref_fixtures import skip_without_java
 
-from strom.core.testing import BrokerProcess, wait_for
+from strom.core.testing import wait_for
 
-STANDARD = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
-USER = "User:<user>"  # the user's principal, as compared
+USER = "User:<user>"  # the user's principal, as compared (the same name on both brokers today)
 TOPIC, GROUP, TXN = "acl-topic", "acl-group", "acl-txn"
 
 # Kafka's codes (ResourceType, PatternType, AclOperation, AclPermissionType)
@@ -56,15 +53,6 @@ class Subject:
     name: str
     principal: str
     user_client: Callable[[], WireClient]
-
-
-def _kafka_user(bootstrap: str) -> WireClient:
-    client = WireClient(bootstrap)
-    hs = kio_schema("sasl_handshake", 1)
-    assert client.request(hs.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
-    au = kio_schema("sasl_authenticate", 2)
-    assert client.request(au.SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret")).error_code == 0
-    return client
 
 
 def _setup(admin: WireClient, principal: str) -> None:
@@ -103,35 +91,28 @@ def _setup(admin: WireClient, principal: str) -> None:
 def kafka_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Subject]:
     skip_without_java()
     plain, sasl, controller = free_port(), free_port(), free_port()
-    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
     ref = KafkaRef(tmp_path_factory.mktemp("kafka-acl"), port=plain, config={
-        **STANDARD, "super.users": "User:ANONYMOUS",
+        **security_config(),
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
                      f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "controller.quorum.voters": f"1@127.0.0.1:{controller}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
     })
     ref.controller_port = controller
     with ref:
         with WireClient(ref.bootstrap) as admin:
             _setup(admin, "User:alice")
-        yield Subject("kafka", "User:alice", lambda: _kafka_user(f"127.0.0.1:{sasl}"))
+        yield Subject("kafka", "User:alice", partial(sasl_wire_client, f"127.0.0.1:{sasl}", "alice"))
 
 
 @pytest.fixture(scope="module")
 def strom_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Subject]:
     skip_without_java()  # nothing to compare with
-    proc = BrokerProcess(tmp_path_factory.mktemp("strom-acl"), config={**STANDARD, "super.users": "User:ANONYMOUS"})
-    with proc:
-        with WireClient(proc.bootstrap) as admin:
-            _setup(admin, "User:ANONYMOUS")
-        del proc.config["super.users"]
-        proc.restart()
-        yield Subject("strom", "User:ANONYMOUS", lambda: WireClient(proc.bootstrap))
+    with AclBroker(tmp_path_factory.mktemp("strom-acl") / "data") as broker:
+        with WireClient(broker.plain) as admin:
+            _setup(admin, "User:alice")
+        yield Subject("strom", "User:alice", partial(sasl_wire_client, broker.sasl, "alice"))
 
 
 # -- the ACL APIs -------------------------------------------------------------------------------
