@@ -13,6 +13,8 @@ from __future__ import annotations
 import bisect
 import logging
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
@@ -31,6 +33,7 @@ from strom.plugins.hookspecs.storage import (
     REMOTE_CONFIG_KEY,
     IndexType,
     RemoteLogMetadataManager,
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteStorageManager,
     TopicIdPartition,
@@ -55,6 +58,7 @@ _ABORTED_TXN = struct.Struct(">hqqqq")  # a .txnindex entry: version, producer i
 _HEADER_NEEDED = 27  # a batch's base offset, length, ..., last offset delta (bytes 23..26)
 READ_PIECE_BYTES = 1024 * 1024  # pieces taken from a plain stream
 READ_SLACK_BYTES = 1024 * 1024  # past max_bytes, for the batches before the offset in a first range
+PREFETCHED_REMEMBERED = 1000
 
 RemoteRead = tuple[bytes, "list[tuple[int, int]] | None"]
 
@@ -100,6 +104,9 @@ class RemoteLogBinding:
         self.max_wait_s = max_wait_s
         self.fetch_quota = fetch_quota if fetch_quota is not None else RLMQuotaManager(2**63 - 1)
         self._pieces_rsm = rsm if isinstance(rsm, PieceReadingStorageManager) else None
+        # Segments whose successor was prefetched already (each read near a segment's end asks).
+        self._prefetched: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
+        self._prefetched_lock = threading.Lock()
         self.offsets = RemoteOffsetReader(rsm, rlmm)  # ListOffsets over remote segments
 
     def offset_for_timestamp(self, part: Partition, timestamp: int) -> Future[tuple[int, int, int] | None]:
@@ -257,7 +264,13 @@ class RemoteLogBinding:
         if rsm is not None and 0 < meta.segment_size_in_bytes - (start + pos) < max(rsm.prefetch_max_size, max_bytes):
             # The prefetch window (or the next fetch) reaches past this segment: have the next one
             # fetched meanwhile, so a sequential reader never waits at a segment boundary.
-            self._readers.submit(self._prefetch_next, tip, epochs, meta)
+            with self._prefetched_lock:
+                first_ask = meta.segment_id not in self._prefetched
+                self._prefetched[meta.segment_id] = None
+                if len(self._prefetched) > PREFETCHED_REMEMBERED:
+                    self._prefetched.popitem(last=False)
+            if first_ask:
+                self._readers.submit(self._prefetch_next, tip, epochs, meta)
         return meta, records
 
     def _segment_pieces(self, meta: RemoteLogSegmentMetadata, start: int,

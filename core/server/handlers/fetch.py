@@ -24,6 +24,7 @@ and otherwise ignored; the v18 response is the v17 one.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from strom.core.replica.partition import Partition, ReadResult
     from strom.core.server.handlers._deps import ReplicaDeps
     from strom.core.server.handlers._kio_types import FetchRequest
+
+log = logging.getLogger(__name__)
 
 API_KEY = 1
 VERSIONS = (4, 18)
@@ -312,6 +315,10 @@ async def _read_remote(rm: ReplicaManager, remote: list[_RemoteRead], rows: list
                 continue
             records, aborted = r.future.result()
         else:
+            # Kafka's DelayedRemoteFetch on expiry: the partition answers no records this time; the
+            # read goes on (a chunk cache keeps what it brings for the client's next fetch).
+            log.debug("remote read of %s-%d at offset %d not done within remote.fetch.max.wait.ms", t.name,
+                      t.fp.partition, t.fp.fetch_offset)
             r.future.cancel()
         part = r.part
         result = ReadResult(records, part.high_watermark, part.last_stable_offset, part.log_start_offset,
