@@ -513,7 +513,23 @@ def probes() -> dict[str, Probe]:
             name=TOPIC, partitions=(m.OffsetDeleteRequestPartition(partition_index=0),)),)))
         return _codes(r.error_code, *(p.error_code for t in r.topics for p in t.partitions))
 
+    def describe_scram(c: WireClient) -> Any:
+        m = s("describe_user_scram_credentials", 0)
+        return _codes(c.request(m.DescribeUserScramCredentialsRequest(users=(m.UserName(name="bob"),))).error_code)
+
+    def alter_scram(c: WireClient) -> Any:
+        m = s("alter_user_scram_credentials", 0)
+        r = c.request(m.AlterUserScramCredentialsRequest(deletions=(m.ScramCredentialDeletion(name="bob", mechanism=1),),
+                                                         upsertions=()))
+        return _codes(*(x.error_code for x in r.results))
+
+    def list_config_resources(c: WireClient) -> Any:
+        return _codes(c.request(s("list_config_resources", 0).ListConfigResourcesRequest()).error_code)
+
     return {
+        "DescribeUserScramCredentials": describe_scram,
+        "AlterUserScramCredentials": alter_scram,
+        "ListConfigResources": list_config_resources,
         "Metadata": lambda c: metadata(c, TOPIC, False),
         "Metadata auto-create": lambda c: metadata(c, "acl-auto-created", True),
         "Produce": produce,
