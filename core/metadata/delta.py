@@ -29,7 +29,9 @@ from strom.core.metadata.image import (
     MetadataImage,
     PartitionRegistration,
     ProducerIdsImage,
+    QuotaEntity,
     TopicImage,
+    quota_entity_of,
 )
 from strom.core.metadata.records import (
     FENCING_FENCE,
@@ -37,6 +39,7 @@ from strom.core.metadata.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClearElrRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -74,6 +77,8 @@ class MetadataDelta:
         self.changed_acls: dict[uuid.UUID, AccessControlEntryRecord | None] = {}
         # (user, mechanism type) -> its credential, or None when removed (Kafka's ScramDelta).
         self.changed_scram: dict[tuple[str, int], UserScramCredentialRecord | None] = {}
+        # Quota entity -> its quotas after this delta (empty: none left), Kafka's ClientQuotasDelta.
+        self.changed_client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.created_topics: set[uuid.UUID] = set()
         self.changed_partitions: dict[uuid.UUID, set[int]] = {}
         self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
@@ -234,6 +239,15 @@ class MetadataDelta:
             self.changed_scram[(record.name, record.mechanism)] = record
         elif isinstance(record, RemoveUserScramCredentialRecord):
             self.changed_scram[(record.name, record.mechanism)] = None
+        elif isinstance(record, ClientQuotaRecord):
+            entity = quota_entity_of((e.entity_type, e.entity_name) for e in record.entity)
+            quotas = self.changed_client_quotas.get(entity)
+            if quotas is None:
+                quotas = self.changed_client_quotas[entity] = dict(self.base.client_quotas.get(entity, {}))
+            if record.remove:
+                quotas.pop(record.key, None)
+            else:
+                quotas[record.key] = record.value
         # NoOpRecord, Begin/End/AbortTransactionRecord and ZkMigrationStateRecord change nothing
         # (strom writes one request per batch; Kafka 4 replays a migration state as nothing).
 
@@ -333,6 +347,15 @@ class MetadataDelta:
                 else:
                     merged_scram[key] = credential
             scram = MappingProxyType(merged_scram)
+        client_quotas = b.client_quotas
+        if self.changed_client_quotas:
+            merged_quotas = dict(b.client_quotas)
+            for entity, values in self.changed_client_quotas.items():
+                if values:
+                    merged_quotas[entity] = MappingProxyType(dict(values))
+                else:
+                    merged_quotas.pop(entity, None)
+            client_quotas = MappingProxyType(merged_quotas)
         return MetadataImage(
             features=MappingProxyType(self._features) if self._features is not None else b.features,
             cluster_id=b.cluster_id,
@@ -345,6 +368,7 @@ class MetadataDelta:
                           else b.producer_ids),
             acls=acls,
             scram=scram,
+            client_quotas=client_quotas,
             offset=offset,
             epoch=epoch,
         )

@@ -12,7 +12,7 @@ block, finalized features (``metadata.version``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -26,9 +26,11 @@ from strom.core.metadata.records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
+    ClientQuotaRecord,
     ConfigRecord,
     ControllerEndpoint,
     ControllerFeature,
+    EntityData,
     FeatureLevelRecord,
     Message,
     PartitionRecord,
@@ -43,6 +45,16 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 ConfigResource = tuple[int, str]
+QuotaEntity = tuple[tuple[str, str | None], ...]
+"""A client quota entity: its (entity type, name) pairs sorted by type; a None name is the default."""
+
+
+def quota_entity_of(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+    return tuple(sorted(pairs, key=lambda p: p[0]))
+
+
+def quota_entity_sort_key(entity: QuotaEntity) -> tuple[tuple[str, bool, str], ...]:
+    return tuple((t, n is not None, n or "") for t, n in entity)
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -138,6 +150,9 @@ class MetadataImage:
     acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=lambda: MappingProxyType({}))
     # Kafka's ScramImage: every SCRAM credential by (user name, mechanism type).
     scram: Mapping[tuple[str, int], UserScramCredentialRecord] = field(default_factory=lambda: MappingProxyType({}))
+    # Kafka's ClientQuotasImage: entity -> quota key -> value. An entity is its (entity type, name)
+    # pairs sorted by type; a None name is the default entity (<default>).
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
     offset: int = -1   # offset of the last record applied (-1: none)
     epoch: int = -1    # leader epoch of that record
 
@@ -192,7 +207,8 @@ class MetadataImage:
 
     def is_empty(self) -> bool:
         return not (self.features or self.brokers or self.controllers or self.topics or self.configs
-                    or self.producer_ids.next_producer_id or self.acls or self.scram)
+                    or self.producer_ids.next_producer_id or self.acls or self.scram
+                    or self.client_quotas)
 
     def same_content(self, other: MetadataImage) -> bool:
         """Equal metadata, ignoring provenance (offset / epoch)."""
@@ -239,6 +255,10 @@ class MetadataImage:
             yield self.acls[acl_id]
         for scram_key in sorted(self.scram):
             yield self.scram[scram_key]
+        for entity in sorted(self.client_quotas, key=quota_entity_sort_key):
+            values = self.client_quotas[entity]
+            for key in sorted(values):
+                yield ClientQuotaRecord(entity=[EntityData(t, n) for t, n in entity], key=key, value=values[key])
 
 
 EMPTY_IMAGE = MetadataImage()
