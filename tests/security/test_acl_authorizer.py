@@ -1,16 +1,24 @@
 """The built-in ``standard`` authorizer's rules, case by case (Kafka's StandardAuthorizerTest).
 
 Unit tier: the authorizer is the plugin object itself, loaded through strom's plugin manager by
-Kafka's class name, fed ACLs as the broker's metadata replay feeds them. The broker-level tests
+Kafka's class name, fed ACLs as the broker's metadata replay feeds them (the last test: real
+AccessControlEntryRecords through MetadataDelta and the AclPublisher). The broker-level tests
 (ACLs created through CreateAcls and enforced on real clients) are in test_acl_broker.py.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 
 import pytest
 
+from strom.core.errors import CorruptMessageError
+from strom.core.metadata.delta import MetadataDelta
+from strom.core.metadata.image import MetadataImage
+from strom.core.metadata.records import Message, RemoveAccessControlEntryRecord, decode_record, encode_record
+from strom.core.security.acl_control import record_of
+from strom.core.security.acl_publisher import AclPublisher
 from strom.plugins.hookspecs.authorizers import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -149,3 +157,36 @@ def test_authorize_by_resource_type(acls: list[AclBinding], expected: Authorizat
         a.add_acl(str(i), b)
     ctx = RequestContext(principal="User:alice", client_address="127.0.0.1:1")
     assert authorize_by_resource_type(a, ctx, AclOperation.WRITE, TOPIC) is expected
+
+
+def _commit(image: MetadataImage, records: list[Message], publisher: AclPublisher) -> MetadataImage:
+    """One committed batch as the metadata loader replays it (through the records' wire codec)."""
+    delta = MetadataDelta(image)
+    for record in records:
+        delta.replay(decode_record(encode_record(record)))
+    new = delta.apply(image.offset + len(records), 1)
+    publisher.on_metadata_update(delta, new)
+    return new
+
+
+def test_acl_records_replay_into_the_authorizer_and_survive_a_snapshot() -> None:
+    authorizer = make()
+    publisher = AclPublisher(authorizer)
+    read = acl(TOPIC, "t", LITERAL, "User:alice", AclOperation.READ)
+    write = acl(TOPIC, "t", LITERAL, "User:alice", AclOperation.WRITE)
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    image = _commit(MetadataImage(), [record_of(ids[0], read), record_of(ids[1], write)], publisher)
+    assert check(authorizer, "User:alice", AclOperation.WRITE, TOPIC, "t") is ALLOWED
+    image = _commit(image, [RemoveAccessControlEntryRecord(id=ids[1])], publisher)
+    assert check(authorizer, "User:alice", AclOperation.WRITE, TOPIC, "t") is DENIED
+    assert check(authorizer, "User:alice", AclOperation.READ, TOPIC, "t") is ALLOWED
+    # A snapshot is the image's records; loading it (a delta from the empty image) restores the ACLs.
+    restored = MetadataDelta(MetadataImage())
+    for record in image.to_records():
+        restored.replay(decode_record(encode_record(record)))
+    fresh = make()
+    AclPublisher(fresh).on_metadata_update(restored, restored.apply(image.offset, 1))
+    assert fresh.acls(AclBindingFilter()) == [read]
+    # Removing an ACL the log never created is corrupt metadata, as in Kafka.
+    with pytest.raises(CorruptMessageError):
+        MetadataDelta(image).replay(RemoveAccessControlEntryRecord(id=ids[1]))
