@@ -45,7 +45,7 @@ from interchange import (
     wait_leaders,
     write_workload,
 )
-from kafka_ref import BASE_CONFIG, KafkaRef
+from kafka_ref import KafkaRef
 from ref_fixtures import SHARED_BROKER_CONFIG, skip_without_java
 
 from strom.core.testing import BrokerProcess, ManagedProcess
@@ -55,13 +55,6 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 KAFKA_LOGS = "kafka-logs"  # KafkaRef's log.dirs under its data directory
 
 pytestmark = pytest.mark.slow
-
-
-# strom's group and transaction coordinators map ids to partitions with the configured counts
-# (Kafka's own take the existing topics' counts), so on Kafka's data strom is given the counts
-# the reference formatted its internal topics with, as docs/migration.md tells an operator.
-KAFKA_INTERNAL_TOPICS = {key: BASE_CONFIG[key] for key in ("offsets.topic.num.partitions",
-                                                          "transaction.state.log.num.partitions")}
 
 
 def strom_on(root: Path, config: dict[str, str] | None = None) -> BrokerProcess:
@@ -211,7 +204,7 @@ def test_kafka_to_strom(tmp_path: Path, how: Stop, java: None) -> None:
                            "--cluster-metadata-decoder").stdout
         assert '"type":"PARTITION_CHANGE_RECORD"' in changes and '"isr":[],"leader":-1' in changes
     kafka_to_strom_copy(tmp_path / "kafka", tmp_path / "strom")
-    with strom_on(tmp_path / "strom", KAFKA_INTERNAL_TOPICS) as strom:
+    with strom_on(tmp_path / "strom") as strom:
         # After a kill strom recovers Kafka's logs (no clean-shutdown marker), else it trusts them.
         assert ("No clean shutdown marker in" in strom.log_text()) == (how == "kill"), strom.log_tail(40)
         serve_and_compare(strom, before)

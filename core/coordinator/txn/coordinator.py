@@ -128,6 +128,12 @@ class TransactionCoordinator:
             "compression.type": "uncompressed",
             "unclean.leader.election.enable": "false",
         })
+        topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None:
+            # An existing topic keeps its partition count (Kafka's TransactionStateManager reads it
+            # from the metadata): ids hash by what is on disk, e.g. a data directory Kafka wrote
+            # with another transaction.state.log.num.partitions.
+            self.num_partitions = len(topic.partitions)
         await self._wait_for_partitions()
         self._load()
         self.loaded = True
@@ -356,7 +362,9 @@ class TransactionCoordinator:
         return state.verify_partitions(md, producer_id, producer_epoch, partitions)
 
     def offsets_partition(self, group_id: str) -> TopicPartition:
-        return OFFSETS_TOPIC, java_hash_partition(group_id, self.broker.config.offsets_topic_num_partitions)
+        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
+        n = len(topic.partitions) if topic is not None else self.broker.config.offsets_topic_num_partitions
+        return OFFSETS_TOPIC, java_hash_partition(group_id, n)
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
         await self.add_partitions(transactional_id, producer_id, producer_epoch, [self.offsets_partition(group_id)])
