@@ -350,9 +350,9 @@ class MetadataDelta:
         client_quotas = b.client_quotas
         if self.changed_client_quotas:
             merged_quotas = dict(b.client_quotas)
-            for entity, values in self.changed_client_quotas.items():
-                if values:
-                    merged_quotas[entity] = MappingProxyType(dict(values))
+            for entity, quota_values in self.changed_client_quotas.items():
+                if quota_values:
+                    merged_quotas[entity] = MappingProxyType(dict(quota_values))
                 else:
                     merged_quotas.pop(entity, None)
             client_quotas = MappingProxyType(merged_quotas)

@@ -256,9 +256,10 @@ class MetadataImage:
         for scram_key in sorted(self.scram):
             yield self.scram[scram_key]
         for entity in sorted(self.client_quotas, key=quota_entity_sort_key):
-            values = self.client_quotas[entity]
-            for key in sorted(values):
-                yield ClientQuotaRecord(entity=[EntityData(t, n) for t, n in entity], key=key, value=values[key])
+            quota_values = self.client_quotas[entity]
+            for key in sorted(quota_values):
+                yield ClientQuotaRecord(entity=[EntityData(t, n) for t, n in entity], key=key,
+                                        value=quota_values[key])
 
 
 EMPTY_IMAGE = MetadataImage()
