@@ -12,6 +12,7 @@ kafka-python describes them; raw frames check what no client exposes.
 
 from __future__ import annotations
 
+import importlib.util
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -351,3 +352,23 @@ def test_a_follower_fetch_needs_cluster_action(cluster: AclBroker, admin: AdminC
     finally:
         delete_acls(admin, acl_filter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, ME, "*",
                                       AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW))
+
+
+def test_a_third_party_authorizer_still_decides(tmp_path: Path) -> None:
+    """An entry-point authorizer that keeps no ACLs (tests/data/strom_test_plugin's DenyTopics)
+    is still the one asked, and the ACL APIs answer SECURITY_DISABLED beside it."""
+    if importlib.util.find_spec("strom_test_plugin") is None:
+        pytest.skip("the test plugin is not installed (pip install --no-deps -e tests/data/strom_test_plugin, "
+                    "as scripts/test.sh does)")
+    with BrokerProcess(tmp_path / "data", config={"authorizer.class.name": "strom_test_plugin.DenyTopics"}) as proc:
+        client: Config = {"bootstrap.servers": proc.bootstrap}
+        admin = AdminClient(client)
+        assert create_topic_error(admin, "denied-x") is None
+        assert create_topic_error(admin, "open-x") is None
+        assert code_of(produce_error(client, "denied-x")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert produce_error(client, "open-x") is None
+        assert produce_error(client, "open-x", **{"enable.idempotence": True}) is None
+        [future] = admin.create_acls([acl(ResourceType.TOPIC, "t", AclOperation.READ)], request_timeout=30).values()
+        with pytest.raises(KafkaException) as err:
+            future.result(timeout=30)
+        assert err.value.args[0].code() == KafkaError.SECURITY_DISABLED
