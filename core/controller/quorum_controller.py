@@ -27,6 +27,7 @@ Start-up (:meth:`activate`) also elects where a registered, unfenced replica can
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -64,7 +65,9 @@ from strom.core.log.checkpoint import read_meta_properties
 from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION, MINIMUM_METADATA_VERSION, uuid_from_str
 from strom.core.metadata.features import (
     FEATURES,
+    GROUP_VERSION_FEATURE,
     IBP_3_7_IV0,
+    IBP_4_0_IV0,
     KRAFT_VERSION_FEATURE,
     METADATA_VERSION_FEATURE,
     RECORDED_FEATURES,
@@ -95,6 +98,8 @@ from strom.core.metadata.records import (
 )
 from strom.core.raft.client import RaftClient
 from strom.core.topic_names import unify_collision_chars, validate_topic_name
+
+log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 # Uuid values Kafka never hands out: ZERO and the metadata topic's id (1).
@@ -277,11 +282,24 @@ class QuorumController:
                 min_isr = ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas",
                                        value=str(self.config.min_insync_replicas))
                 await self._commit([*bootstrap, min_isr])
+            elif self._written_before_features(self.image):
+                # strom before Kafka 4.3 parity served the KIP-848 consumer protocol without
+                # finalizing group.version; finalize it as Kafka formats 4.0+ clusters, so
+                # those groups keep working (group.version 0 now turns the protocol off).
+                log.info("finalizing group.version=1 in a metadata log written by an older strom")
+                await self._commit([FeatureLevelRecord(GROUP_VERSION_FEATURE, 1)])
             # After the replay: a partition left without a leader whose ISR or ELR holds a
             # registered, unfenced broker gets one now (the broker's own registration follows).
             elections = self._elections(self.image)
             if elections:
                 await self._commit(elections)
+
+    @staticmethod
+    def _written_before_features(image: MetadataImage) -> bool:
+        """A log of an older strom: metadata.version 4.0+ but no group.version and no controller
+        registration (Kafka registers its controllers from 3.7-IV0 on, and this strom does too)."""
+        return (image.metadata_version >= IBP_4_0_IV0 and GROUP_VERSION_FEATURE not in image.features
+                and not image.controllers)
 
     # -- topics --------------------------------------------------------------------------------
 

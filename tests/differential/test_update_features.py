@@ -354,15 +354,36 @@ def test_feature_command_describe(pair: Pair) -> None:
         assert ours[name] == {"SupportedMinVersion": "0", "SupportedMaxVersion": "0", "FinalizedVersionLevel": "0"}
 
 
+def consumer_protocol_errors(bootstrap: str) -> tuple[str, str]:
+    """ConsumerGroupHeartbeat (join) and ConsumerGroupDescribe error codes for a new group."""
+    hb = kio_schema("consumer_group_heartbeat", 0)
+    desc = kio_schema("consumer_group_describe", 0)
+    with WireClient(bootstrap) as c:
+        joined = c.request(hb.ConsumerGroupHeartbeatRequest(
+            group_id=f"gv-{uuid.uuid4().hex[:8]}", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=("gv-topic",), server_assignor=None,
+            topic_partitions=()))
+        described = c.request(desc.ConsumerGroupDescribeRequest(group_ids=("gv-none",),
+                                                                 include_authorized_operations=False))
+    return ErrorCode(joined.error_code).name, ErrorCode(described.groups[0].error_code).name
+
+
 def test_feature_command_group_version(pair: Pair) -> None:
     """``downgrade`` then ``upgrade --feature group.version=1`` (refused by strom before Kafka
-    4.3 parity) act the same on both brokers."""
+    4.3 parity) act the same on both brokers; at level 0 both refuse the KIP-848 consumer
+    protocol with UNSUPPORTED_VERSION, as Kafka's isConsumerGroupProtocolEnabled."""
     for args, level in ((("downgrade", "--feature", f"{GV}=0"), 0), (("upgrade", "--feature", f"{GV}=1"), 1)):
+        errors = []
         for node in pair:
             proc = feature_command(node.bootstrap, *args)
             assert proc.returncode == 0, (node.bootstrap, args, proc.stdout, proc.stderr[-2000:])
             assert proc.stdout.strip() == f"{GV} was {'downgraded' if level == 0 else 'upgraded'} to {level}."
             wait_level(node.bootstrap, GV, level)
+            errors.append(consumer_protocol_errors(node.bootstrap))
+        if level == 0:
+            assert errors[0] == errors[1] == ("unsupported_version", "unsupported_version"), errors
+        else:  # served again (Kafka may first answer NOT_COORDINATOR while __consumer_offsets is created)
+            assert "unsupported_version" not in {*errors[0], *errors[1]}, errors
 
 
 def test_subject_message_literal(pair: Pair) -> None:

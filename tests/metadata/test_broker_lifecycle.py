@@ -206,3 +206,26 @@ async def test_elr_needs_metadata_version_4_0_iv1(tmp_path: Path, open_system: A
         assert system.image.elr_enabled and system.image.metadata_version == 23
     finally:
         await system.close()
+
+
+async def test_an_older_strom_log_gets_group_version_1(tmp_path: Path, open_system: Any) -> None:
+    """A log an older strom wrote (metadata.version 4.0+, no group.version, no controller
+    registration) served KIP-848 groups: it is given group.version 1 at start-up, once; a log with
+    a controller registration keeps the level it has (0 here: the consumer protocol stays off)."""
+    config = make_config(tmp_path)
+    format_storage(config, random_uuid(), features={"group.version": 0})
+    system = await open_system(config, register=False)  # as the older strom left it
+    assert "group.version" not in system.image.features and not system.image.controllers
+    await system.close(controlled_shutdown=False)
+    again = await open_system(config)
+    try:
+        assert again.image.features.get("group.version") == 1
+        await again.controller.update_features([("group.version", 0, 2)])
+        assert "group.version" not in again.image.features
+    finally:
+        await again.close()
+    third = await open_system(config)  # registered controller: no migration any more
+    try:
+        assert "group.version" not in third.image.features
+    finally:
+        await third.close()

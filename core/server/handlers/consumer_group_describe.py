@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from strom.core.coordinator.group import consumer_group_service as service
 from strom.core.coordinator.group.api_support import authorized_group_operations
 from strom.core.exceptions import KafkaError
+from strom.core.metadata.features import GROUP_VERSION_FEATURE
 from strom.core.protocol.messages import Messages, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import error_of, response_throttle
@@ -64,6 +65,10 @@ async def handle(deps: GroupDeps, ctx: RequestContext, request: ConsumerGroupDes
             return m.make("DescribedGroup", error_code=code, error_message=message, group_id=gid, group_state="",
                           group_epoch=0, assignment_epoch=0, assignor_name="", members=())
 
+        if deps.image.features.get(GROUP_VERSION_FEATURE, 0) < 1:
+            # Kafka's isConsumerGroupProtocolEnabled: without group.version 1 every group fails.
+            groups.append(failure(int(ErrorCode.unsupported_version), None))
+            continue
         if not deps.authorize(ctx, "DESCRIBE", "GROUP", [group_id])[0]:
             groups.append(failure(int(ErrorCode.group_authorization_failed), None))
             continue

@@ -17,6 +17,7 @@ from strom.core.coordinator.group import consumer_group_service as service
 from strom.core.coordinator.group.consumer_group import HeartbeatRequest
 from strom.core.coordinator.group.consumer_group_member import JOIN_GROUP_MEMBER_EPOCH, normalize
 from strom.core.exceptions import KafkaError
+from strom.core.metadata.features import GROUP_VERSION_FEATURE
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import error_of, response_throttle
@@ -60,6 +61,9 @@ async def handle(deps: GroupDeps, ctx: RequestContext, request: ConsumerGroupHea
         return m.make("ConsumerGroupHeartbeatResponse", throttle_time=throttle, error_code=code,
                       error_message=message, member_id=None, member_epoch=-1, heartbeat_interval=0)
 
+    if deps.image.features.get(GROUP_VERSION_FEATURE, 0) < 1:
+        # Kafka's isConsumerGroupProtocolEnabled, checked first: the protocol needs group.version 1.
+        return failure(int(ErrorCode.unsupported_version), None)
     if not deps.authorize(ctx, "READ", "GROUP", [request.group_id])[0]:
         return failure(int(ErrorCode.group_authorization_failed), None)
     coordinator = getattr(deps, "group_coordinator", None)
