@@ -99,9 +99,9 @@ def describe_cluster(c: WireClient, version: int, include: bool) -> Any:
     return c.request(m.DescribeClusterRequest(**kw))
 
 
-def metadata(c: WireClient, version: int, topics: list[str] | None, include: bool) -> Any:
+def metadata(c: WireClient, version: int, topics: list[str] | None, include: bool, auto_create: bool = False) -> Any:
     m = kio_schema("metadata", version)
-    kw: dict[str, Any] = {"allow_auto_topic_creation": False, "include_topic_authorized_operations": include}
+    kw: dict[str, Any] = {"allow_auto_topic_creation": auto_create, "include_topic_authorized_operations": include}
     if version <= 10:
         kw["include_cluster_authorized_operations"] = include
     id_field = {"topic_id": None} if version >= 10 else {}
@@ -237,6 +237,16 @@ def test_with_kafka_acls(standard_pair: tuple[KafkaRef, BrokerProcess]) -> None:
     for who, broker in brokers:
         with prepare(broker.bootstrap, ACLS) as (c, ids):
             observed[who] = observe(c, ids)
+            # A topic the caller may not DESCRIBE is not auto-created either (Kafka authorizes
+            # DESCRIBE before it looks topics up): a validate-only CreateTopics shows it is absent.
+            auto = f"hidden-auto-{RUN}"
+            answer = metadata(c, 12, [auto], True, auto_create=True).topics[0]
+            check = c.request(CreateTopicsRequest(topics=(CreatableTopic(
+                name=auto, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+                timeout=seconds(30), validate_only=True)).topics[0]
+            observed[who]["auto-create hidden"] = (ErrorCode(int(answer.error_code)).name,
+                                                   bits(answer.topic_authorized_operations),
+                                                   ErrorCode(int(check.error_code)).name)
             create_acls(c, [DESCRIBE_CLUSTER_DENIED])
             wait_until(lambda: describe_cluster(c, 0, True).cluster_authorized_operations == 0,
                        "DESCRIBE on the cluster to be denied")
@@ -248,6 +258,7 @@ def test_with_kafka_acls(standard_pair: tuple[KafkaRef, BrokerProcess]) -> None:
         (OPEN, "none", sorted(TOPIC_OPS)), (DENIED, "none", sorted(TOPIC_OPS - {WRITE})),
         (HIDDEN, "topic_authorization_failed", "OMITTED"), (MISSING, "unknown_topic_or_partition", sorted(TOPIC_OPS))])
     assert theirs["metadata v10 include=True"]["cluster"] == sorted(CLUSTER_OPS - {ALTER_CONFIGS})
+    assert theirs["auto-create hidden"] == ("topic_authorization_failed", "OMITTED", "none")
     # Asked for by id, a topic the caller may not describe is named by its id only.
     assert theirs[f"metadata v12 by id of {HIDDEN}"] == (None, True, "topic_authorization_failed", "OMITTED")
     assert theirs["describe_groups v5 include=True"][1][3] == sorted(GROUP_OPS - {DELETE})  # keep-live-*
