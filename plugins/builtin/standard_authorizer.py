@@ -205,9 +205,17 @@ class StandardAuthorizer:
                           "for request = %s with resourceRefCount = %d based on rule %s",
                           ctx.principal, "Allowed" if result is AuthorizationResult.ALLOWED else "Denied",
                           action.operation.name, host_of(ctx.client_address), r.resource_type.name.title()
-                          .replace("_", ""), r.pattern_type.name, r.name, ctx.api_key,
+                          .replace("_", ""), r.pattern_type.name, r.name, _api_name(ctx.api_key),
                           action.resource_reference_count, rule)
         return result
+
+
+def _api_name(api_key: int) -> str:
+    """Kafka's ApiKeys name of a request (PRODUCE, CREATE_ACLS ...), for the audit line."""
+    from kio.index import api_key_map  # only when an audit line is written
+
+    name = api_key_map.get(api_key)
+    return name.upper() if name else str(api_key)
 
 
 @hookimpl
