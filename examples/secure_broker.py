@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             def poll() -> bool:
                 msg = consumer.poll(0.5)
                 if msg is not None and msg.error() is None:
-                    got.append(msg.value())
+                    got.append(msg.value() or b"")
                 return len(got) >= len(sent)
 
             wait_for(poll, timeout=60, what="every record back", interval=0)

@@ -12,6 +12,7 @@ certificate is ``User:ANONYMOUS``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from strom.core.exceptions import ConfigError
@@ -154,7 +155,7 @@ def _der_string(attribute: str, value: str) -> str:
     return "#" + (bytes([tag]) + length + data).hex()
 
 
-def dn_from_peercert(cert: dict[str, object]) -> str:
+def dn_from_peercert(cert: Mapping[str, object]) -> str:
     """The subject of a certificate from ``SSLObject.getpeercert()`` as Java's RFC 2253 string."""
     subject = cert.get("subject") or ()
     rdns: list[str] = []

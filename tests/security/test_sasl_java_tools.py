@@ -79,7 +79,9 @@ def test_kafka_configs_scram_then_java_client_over_sasl_ssl(cluster: Cluster, ja
         # strom serves DescribeClientQuotas (issue 23 item 4) the SCRAM half is checked by the admin
         # API ConfigCommand uses for it.
         admin = AdminClient({"bootstrap.servers": cluster.plain})
-        info = admin.describe_user_scram_credentials(["admin"])["admin"].result(30)
+        futures = admin.describe_user_scram_credentials(["admin"])
+        assert isinstance(futures, dict)
+        info = futures["admin"].result(30)
         assert [(i.mechanism, i.iterations) for i in info.scram_credential_infos] == [
             (ScramMechanism.SCRAM_SHA_256, 8192)]
     else:

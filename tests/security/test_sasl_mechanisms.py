@@ -155,7 +155,7 @@ def test_principal_reaches_the_authorizer(sasl: SaslCluster) -> None:
         future.result(30)
     assert _produce(sasl.client(user="admin"), topic, 1) == [None]  # creates the topic
     assert _produce(sasl.client(user="alice"), topic, 1) == [None]
-    denied = _produce(sasl.client(user="bob", **{"message.timeout.ms": 5000}), topic, 1)
+    denied = _produce({**sasl.client(user="bob"), "message.timeout.ms": 5000}, topic, 1)
     assert len(denied) == 1 and denied[0] is not None
     assert denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied[0]
 

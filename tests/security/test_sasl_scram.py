@@ -18,6 +18,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,13 @@ def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramCluster]:
         yield ScramCluster(broker, pki)
 
 
+def _describe(admin: AdminClient, users: list[str]) -> dict[str, Future[Any]]:
+    """DescribeUserScramCredentials for named users: one future per user."""
+    futures = admin.describe_user_scram_credentials(users)
+    assert isinstance(futures, dict)
+    return futures
+
+
 def _produce_consume(config: dict[str, Any], topic: str, n: int = 5) -> list[bytes]:
     producer = Producer(config)
     for i in range(n):
@@ -86,7 +94,7 @@ def _produce_consume(config: dict[str, Any], topic: str, n: int = 5) -> list[byt
     def poll() -> bool:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
-            got.append(msg.value())
+            got.append(msg.value() or b"")
         return len(got) >= n
 
     try:
@@ -145,14 +153,15 @@ def test_describe_and_alter_scram_credentials(scram: ScramCluster) -> None:
     admin = AdminClient({"bootstrap.servers": scram.plain})
     scram.add_user("carol", "carol-secret", ScramMechanism.SCRAM_SHA_256, 4096)
     scram.add_user("carol2", "x-secret", ScramMechanism.SCRAM_SHA_512, 10000)
-    described = {u: f.result(30) for u, f in admin.describe_user_scram_credentials(["carol", "carol2"]).items()}
-    assert {"carol", "carol2"} <= set(admin.describe_user_scram_credentials().result(30))  # every user
+    described = {u: f.result(30) for u, f in _describe(admin, ["carol", "carol2"]).items()}
+    every = admin.describe_user_scram_credentials()
+    assert not isinstance(every, dict) and {"carol", "carol2"} <= set(every.result(30))  # no names: every user
     assert [(i.mechanism, i.iterations) for i in described["carol"].scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_256, 4096)]
     assert [(i.mechanism, i.iterations) for i in described["carol2"].scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_512, 10000)]
     with pytest.raises(Exception, match="does not exist"):
-        admin.describe_user_scram_credentials(["no-such-user"])["no-such-user"].result(30)
+        _describe(admin, ["no-such-user"])["no-such-user"].result(30)
     # Kafka's checks: too few iterations, deleting what does not exist.
     futures = admin.alter_user_scram_credentials(
         [UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"pw")])
@@ -265,7 +274,7 @@ def test_storage_format_add_scram(tmp_path: Path) -> None:
         got = _produce_consume(cluster.client("SCRAM-SHA-512", "frank", "frank-secret"), "formatted", n=2)
         assert got == [b"v0", b"v1"]
         admin = AdminClient({"bootstrap.servers": cluster.plain})
-        described = admin.describe_user_scram_credentials(["frank"])["frank"].result(30)
+        described = _describe(admin, ["frank"])["frank"].result(30)
         assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
             (ScramMechanism.SCRAM_SHA_512, 8192)]
 

@@ -103,7 +103,7 @@ def _consume(config: dict[str, Any], topic: str, n: int) -> list[bytes]:
     def poll() -> bool:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
-            got.append(msg.value())
+            got.append(msg.value() or b"")
         return len(got) >= n
 
     try:
