@@ -417,7 +417,8 @@ class BrokerConfig(BaseModel):
     group_consumer_assignors: str = Field("uniform,range", alias="group.consumer.assignors",
                                           description="Enabled server-side assignors; the first is the default.")
     client_quota_callback_class: str = Field("", alias="client.quota.callback.class",
-                                             description="Name of the quota plugin to use ('' = no quotas).")
+                                             description="Name of the quota plugin to use ('' = the built-in Kafka client quotas; "
+                                                         "'unlimited' = never throttle).")
     offsets_topic_replication_factor: int = Field(1, alias="offsets.topic.replication.factor", ge=1)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
     # How often Empty groups that have no committed offsets are deleted (Kafka's cleanupGroupMetadata;

@@ -157,7 +157,8 @@ def load_authorizer(pm: pluggy.PluginManager, config: Any) -> authorizers.Author
 
 
 def load_quota_manager(pm: pluggy.PluginManager, config: Any) -> quotas.QuotaManager:
-    """The quota manager named by ``client.quota.callback.class`` (default ``unlimited``)."""
+    """The quota manager named by ``client.quota.callback.class`` (default ``default``, Kafka's
+    client quotas, which throttle nobody until a quota is set; ``unlimited`` never throttles)."""
     built = _build(pm, config, hook_name="strom_quota_managers", key=quotas.CONFIG_KEY,
                    default=quotas.DEFAULT_QUOTA_MANAGER, kind="quota manager",
                    protocol=quotas.QuotaManager)

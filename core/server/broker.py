@@ -44,6 +44,7 @@ from strom.core.raft.client import RaftClient
 from strom.core.replica.manager import ReplicaManager
 from strom.core.security.acl_publisher import AclPublisher
 from strom.core.security.listener_security import ListenerSecurity, build_listener_security
+from strom.core.security.quota_control import QuotaPublisher
 from strom.core.security.sasl.scram import ScramCredentialStore, ScramPublisher
 from strom.core.server import handlers
 from strom.core.server.context import RequestContext
@@ -62,7 +63,7 @@ from strom.plugins.hookspecs.authorizers import (
     authorize_by_resource_type,
 )
 from strom.plugins.hookspecs.authorizers import RequestContext as AuthContext
-from strom.plugins.hookspecs.quotas import QuotaType
+from strom.plugins.hookspecs.quotas import ClientQuotaConsumer, QuotaType
 from strom.plugins.hookspecs.storage import RemoteStorageManager
 from strom.plugins.manager import get_plugin_manager, load_authorizer, load_quota_manager
 
@@ -234,6 +235,8 @@ class Broker:
         self.metadata.add_publisher(ScramPublisher(self.scram_credentials))
         if isinstance(self.authorizer, ClusterMetadataAuthorizer):  # its ACLs are replayed from the log
             self.metadata.add_publisher(AclPublisher(self.authorizer))
+        if isinstance(self.quota_manager, ClientQuotaConsumer):  # client quotas are metadata records
+            self.metadata.add_publisher(QuotaPublisher(self.quota_manager))
         await self.metadata.start()
         protocols = {listener.name: listener.security_protocol for listener in self.listeners}
         endpoints = [(name, host, port, SECURITY_PROTOCOLS[protocols[name]]) for name, host, port in self.endpoints()]

@@ -10,6 +10,7 @@ from __future__ import annotations
 BUILTIN_PLUGINS: dict[str, str] = {
     "allow_all": "strom.plugins.builtin.allow_all",
     "standard_authorizer": "strom.plugins.builtin.standard_authorizer",
+    "client_quotas": "strom.plugins.builtin.client_quotas",
     "unlimited_quotas": "strom.plugins.builtin.unlimited_quotas",
     "uniform_assignor": "strom.plugins.builtin.uniform_assignor",
     "range_assignor": "strom.plugins.builtin.range_assignor",

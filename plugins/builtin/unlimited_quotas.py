@@ -1,11 +1,11 @@
-"""Built-in quota manager ``unlimited``: never throttles (Kafka without quotas configured)."""
+"""Built-in quota manager ``unlimited``: never throttles (selected by ``client.quota.callback.class=unlimited``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from strom.plugins.hookspecs.quotas import DEFAULT_QUOTA_MANAGER, QuotaManagerFactory, QuotaType
+from strom.plugins.hookspecs.quotas import UNLIMITED_QUOTA_MANAGER, QuotaManagerFactory, QuotaType
 from strom.plugins.markers import hookimpl
 
 
@@ -22,4 +22,4 @@ class UnlimitedQuotaManager:
 
 @hookimpl
 def strom_quota_managers() -> Mapping[str, QuotaManagerFactory]:
-    return {DEFAULT_QUOTA_MANAGER: UnlimitedQuotaManager}
+    return {UNLIMITED_QUOTA_MANAGER: UnlimitedQuotaManager}

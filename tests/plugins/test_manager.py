@@ -13,6 +13,7 @@ from strom.core.config import BrokerConfig
 from strom.core.exceptions import ConfigError
 from strom.plugins.builtin import BUILTIN_PLUGINS
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
+from strom.plugins.builtin.client_quotas import ClientQuotaManager
 from strom.plugins.builtin.local_tier import LocalDiskTier
 from strom.plugins.builtin.range_assignor import RangeAssignor
 from strom.plugins.builtin.uniform_assignor import UniformAssignor
@@ -71,9 +72,13 @@ def test_builtins_registered_and_selected_by_default() -> None:
     assert isinstance(authorizer, AllowAllAuthorizer)
     assert authorizer.authorize(RequestContext(), write_actions("a", "denied-b")) == [
         AuthorizationResult.ALLOWED, AuthorizationResult.ALLOWED]
+    # Kafka's quotas are always on: the built-in ClientQuotaManager, which throttles nobody until
+    # a quota is set; `unlimited` stays selectable.
     quota = load_quota_manager(pm, BrokerConfig())
-    assert isinstance(quota, UnlimitedQuotaManager)
+    assert isinstance(quota, ClientQuotaManager)
     assert quota.record("User:ANONYMOUS", "throttle-me", QuotaType.PRODUCE, 1e9, 0) == 0
+    unlimited = load_quota_manager(pm, {"client.quota.callback.class": "unlimited"})
+    assert isinstance(unlimited, UnlimitedQuotaManager)
     assignors = load_assignors(pm)
     assert isinstance(assignors["uniform"], UniformAssignor)
     assert isinstance(assignors["range"], RangeAssignor)
@@ -104,7 +109,7 @@ def test_blocklist_removes_builtin_and_selection_names_the_key() -> None:
 
 
 def test_blocklist_from_broker_config() -> None:
-    config = BrokerConfig.from_mapping({"strom.plugins.blocklist": "range_assignor, unlimited_quotas"})
+    config = BrokerConfig.from_mapping({"strom.plugins.blocklist": "range_assignor, client_quotas"})
     pm = plugin_manager_for(config, autoload=False, env=NO_ENV)
     assert "range" not in load_assignors(pm)
     assert "uniform" in load_assignors(pm)
@@ -127,7 +132,7 @@ def test_entry_point_plugin_is_loaded_and_selectable(test_plugin_installed: str)
     assert test_plugin_installed in plugin_names(pm)
     # Installed but not selected: the defaults stay in force.
     assert isinstance(load_authorizer(pm, {}), AllowAllAuthorizer)
-    assert isinstance(load_quota_manager(pm, {}), UnlimitedQuotaManager)
+    assert isinstance(load_quota_manager(pm, {}), ClientQuotaManager)
 
     config = BrokerConfig.from_mapping({"authorizer.class.name": DENY, "client.quota.callback.class": THROTTLE})
     authorizer = load_authorizer(pm, config)

@@ -33,6 +33,10 @@ import kio.schema.add_partitions_to_txn.v4.request
 import kio.schema.add_partitions_to_txn.v4.response
 import kio.schema.add_partitions_to_txn.v5.request
 import kio.schema.add_partitions_to_txn.v5.response
+import kio.schema.alter_client_quotas.v0.request
+import kio.schema.alter_client_quotas.v0.response
+import kio.schema.alter_client_quotas.v1.request
+import kio.schema.alter_client_quotas.v1.response
 import kio.schema.alter_configs.v0.request
 import kio.schema.alter_configs.v0.response
 import kio.schema.alter_configs.v1.request
@@ -125,6 +129,10 @@ import kio.schema.describe_acls.v2.request
 import kio.schema.describe_acls.v2.response
 import kio.schema.describe_acls.v3.request
 import kio.schema.describe_acls.v3.response
+import kio.schema.describe_client_quotas.v0.request
+import kio.schema.describe_client_quotas.v0.response
+import kio.schema.describe_client_quotas.v1.request
+import kio.schema.describe_client_quotas.v1.response
 import kio.schema.describe_cluster.v0.request
 import kio.schema.describe_cluster.v0.response
 import kio.schema.describe_cluster.v1.request
@@ -1224,6 +1232,30 @@ OffsetDeleteRequest: TypeAlias = (
 # API key 47, versions 0..0
 OffsetDeleteResponse: TypeAlias = (
     kio.schema.offset_delete.v0.response.OffsetDeleteResponse
+)
+
+# API key 48, versions 0..1
+DescribeClientQuotasRequest: TypeAlias = (
+    kio.schema.describe_client_quotas.v0.request.DescribeClientQuotasRequest
+    | kio.schema.describe_client_quotas.v1.request.DescribeClientQuotasRequest
+)
+
+# API key 48, versions 0..1
+DescribeClientQuotasResponse: TypeAlias = (
+    kio.schema.describe_client_quotas.v0.response.DescribeClientQuotasResponse
+    | kio.schema.describe_client_quotas.v1.response.DescribeClientQuotasResponse
+)
+
+# API key 49, versions 0..1
+AlterClientQuotasRequest: TypeAlias = (
+    kio.schema.alter_client_quotas.v0.request.AlterClientQuotasRequest
+    | kio.schema.alter_client_quotas.v1.request.AlterClientQuotasRequest
+)
+
+# API key 49, versions 0..1
+AlterClientQuotasResponse: TypeAlias = (
+    kio.schema.alter_client_quotas.v0.response.AlterClientQuotasResponse
+    | kio.schema.alter_client_quotas.v1.response.AlterClientQuotasResponse
 )
 
 # API key 50, versions 0..0
