@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from strom.client_security import ClientSecurityError, to_librdkafka
 from strom.spark_bridge.exceptions import OptionError
 
 # spark-sql-kafka's option names in their documented spelling; keys are the lower-case form.
@@ -119,7 +120,13 @@ def _split_kafka(options: Mapping[str, str], forbidden: Mapping[str, str]) -> di
             kafka[prop] = str(value)
     if not kafka.get("bootstrap.servers"):
         raise OptionError("kafka.bootstrap.servers", "is required (host:port[,host:port...])")
-    return kafka
+    # kafka.security.protocol, kafka.sasl.jaas.config, kafka.ssl.truststore.location...: Kafka's
+    # names, as spark-sql-kafka takes them, in librdkafka's
+    try:
+        translated = to_librdkafka(kafka)
+    except ClientSecurityError as exc:
+        raise OptionError("kafka." + exc.key, exc.reason) from None
+    return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in translated.items()}
 
 
 def _check_known(options: Mapping[str, str], allowed: list[str]) -> None:

@@ -15,9 +15,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
 from confluent_kafka import TopicPartition as KTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from strom.client_security import to_librdkafka
 from strom.connect.api.records import TopicPartition
 from strom.connect.exceptions import ConnectException
-from strom.connect.mirror.config import REPLICATION_POLICY_CLASS, REPLICATION_POLICY_CLASS_DEFAULT
+from strom.connect.mirror.config import (
+    REPLICATION_POLICY_CLASS,
+    REPLICATION_POLICY_CLASS_DEFAULT,
+    property_text,
+)
 from strom.connect.mirror.policy import ReplicationPolicy, replication_policy
 from strom.connect.mirror.records import Checkpoint, Heartbeat
 
@@ -26,8 +31,9 @@ log = logging.getLogger(__name__)
 
 def _client_props(properties: Mapping[str, Any]) -> dict[str, str | int | float | bool]:
     """Client properties: ``replication.policy.*`` and ``consumer.``/``admin.`` forms are the
-    MirrorClientConfig's; the rest goes to librdkafka as is."""
-    return {str(k): str(v) for k, v in properties.items() if not str(k).startswith("replication.policy.")}
+    MirrorClientConfig's; the rest goes to librdkafka, Kafka's security keys in its names."""
+    props = {str(k): v for k, v in properties.items() if not str(k).startswith("replication.policy.")}
+    return {k: property_text(v) for k, v in to_librdkafka(props).items()}
 
 
 def _policy(properties: Mapping[str, Any]) -> ReplicationPolicy:

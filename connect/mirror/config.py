@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strom.client_security import ClientSecurityError, to_librdkafka
 from strom.connect.api.config import ConfigDef, ConfigType, Importance, Range, ValidString
 from strom.connect.exceptions import ConfigException
 from strom.connect.mirror.policy import ReplicationPolicy, replication_policy
@@ -333,7 +334,12 @@ class MirrorConnectorConfig:
         user = props.get("client.id")
         label = f"{self.source_cluster_alias}->{self.target_cluster_alias}|{self.connector_name}|{role}"
         props["client.id"] = f"{user}|{label}" if user else label
-        return props
+        # Kafka's security keys (A.sasl.jaas.config, A.ssl.truststore.location...) in librdkafka's names
+        try:
+            translated = to_librdkafka(props)
+        except ClientSecurityError as exc:
+            raise ConfigException(cluster_prefix + exc.key, "[hidden]", exc.reason) from None
+        return {k: property_text(v) for k, v in translated.items()}
 
     def source_consumer_config(self, role: str) -> dict[str, str]:
         props = self._client(SOURCE_CLUSTER_PREFIX, "consumer.", SOURCE_PREFIX, role)
@@ -719,6 +725,13 @@ def _checkpoint_runs(props: Mapping[str, str]) -> bool:
     emit = props.get(EMIT_CHECKPOINTS_ENABLED, "true").strip().lower() == "true"
     sync = props.get(SYNC_GROUP_OFFSETS_ENABLED, "false").strip().lower() == "true"
     return emit or sync
+
+
+def property_text(value: Any) -> str:
+    """A client setting as a properties string (booleans as ``true``/``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def encode_topic_partition(topic: str, partition: int) -> str:

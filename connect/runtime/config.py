@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from strom.client_security import ClientSecurityError, security_settings, to_librdkafka
 from strom.connect.exceptions import ConfigException
 from strom.core.config import load_config_file
 
@@ -122,26 +123,36 @@ class WorkerConfig(BaseModel):
         base: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
         if self.client_id:
             base["client.id"] = self.client_id
+        # The worker's top-level security.protocol / sasl.* / ssl.* reach every client of the
+        # worker, as in Kafka Connect (where the clients are built from the worker's originals).
+        # listeners.https.* (the REST server's) are not top-level keys, so they stay out.
+        base.update(security_settings(self.model_extra or {}))
         return base
 
-    def producer_config(self) -> dict[str, Any]:
-        """Source-task producer settings: Kafka Connect's safe defaults, then ``producer.*``."""
+    def _client(self, conf: dict[str, Any], prefix: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+        conf.update(self.with_prefix(prefix))
+        conf.update(overrides or {})
+        try:
+            return to_librdkafka(conf)
+        except ClientSecurityError as exc:
+            # the value may hold a password: Kafka shows such values as [hidden]
+            raise ConfigException(exc.key, "[hidden]", exc.reason) from None
+
+    def producer_config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Source-task producer settings: Kafka Connect's safe defaults, then ``producer.*``, then
+        ``overrides`` (a connector's ``producer.override.*``); security keys in librdkafka's names."""
         conf = self._client_base()
         conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5,
                      "max.in.flight.requests.per.connection": 5})
-        conf.update({k: v for k, v in self.with_prefix("producer.").items()})
-        return conf
+        return self._client(conf, "producer.", overrides)
 
-    def consumer_config(self) -> dict[str, Any]:
+    def consumer_config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         conf = self._client_base()
         conf.update({"enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        conf.update({k: v for k, v in self.with_prefix("consumer.").items()})
-        return conf
+        return self._client(conf, "consumer.", overrides)
 
-    def admin_config(self) -> dict[str, Any]:
-        conf = self._client_base()
-        conf.update({k: v for k, v in self.with_prefix("admin.").items()})
-        return conf
+    def admin_config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._client(self._client_base(), "admin.", overrides)
 
 
 # -------------------------------------------------------------------------------------------

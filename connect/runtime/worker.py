@@ -432,16 +432,14 @@ class Worker:
         if kind == "source":
             from strom.connect.runtime.worker_source_task import source_task_class
 
-            producer_conf = self.config.producer_config()
-            producer_conf.update(cfg.with_prefix("producer.override."))
+            producer_conf = self.config.producer_config(cfg.with_prefix("producer.override."))
             return source_task_class(self.config)(task_id, task, task_props, cfg, self.config, key_conv, value_conv,
                                     header_conv, chain, operator, self.offset_store, producer_conf,
                                     listener, target_state, self._on_task_exit)
         from strom.connect.runtime.worker_sink_task import WorkerSinkTask
 
-        consumer_conf = self.config.consumer_config()
-        consumer_conf["group.id"] = f"connect-{cfg.name}"
-        consumer_conf.update(cfg.with_prefix("consumer.override."))
+        consumer_conf = self.config.consumer_config(
+            {"group.id": f"connect-{cfg.name}", **cfg.with_prefix("consumer.override.")})
         return WorkerSinkTask(task_id, task, task_props, cfg, self.config, key_conv, value_conv, header_conv,
                               chain, operator, consumer_conf, listener, target_state, self._on_task_exit)
 
@@ -475,8 +473,7 @@ class Worker:
         if cfg.get("errors.log.enable"):
             reporters.append(LogReporter(cfg.get("errors.log.include.messages")))
         if cfg.dlq_topic:
-            producer_conf = self.config.producer_config()
-            producer_conf.update(cfg.with_prefix("producer.override."))
+            producer_conf = self.config.producer_config(cfg.with_prefix("producer.override."))
             reporters.append(DeadLetterQueueReporter.create(
                 producer_conf, cfg.dlq_topic, cfg.get("errors.deadletterqueue.topic.replication.factor"),
                 cfg.get("errors.deadletterqueue.context.headers.enable"), self.config.admin_config()))

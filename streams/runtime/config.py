@@ -3,7 +3,9 @@
 Field aliases are Kafka Streams' names (``application.id``, ``processing.guarantee``...).
 Keys prefixed ``consumer.``, ``producer.`` and ``admin.`` are passed, without the prefix, to
 the corresponding confluent-kafka client (librdkafka property names), as Kafka Streams does
-for its Java clients. Any other unknown key is an error naming the key.
+for its Java clients. Kafka's client security settings (``security.protocol``, ``sasl.*``,
+``ssl.*``) at the top level go to every client; in either place Kafka's names are translated to
+librdkafka's (:mod:`strom.client_security`). Any other unknown key is an error naming the key.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from strom.client_security import is_security_key, to_librdkafka
 from strom.streams.exceptions import StreamsError
 
 AT_LEAST_ONCE: Final = "at_least_once"
@@ -81,16 +84,22 @@ class StreamsConfig(BaseModel):
             return data
         out: dict[str, Any] = {}
         clients: dict[str, dict[str, Any]] = {"consumer": {}, "producer": {}, "admin": {}}
+        security: dict[str, Any] = {}
         for key, value in data.items():
             for prefix in _PREFIXES:
                 if isinstance(key, str) and key.startswith(prefix):
                     clients[prefix[:-1]][key[len(prefix):]] = value
                     break
             else:
-                out[_RENAMED.get(key, key) if isinstance(key, str) else key] = value
+                if isinstance(key, str) and is_security_key(key):
+                    security[key] = value  # StreamsConfig's client settings: every client gets them
+                else:
+                    out[_RENAMED.get(key, key) if isinstance(key, str) else key] = value
         for name, props in clients.items():
-            if props:
-                out[name] = {**dict(out.get(name) or {}), **props}
+            merged = {**security, **dict(out.get(name) or {}), **props}
+            if merged:
+                # Kafka's names (sasl.jaas.config, ssl.truststore.location...) in librdkafka's
+                out[name] = to_librdkafka(merged)
         return out
 
     def client_timeouts(self, producer: bool) -> dict[str, Any]:

@@ -101,7 +101,11 @@ def test_rate_limit_shares_by_backlog() -> None:
 def test_kafka_property_the_client_rejects_is_named() -> None:
     from strom.spark_bridge.offsets import KafkaMetadata
 
-    opts = parse_source_options({**BASE, "subscribe": "t", "kafka.sasl.jaas.config": "x"}, streaming=False)
+    opts = parse_source_options({**BASE, "subscribe": "t", "kafka.socket.timeout.ms": "x"}, streaming=False)
     with pytest.raises(OptionError) as info:
         KafkaMetadata(opts)
+    assert info.value.option == "kafka.socket.timeout.ms"
+    # Kafka's sasl.jaas.config is translated when the options are read: a bad one is named there
+    with pytest.raises(OptionError) as info:
+        parse_source_options({**BASE, "subscribe": "t", "kafka.sasl.jaas.config": "x"}, streaming=False)
     assert info.value.option == "kafka.sasl.jaas.config"

@@ -1,0 +1,399 @@
+"""Kafka's client security settings for confluent-kafka (librdkafka) and for Python's ``ssl``.
+
+Every runtime (Connect, MirrorMaker, Streams, the Spark source) takes Kafka's client keys and
+hands them to confluent-kafka, whose librdkafka has other names for some of them and none for
+Java-only ones. :func:`to_librdkafka` is the one translation they all use:
+
+* ``security.protocol``, ``sasl.mechanism``, ``ssl.key.password`` and ``ssl.endpoint.
+  identification.algorithm`` keep their names (an empty algorithm, Kafka's "no hostname
+  check", is librdkafka's ``none``);
+* ``sasl.jaas.config``: PlainLoginModule and ScramLoginModule give ``sasl.username`` /
+  ``sasl.password``; OAuthBearerLoginModule with ``unsecuredLoginStringClaim_sub`` gives
+  librdkafka's unsecured JWT (``enable.sasl.oauthbearer.unsecure.jwt``), with ``clientId`` /
+  ``clientSecret`` its OIDC client; Krb5LoginModule gives ``sasl.kerberos.keytab/principal``;
+* ``ssl.truststore.location`` (PEM) -> ``ssl.ca.location``, ``ssl.truststore.certificates`` ->
+  ``ssl.ca.pem``; ``ssl.keystore.location`` (PEM: key and chain in one file) ->
+  ``ssl.certificate.location`` + ``ssl.key.location``, (PKCS12) -> librdkafka's own
+  ``ssl.keystore.location/password``; ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``
+  -> ``ssl.certificate.pem`` / ``ssl.key.pem``;
+* Java-only keys librdkafka has no use for (``ssl.protocol``, ``ssl.enabled.protocols``,
+  ``ssl.*manager.algorithm``, ``sasl.login.*``, store types...) are dropped (logged at debug);
+* a JKS store is refused naming the key: librdkafka cannot read one.
+
+Keys librdkafka already knows (``ssl.ca.location``, ``sasl.username``...) pass unchanged and win
+over translated ones. :func:`server_ssl_context` / :func:`client_ssl_context` build Python
+``SSLContext``s from the same Kafka keys (the Connect REST server and its forwarding client).
+:func:`parse_jaas_file` reads a JAAS login configuration file (``Name { Module flag k=v; };``).
+
+This module lives in the package root so that every client runtime may use it (the layering
+lets streams and spark_bridge import only ``strom``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.exceptions import StromError
+
+log = logging.getLogger(__name__)
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+
+# librdkafka's own names in the ssl./sasl. namespaces: passed through untouched.
+_LIBRDKAFKA_KEYS = frozenset({
+    "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+    "sasl.kerberos.service.name", "sasl.kerberos.principal", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.keytab", "sasl.kerberos.min.time.before.relogin",
+    "sasl.oauthbearer.config", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret", "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions",
+    "sasl.oauthbearer.token.endpoint.url",
+    "ssl.key.location", "ssl.key.password", "ssl.key.pem", "ssl.certificate.location",
+    "ssl.certificate.pem", "ssl.ca.location", "ssl.ca.pem", "ssl.ca.certificate.stores",
+    "ssl.crl.location", "ssl.keystore.location", "ssl.keystore.password", "ssl.cipher.suites",
+    "ssl.curves.list", "ssl.sigalgs.list", "ssl.engine.location", "ssl.engine.id", "ssl.providers",
+    "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
+})
+_PASSED = _LIBRDKAFKA_KEYS | {"security.protocol", "enable.sasl.oauthbearer.unsecure.jwt"}
+# Kafka keys translated below (consumed, never passed on as such).
+_TRANSLATED = frozenset({
+    "sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password",
+    "ssl.truststore.certificates", "ssl.keystore.type", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+})
+
+
+class ClientSecurityError(StromError, ValueError):
+    """A Kafka client security setting that cannot be honoured; the message names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.reason = message
+        super().__init__(f"{key}: {message}")
+
+
+def is_security_key(key: str) -> bool:
+    """A key of Kafka's client security settings (``security.protocol``, ``ssl.*``, ``sasl.*``)."""
+    return key in ("security.protocol", "enable.sasl.oauthbearer.unsecure.jwt") or key.startswith(("ssl.", "sasl."))
+
+
+# -- JAAS -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JaasEntry:
+    """One login module of a JAAS configuration."""
+
+    login_module: str
+    flag: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def simple_name(self) -> str:
+        return self.login_module.rsplit(".", 1)[-1]
+
+
+def _jaas_tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, text) tokens: ``word``, ``quoted`` and the punctuation ``= ; { }``."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif text.startswith("//", i) or c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                raise ValueError("unterminated /* comment")
+            i = end + 2
+        elif c in "=;{}":
+            out.append((c, c))
+            i += 1
+        elif c == '"':
+            i += 1
+            value: list[str] = []
+            while i < n and text[i] != '"':
+                if text[i] == "\\" and i + 1 < n:
+                    i += 1
+                value.append(text[i])
+                i += 1
+            if i >= n:
+                raise ValueError("unterminated quoted value")
+            i += 1
+            out.append(("quoted", "".join(value)))
+        else:
+            start = i
+            while i < n and not text[i].isspace() and text[i] not in '=;{}"':
+                i += 1
+            out.append(("word", text[start:i]))
+    return out
+
+
+def _entries(tokens: list[tuple[str, str]], pos: int, stop: str | None) -> tuple[list[JaasEntry], int]:
+    """Login modules from ``pos`` up to the token ``stop`` (None: the end)."""
+    entries: list[JaasEntry] = []
+    while pos < len(tokens) and tokens[pos][0] != stop:
+        kind, module = tokens[pos]
+        if kind != "word" or pos + 1 >= len(tokens) or tokens[pos + 1][1].lower() not in JAAS_FLAGS:
+            raise ValueError("expected '<LoginModule> <required|requisite|sufficient|optional>'")
+        flag = tokens[pos + 1][1].lower()
+        pos += 2
+        options: dict[str, str] = {}
+        while pos < len(tokens) and tokens[pos][0] != ";":
+            if (pos + 2 >= len(tokens) or tokens[pos][0] != "word" or tokens[pos + 1][0] != "="
+                    or tokens[pos + 2][0] not in ("word", "quoted")):
+                raise ValueError(f"expected key=value options after {module}")
+            options[tokens[pos][1]] = tokens[pos + 2][1]
+            pos += 3
+        if pos >= len(tokens):
+            raise ValueError(f"login module {module} is not terminated by ';'")
+        pos += 1
+        entries.append(JaasEntry(module, flag, options))
+    return entries, pos
+
+
+def parse_jaas_config(text: str, key: str = "sasl.jaas.config") -> JaasEntry:
+    """Kafka's ``sasl.jaas.config`` value: exactly one login module."""
+    try:
+        entries, _ = _entries(_jaas_tokens(text), 0, None)
+    except ValueError as exc:
+        raise ClientSecurityError(key, f"invalid JAAS configuration: {exc}") from None
+    if len(entries) != 1:
+        raise ClientSecurityError(key, f"must contain exactly one login module, found {len(entries)}")
+    return entries[0]
+
+
+def parse_jaas_file(text: str) -> dict[str, list[JaasEntry]]:
+    """A JAAS login configuration file: section name -> its login modules."""
+    tokens = _jaas_tokens(text)
+    sections: dict[str, list[JaasEntry]] = {}
+    pos = 0
+    while pos < len(tokens):
+        if tokens[pos][0] != "word" or pos + 1 >= len(tokens) or tokens[pos + 1][0] != "{":
+            raise ValueError("expected '<Name> {' at the start of a JAAS section")
+        name = tokens[pos][1]
+        entries, pos = _entries(tokens, pos + 2, "}")
+        if pos >= len(tokens):
+            raise ValueError(f"JAAS section {name} is not closed by '}}'")
+        pos += 1
+        if pos < len(tokens) and tokens[pos][0] == ";":
+            pos += 1
+        sections[name] = entries
+    return sections
+
+
+# -- librdkafka -------------------------------------------------------------------------------
+
+
+def _looks_pem(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return b"-----BEGIN" in f.read(4096)
+    except OSError:
+        return False
+
+
+def _store_type(conf: Mapping[str, Any], which: str) -> str:
+    """``PEM``, ``PKCS12`` or ``JKS`` for the key or trust store: Kafka's type, or (unset) PEM when
+    the file is PEM text (Kafka's default JKS would be unreadable here anyway)."""
+    declared = conf.get(f"ssl.{which}.type")
+    if declared:
+        return str(declared).strip().upper()
+    location = conf.get(f"ssl.{which}.location")
+    if location and _looks_pem(str(location)):
+        return "PEM"
+    return "JKS" if location else "PEM"
+
+
+def _jaas_to_librdkafka(value: str) -> dict[str, Any]:
+    entry = parse_jaas_config(value)
+    opts, name = entry.options, entry.simple_name
+    if name in ("PlainLoginModule", "ScramLoginModule"):
+        out: dict[str, Any] = {}
+        if "username" in opts:
+            out["sasl.username"] = opts["username"]
+        if "password" in opts:
+            out["sasl.password"] = opts["password"]
+        return out
+    if name == "OAuthBearerLoginModule":
+        if "unsecuredLoginStringClaim_sub" in opts:
+            parts = [f"principal={opts['unsecuredLoginStringClaim_sub']}"]
+            if "unsecuredLoginLifetimeSeconds" in opts:
+                parts.append(f"lifeSeconds={opts['unsecuredLoginLifetimeSeconds']}")
+            if "unsecuredLoginListClaim_scope" in opts:
+                parts.append(f"scope={opts['unsecuredLoginListClaim_scope']}")
+            return {"enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": " ".join(parts)}
+        out = {"sasl.oauthbearer.method": "oidc"}
+        for src, dst in (("clientId", "sasl.oauthbearer.client.id"), ("clientSecret", "sasl.oauthbearer.client.secret"),
+                         ("scope", "sasl.oauthbearer.scope")):
+            if src in opts:
+                out[dst] = opts[src]
+        return out
+    if name == "Krb5LoginModule":
+        out = {}
+        if "keyTab" in opts:
+            out["sasl.kerberos.keytab"] = opts["keyTab"]
+        if "principal" in opts:
+            out["sasl.kerberos.principal"] = opts["principal"]
+        return out
+    raise ClientSecurityError("sasl.jaas.config", f"login module {entry.login_module} has no librdkafka equivalent")
+
+
+def to_librdkafka(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with Kafka's client security keys in librdkafka's names (see the module doc).
+
+    Keys outside security pass unchanged; an explicit librdkafka key wins over a translated one.
+    """
+    out: dict[str, Any] = {}
+    derived: dict[str, Any] = {}
+    for key, value in conf.items():
+        if not is_security_key(key) or key in _PASSED:
+            out[key] = value
+        elif key not in _TRANSLATED:
+            log.debug("dropping Kafka client setting %s: librdkafka has no equivalent", key)
+    if "security.protocol" in out:
+        protocol = str(out["security.protocol"]).strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ClientSecurityError("security.protocol", f"{protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        out["security.protocol"] = protocol
+    if conf.get("sasl.jaas.config"):
+        derived.update(_jaas_to_librdkafka(str(conf["sasl.jaas.config"])))
+    # trust store
+    if conf.get("ssl.truststore.location"):
+        kind = _store_type(conf, "truststore")
+        if kind != "PEM":
+            raise ClientSecurityError("ssl.truststore.location", f"a {kind} trust store cannot be read by librdkafka: "
+                                      "use a PEM file (ssl.truststore.type=PEM)")
+        derived["ssl.ca.location"] = conf["ssl.truststore.location"]
+    if conf.get("ssl.truststore.certificates"):
+        derived["ssl.ca.pem"] = conf["ssl.truststore.certificates"]
+    # key store
+    if conf.get("ssl.keystore.location"):
+        kind = _store_type(conf, "keystore")
+        if kind == "PEM":
+            derived["ssl.certificate.location"] = conf["ssl.keystore.location"]
+            derived["ssl.key.location"] = conf["ssl.keystore.location"]
+            out.pop("ssl.keystore.location", None)
+            out.pop("ssl.keystore.password", None)  # a PEM key's password is ssl.key.password
+        elif kind == "PKCS12":
+            out["ssl.keystore.location"] = conf["ssl.keystore.location"]
+        else:
+            raise ClientSecurityError("ssl.keystore.location", f"a {kind} key store cannot be read by librdkafka: "
+                                      "use PEM (ssl.keystore.type=PEM) or PKCS12")
+    if conf.get("ssl.keystore.certificate.chain"):
+        derived["ssl.certificate.pem"] = conf["ssl.keystore.certificate.chain"]
+    if conf.get("ssl.keystore.key"):
+        derived["ssl.key.pem"] = conf["ssl.keystore.key"]
+    if "ssl.endpoint.identification.algorithm" in out:
+        algorithm = str(out["ssl.endpoint.identification.algorithm"] or "").strip().lower()
+        out["ssl.endpoint.identification.algorithm"] = algorithm or "none"
+    for key, value in derived.items():
+        out.setdefault(key, value)
+    return out
+
+
+def security_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the security keys of ``conf``."""
+    return {k: v for k, v in conf.items() if is_security_key(k)}
+
+
+# -- Python ssl -------------------------------------------------------------------------------
+
+
+def _pem_file(text: str) -> str:
+    """Inline PEM (Kafka's ssl.keystore.key / certificate.chain) in a private temporary file:
+    Python's ``load_cert_chain`` reads only files."""
+    fd, path = tempfile.mkstemp(prefix="strom-pem-", suffix=".pem")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def _load_key_store(ctx: ssl.SSLContext, conf: Mapping[str, Any], required: bool) -> None:
+    password = conf.get("ssl.key.password") or None
+    location = conf.get("ssl.keystore.location")
+    if location:
+        kind = _store_type(conf, "keystore")
+        if kind != "PEM":
+            raise ClientSecurityError("ssl.keystore.type", f"{kind} key stores are not supported: use PEM")
+        try:
+            ctx.load_cert_chain(str(location), str(location), password=password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ClientSecurityError("ssl.keystore.location", f"cannot load the key store: {exc}") from None
+        return
+    chain, key = conf.get("ssl.keystore.certificate.chain"), conf.get("ssl.keystore.key")
+    if chain and key:
+        chain_path, key_path = _pem_file(str(chain)), _pem_file(str(key))
+        try:
+            ctx.load_cert_chain(chain_path, key_path, password=password)
+        except ssl.SSLError as exc:
+            raise ClientSecurityError("ssl.keystore.key", f"cannot load the key: {exc}") from None
+        finally:
+            os.unlink(chain_path)
+            os.unlink(key_path)
+        return
+    if required:
+        raise ClientSecurityError("ssl.keystore.location", "an https listener needs a key store")
+
+
+def _load_trust_store(ctx: ssl.SSLContext, conf: Mapping[str, Any]) -> bool:
+    location = conf.get("ssl.truststore.location")
+    if location:
+        kind = _store_type(conf, "truststore")
+        if kind != "PEM":
+            raise ClientSecurityError("ssl.truststore.type", f"{kind} trust stores are not supported: use PEM")
+        try:
+            ctx.load_verify_locations(cafile=str(location))
+        except (OSError, ssl.SSLError) as exc:
+            raise ClientSecurityError("ssl.truststore.location", f"cannot load the trust store: {exc}") from None
+        return True
+    if conf.get("ssl.truststore.certificates"):
+        ctx.load_verify_locations(cadata=str(conf["ssl.truststore.certificates"]))
+        return True
+    return False
+
+
+def _min_version(ctx: ssl.SSLContext, conf: Mapping[str, Any]) -> None:
+    enabled = str(conf.get("ssl.enabled.protocols") or "").replace(" ", "").split(",")
+    if "TLSv1.2" not in enabled and "TLSv1.3" in enabled:
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    else:
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+
+
+def server_ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
+    """An https server's context from Kafka's ``ssl.*`` keys (PEM key store; ``ssl.client.auth``)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _min_version(ctx, conf)
+    _load_key_store(ctx, conf, required=True)
+    has_trust = _load_trust_store(ctx, conf)
+    client_auth = str(conf.get("ssl.client.auth") or "none").strip().lower()
+    if client_auth not in ("none", "requested", "required"):
+        raise ClientSecurityError("ssl.client.auth", f"{client_auth!r} is not one of none, requested, required")
+    if client_auth != "none":
+        if not has_trust:
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        ctx.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
+    return ctx
+
+
+def client_ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
+    """A TLS client's context from Kafka's ``ssl.*`` keys: trust store (else the system's CAs),
+    the key store when there is one (mutual TLS), hostname check unless
+    ``ssl.endpoint.identification.algorithm`` is empty."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _min_version(ctx, conf)
+    if not _load_trust_store(ctx, conf):
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    _load_key_store(ctx, conf, required=False)
+    algorithm = conf.get("ssl.endpoint.identification.algorithm", "https")
+    ctx.check_hostname = bool(str(algorithm or "").strip())
+    return ctx
