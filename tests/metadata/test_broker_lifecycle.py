@@ -229,3 +229,20 @@ async def test_an_older_strom_log_gets_group_version_1(tmp_path: Path, open_syst
         assert "group.version" not in third.image.features
     finally:
         await third.close()
+
+
+async def test_unassigned_directories_are_assigned_on_registration(config: BrokerConfig, open_system: Any) -> None:
+    """Replicas an older strom left with the zero (UNASSIGNED) directory get the broker's only
+    log dir when it registers, as Kafka's broker asks with AssignReplicasToDirs."""
+    system = await open_system(config)
+    await system.controller.create_topics([CreatableTopic("t", 1, 1)])
+    topic = system.image.topic("t")
+    assert topic is not None
+    await system.controller._commit([PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id,
+                                                           directories=[uuid.UUID(int=0)])])
+    assert system.image.partition("t", 0).directories == (uuid.UUID(int=0),)
+    await system.controller.register_broker(1, LISTENERS, None, uuid.uuid4())
+    try:
+        assert system.image.partition("t", 0).directories == (log_dir_id(config),)
+    finally:
+        await system.close()
