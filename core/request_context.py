@@ -8,6 +8,7 @@ the node serving it: may this principal do this operation to these resources.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,6 +28,9 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     # Set by a handler when a quota asks the channel to be muted after the response is sent.
     throttle_ms: int = field(default=0)
+    # When the request was read (monotonic ns): its handling time is what the request quota
+    # (request_percentage) charges, as Kafka's ClientRequestQuotaManager.
+    received_ns: int = field(default_factory=time.monotonic_ns)
 
 
 class Authorizing(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -10,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.exceptions import ConfigError, KafkaError
 from strom.core.request_context import Authorizing, RequestContext, denied
+from strom.plugins.hookspecs.quotas import ControllerMutationQuotas
 
 if TYPE_CHECKING:
     from strom.core.metadata.image import MetadataImage, PartitionRegistration
@@ -111,16 +113,64 @@ def cluster_authorized_operations(deps: Authorizing, ctx: RequestContext) -> int
 
 
 def throttle(deps: RequestDeps, ctx: RequestContext, quota_type: str, value: float) -> int:
-    """Record ``value`` against the client's quota; the throttle time also mutes the channel."""
+    """Record ``value`` against the client's quota; the throttle time also mutes the channel.
+
+    Produce and Fetch are also charged to the request quota, as Kafka's handlers are (their
+    throttle time is the larger of the two)."""
     ms = deps.record_quota(ctx, quota_type, value)
+    if quota_type in ("PRODUCE", "FETCH"):
+        ms = max(ms, deps.record_quota(ctx, "REQUEST", request_time_percent(ctx)))
     if ms > ctx.throttle_ms:
         ctx.throttle_ms = ms
     return ms
 
 
+def request_time_percent(ctx: RequestContext) -> float:
+    """The request's handling time so far in Kafka's request-quota unit: percent of one second
+    (``ClientRequestQuotaManager.nanosToPercentage``)."""
+    return (time.monotonic_ns() - ctx.received_ns) * 100 / 1e9
+
+
 def response_throttle(deps: RequestDeps, ctx: RequestContext) -> int:
-    """Request-rate quota, charged for every request that carries a throttle time."""
-    return max(ctx.throttle_ms, throttle(deps, ctx, "REQUEST", 1.0))
+    """Request quota (``request_percentage``), charged for every request that carries a throttle time."""
+    return max(ctx.throttle_ms, throttle(deps, ctx, "REQUEST", request_time_percent(ctx)))
+
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+
+
+class MutationQuota:
+    """KIP-599's controller mutation quota of one request (``controller_mutation_rate``), as
+    Kafka's Strict/PermissiveControllerMutationQuota: a client new enough to know
+    THROTTLING_QUOTA_EXCEEDED (``strict``) has a mutation refused while its token bucket is empty;
+    an older one is let through and throttled (muted) instead. Either way the response carries
+    the throttle time."""
+
+    def __init__(self, deps: RequestDeps, ctx: RequestContext, strict_since_version: int) -> None:
+        self.deps, self.ctx = deps, ctx
+        self.strict = ctx.api_version >= strict_since_version
+        self.throttle_ms = 0
+
+    def admit(self, permits: int) -> bool:
+        """Charge ``permits`` partitions created or deleted; False = refused (strict only)."""
+        manager = self.deps.quota_manager
+        if self.strict and isinstance(manager, ControllerMutationQuotas):
+            waited = manager.mutation_throttle_ms(self.ctx.principal, self.ctx.client_id, int(time.time() * 1000))
+            if waited > 0:
+                self.throttle_ms = max(self.throttle_ms, waited)
+                self._mute()
+                return False
+            # Strict records without checking afterwards (Sensor.record(..., checkQuotas=false)).
+            self.deps.record_quota(self.ctx, "CONTROLLER_MUTATION", float(permits))
+            return True
+        self.throttle_ms = max(self.throttle_ms, self.deps.record_quota(self.ctx, "CONTROLLER_MUTATION",
+                                                                         float(permits)))
+        self._mute()
+        return True
+
+    def _mute(self) -> None:
+        if self.throttle_ms > self.ctx.throttle_ms:
+            self.ctx.throttle_ms = self.throttle_ms
 
 
 def first(values: Any, *names: str, default: Any = None) -> Any:

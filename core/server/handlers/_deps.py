@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from strom.core.raft.client import RaftClient
     from strom.core.replica.manager import ReplicaManager
     from strom.plugins.hookspecs.authorizers import Authorizer
+    from strom.plugins.hookspecs.quotas import QuotaManager
 
 __all__ = [
     "AclDeps", "ApiVersionsDeps", "Authorizing", "ClusterDeps", "ConfigDeps", "ControllerDeps", "CoordinatorRuntimeDeps",
@@ -56,6 +57,11 @@ class RequestDeps(Authorizing, Protocol):
     def record_quota(self, ctx: RequestContext, quota_type: str, value: float) -> int:
         """Charge ``value`` to the client's quota of ``quota_type`` (Kafka's QuotaType name);
         returns the throttle time in ms."""
+        ...
+
+    @property
+    def quota_manager(self) -> QuotaManager:
+        """The quota plugin (KIP-599's strict check asks it before a controller mutation)."""
         ...
 
 

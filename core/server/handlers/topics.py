@@ -20,7 +20,13 @@ from strom.core.controller.quorum_controller import (
 )
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
-from strom.core.server.handlers._common import authorize_cluster, authorize_topics, response_throttle
+from strom.core.server.handlers._common import (
+    THROTTLED_MESSAGE,
+    MutationQuota,
+    authorize_cluster,
+    authorize_topics,
+    response_throttle,
+)
 from strom.core.server.handlers.configs import describe_topic
 
 if TYPE_CHECKING:
@@ -82,9 +88,15 @@ class CreateTopics:
                        topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=())
                 for t in request.topics))
         duplicates = {n for n in names if names.count(n) > 1}
+        # KIP-599: each new topic's partitions are charged to controller_mutation_rate, in order.
+        quota, throttled = MutationQuota(deps, ctx, strict_since_version=6), set()
         wanted = []
         for t in request.topics:
             if t.name in denied or t.name in duplicates:
+                continue
+            if t.name not in deps.image.topics and not quota.admit(
+                    len(t.assignments) or (deps.config.num_partitions if t.num_partitions == -1 else t.num_partitions)):
+                throttled.add(t.name)
                 continue
             wanted.append(CreatableTopic(
                 name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
@@ -101,6 +113,8 @@ class CreateTopics:
                 r = SimpleNamespace(error_code=int(ErrorCode.invalid_request),
                                     error_message=f"Create topics request from client `{ctx.client_id}` "
                                                   f"contains multiple entries for the following topics: {t.name}")
+            elif t.name in throttled:
+                r = SimpleNamespace(error_code=int(ErrorCode.throttling_quota_exceeded), error_message=THROTTLED_MESSAGE)
             else:
                 r = results[t.name]
             configs: tuple[Any, ...] = ()
@@ -150,8 +164,20 @@ class DeleteTopics:
             results = {n: SimpleNamespace(error_code=int(ErrorCode.topic_deletion_disabled), error_message=None)
                        for n in names}
         else:
-            todo = [n for n in names if n not in denied]
-            results = {r.name: r for r in await deps.controller.delete_topics(todo)} if todo else {}
+            quota = MutationQuota(deps, ctx, strict_since_version=5)
+            todo = []
+            results = {}
+            for n in names:
+                if n in denied:
+                    continue
+                existing = image.topics.get(n)
+                if existing is not None and not quota.admit(len(existing.partitions)):
+                    results[n] = SimpleNamespace(error_code=int(ErrorCode.throttling_quota_exceeded),
+                                                 error_message=THROTTLED_MESSAGE)
+                else:
+                    todo.append(n)
+            if todo:
+                results.update({r.name: r for r in await deps.controller.delete_topics(todo)})
         out = []
         for name, topic_id, code, message in resolved:
             tid = topic_id or ZERO_UUID
@@ -179,16 +205,24 @@ class CreatePartitions:
             return m.make("CreatePartitionsResponse", throttle_time=response_throttle(deps, ctx), results=tuple(
                 m.make("CreatePartitionsTopicResult", name=t.name, error_code=int(ErrorCode.policy_violation),
                        error_message=EXCESSIVE) for t in request.topics))
+        quota, throttled = MutationQuota(deps, ctx, strict_since_version=3), set()
+        for t in request.topics:
+            existing = deps.image.topics.get(t.name)
+            if t.name not in denied and existing is not None and t.count > len(existing.partitions) \
+                    and not quota.admit(t.count - len(existing.partitions)):
+                throttled.add(t.name)
         wanted = [CreatePartitionsTopic(
             name=t.name, count=t.count,
             assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
-            for t in request.topics if t.name not in denied]
+            for t in request.topics if t.name not in denied and t.name not in throttled]
         results = {r.name: r for r in await deps.controller.create_partitions(
             wanted, validate_only=bool(request.validate_only))} if wanted else {}
         out = []
         for t in request.topics:
             if t.name in denied:
                 code, message = int(ErrorCode.topic_authorization_failed), None
+            elif t.name in throttled:
+                code, message = int(ErrorCode.throttling_quota_exceeded), THROTTLED_MESSAGE
             else:
                 code, message = results[t.name].error_code, results[t.name].error_message
             out.append(m.make("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))
