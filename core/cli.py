@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from strom import __version__
 from strom.core.exceptions import BrokerError, ConfigError, CorruptStateError
-from strom.core.tools import consume, produce, run, storage, topics
+from strom.core.tools import configs, consume, consumer_groups, perf, produce, run, storage, topics
 from strom.core.tools.common import ToolError, UsageError
 
 
@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub)
     produce.register(sub)
     consume.register(sub)
+    consumer_groups.register(sub)
+    configs.register(sub)
+    perf.register(sub)
     # `strom connect ...` is parsed by strom.connect.cli (imported only when used, so the broker's
     # commands never import Connect); this entry only lists it in `strom --help`.
     sub.add_parser("connect", help="run Kafka Connect workers: `strom connect standalone|distributed ...`",

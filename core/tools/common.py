@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -19,6 +20,7 @@ from strom.exceptions import StromError
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _Client = TypeVar("_Client")
@@ -131,3 +133,79 @@ def open_client(factory: Callable[[dict[str, object]], _Client], conf: ClientCon
     except (KafkaException, ValueError) as e:
         reason = e.args[0].str() if isinstance(e, KafkaException) and e.args else e
         raise ToolError(f"invalid client configuration: {reason}") from None
+
+
+def admin_client(args: argparse.Namespace) -> AdminClient:
+    """confluent-kafka's AdminClient for a tool's connection flags (checked first)."""
+    from confluent_kafka.admin import AdminClient
+
+    check_bootstrap(args.bootstrap_server)
+    return AdminClient(client_config(args))
+
+
+def kafka_failure(args: argparse.Namespace, what: str, exc: BaseException) -> ToolError:
+    """A ToolError for a client exception; an unreachable cluster gets the hint to start one."""
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if err is not None and err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                                          KafkaError._ALL_BROKERS_DOWN):
+        return ToolError(f"{what}: {unreachable_hint(args.bootstrap_server)}")
+    detail = f"{err.name()}: {err.str()}" if err is not None else str(exc)
+    return ToolError(f"{what}: {detail}")
+
+
+PROGRESS_INTERVAL_S = 5.0
+
+
+class Progress:
+    """A status line on stderr at most every ``interval`` seconds during a long operation
+    (Kafka's perf tools report every 5 s; the same rhythm for resets over many partitions)."""
+
+    def __init__(self, what: str, total: int, interval: float = PROGRESS_INTERVAL_S) -> None:
+        self.what = what
+        self.total = total
+        self.interval = interval
+        self.last = time.monotonic()
+
+    def tick(self, done: int) -> None:
+        now = time.monotonic()
+        if self.interval > 0 and now - self.last >= self.interval:
+            self.last = now
+            print(f"{self.what}: {done} of {self.total}", file=sys.stderr, flush=True)
+
+
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "OFF")
+LOG_LEVEL_ENV = "STROM_LOG_LEVEL"
+
+
+def add_log_level_arg(parser: argparse.ArgumentParser) -> None:
+    """``--log-level`` of a long-running command (default: $STROM_LOG_LEVEL, else INFO)."""
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
+                        help=f"log level: TRACE, DEBUG, INFO, WARN, ERROR or OFF (default: ${LOG_LEVEL_ENV}, "
+                             "else INFO)")
+
+
+def log_level(value: str | None) -> int:
+    """The ``logging`` level of ``--log-level`` (or ``$STROM_LOG_LEVEL``; Kafka's names accepted)."""
+    import logging
+    import os
+
+    name = (value or os.environ.get(LOG_LEVEL_ENV) or "INFO").strip().upper()
+    levels = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+              "OFF": logging.CRITICAL + 10}
+    if name not in levels:
+        raise UsageError(f"{'--log-level' if value else LOG_LEVEL_ENV} expects one of "
+                         f"{', '.join(LOG_LEVELS)}, got {name!r}")
+    return levels[name]
+
+
+def configure_logging(value: str | None, fmt: str = "%(asctime)s %(levelname)s %(name)s: %(message)s") -> None:
+    """Root logging for a long-running command, at ``--log-level`` / ``$STROM_LOG_LEVEL``.
+
+    Done before the command runs so the broker's and Connect's own ``basicConfig`` calls find a
+    handler in place and leave the chosen level alone."""
+    import logging
+
+    logging.basicConfig(level=log_level(value), stream=sys.stderr, format=fmt, force=True)

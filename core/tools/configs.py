@@ -1,0 +1,167 @@
+"""``strom configs``: describe and alter topic and broker configs (Kafka's kafka-configs.sh).
+
+``--describe`` prints what kafka-configs.sh prints: the dynamic configs (``--all``: every
+config) of each entity, one ``name=value sensitive=... synonyms={SOURCE:name=value, ...}``
+line each. ``--alter`` sends IncrementalAlterConfigs with ``--add-config`` (SET) and
+``--delete-config`` (DELETE). Brokers are named by id; ``--entity-default`` (or no name with
+``--alter``) is the cluster-wide broker default. Works against any Kafka cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from strom.core.tools.common import ToolError, UsageError, add_client_args, admin_client, kafka_failure
+from strom.core.tools.topics import split_config_assignments
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+REQUEST_TIMEOUT_S = 30.0
+# ConfigEntry sources each entity's "Dynamic configs" listing keeps (Kafka's ConfigCommand).
+DYNAMIC_SOURCES = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG",
+                   "broker-default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "configs", help="describe or alter topic and broker configs",
+        description="Describe or alter the configs of topics and brokers, like Kafka's kafka-configs.sh. "
+                    "--describe lists the dynamic configs (--all: every config with its source and "
+                    "synonyms); --alter sets (--add-config k=v,k2=[a,b]) and removes (--delete-config k,k2) "
+                    "them. Broker entities are node ids; --entity-default is the cluster-wide default.")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="list configs of the entity (or all of its type)")
+    action.add_argument("--alter", action="store_true", help="set and remove configs of the entity")
+    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"), help="the kind of entity")
+    p.add_argument("--entity-name", metavar="NAME", help="topic name or broker id (default: all, for --describe)")
+    p.add_argument("--entity-default", action="store_true",
+                   help="with --entity-type brokers: the cluster-wide default of every broker")
+    p.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
+    p.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V...]",
+                   help="with --alter: configs to set (a list value in brackets); repeatable")
+    p.add_argument("--delete-config", action="append", default=[], metavar="K[,K...]",
+                   help="with --alter: configs to remove; repeatable")
+    add_client_args(p)
+    p.set_defaults(func=cmd_configs)
+
+
+def _resources(args: argparse.Namespace, admin: AdminClient) -> list[tuple[str, str]]:
+    """``(kind, name)`` of the entities addressed: kind is topics, brokers or broker-default."""
+    if args.entity_default:
+        if args.entity_type != "brokers":
+            raise UsageError("--entity-default goes with --entity-type brokers")
+        if args.entity_name is not None:
+            raise UsageError("--entity-name and --entity-default cannot be used together")
+        return [("broker-default", "")]
+    if args.entity_name is not None:
+        if args.entity_type == "brokers" and not args.entity_name.isdigit():
+            raise UsageError(f"--entity-name of a broker is its node id, got {args.entity_name!r}")
+        return [(args.entity_type, args.entity_name)]
+    if args.alter:
+        if args.entity_type == "brokers":
+            return [("broker-default", "")]
+        raise UsageError("--alter needs --entity-name")
+    try:
+        md = admin.list_topics(timeout=10)
+    except Exception as e:
+        raise kafka_failure(args, "cannot fetch metadata", e) from None
+    if args.entity_type == "topics":
+        return [("topics", name) for name in sorted(md.topics)]
+    return [("brokers", str(node)) for node in sorted(md.brokers)]
+
+
+def _config_resource(kind: str, name: str, **kwargs: Any) -> ConfigResource:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    return ConfigResource(ResourceType.TOPIC if kind == "topics" else ResourceType.BROKER, name, **kwargs)
+
+
+def _heading(kind: str, name: str, all_configs: bool) -> str:
+    if kind == "broker-default":
+        return "Default configs for brokers in the cluster are:"
+    word = "topic" if kind == "topics" else "broker"
+    return f"{'All' if all_configs else 'Dynamic'} configs for {word} {name} are:"
+
+
+def format_entry(entry: Any) -> str:
+    """One config line as kafka-configs.sh prints it (a sensitive value shows as null)."""
+    value = "null" if entry.is_sensitive or entry.value is None else entry.value
+    synonyms = ", ".join(f"{s.source.name}:{s.name}={'null' if s.value is None else s.value}"
+                         for s in entry.synonyms.values())
+    return f"  {entry.name}={value} sensitive={'true' if entry.is_sensitive else 'false'} synonyms={{{synonyms}}}"
+
+
+def cmd_configs(args: argparse.Namespace) -> int:
+    if args.describe and (args.add_config or args.delete_config):
+        raise UsageError("--add-config and --delete-config go with --alter")
+    if args.alter and args.all:
+        raise UsageError("--all goes with --describe")
+    admin = admin_client(args)
+    entities = _resources(args, admin)
+    if args.alter:
+        return _alter(args, admin, entities[0])
+    return _describe(args, admin, entities)
+
+
+def _describe(args: argparse.Namespace, admin: AdminClient, entities: list[tuple[str, str]]) -> int:
+    from confluent_kafka import KafkaError, KafkaException
+
+    if not entities:
+        return 0
+    resources = [_config_resource(kind, name) for kind, name in entities]
+    futures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S, include_synonyms=True)
+    for (kind, name), resource in zip(entities, resources, strict=True):
+        try:
+            entries = futures[resource].result()
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise ToolError(f"topic {name!r} does not exist (list them with `strom topics list`)") from None
+            raise kafka_failure(args, f"cannot describe the configs of {kind} {name!r}", e) from None
+        print(_heading(kind, name, args.all))
+        wanted = DYNAMIC_SOURCES[kind]
+        for entry in sorted(entries.values(), key=lambda e: e.name):
+            if args.all or entry.source.name == wanted:
+                print(format_entry(entry))
+    return 0
+
+
+def _alter(args: argparse.Namespace, admin: AdminClient, entity: tuple[str, str]) -> int:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    from strom.core.config import TOPIC_CONFIGS, parse_topic_config
+    from strom.core.exceptions import ConfigError
+
+    kind, name = entity
+    to_set: dict[str, str] = {}
+    for text in args.add_config:
+        to_set.update(split_config_assignments(text, "--add-config"))
+    to_delete = [k.strip() for text in args.delete_config for k in text.split(",") if k.strip()]
+    if not to_set and not to_delete:
+        raise UsageError("--alter needs --add-config K=V and/or --delete-config K")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise UsageError(f"{', '.join(both)} given to both --add-config and --delete-config")
+    if kind == "topics":
+        # Checked here so a typo is named before any request (the broker would say less).
+        for key, value in to_set.items():
+            parse_topic_config(key, value)
+        for key in to_delete:
+            if key not in TOPIC_CONFIGS:
+                raise ConfigError(key, None, "a known topic config key", unknown=True)
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
+    resource = _config_resource(kind, name, incremental_configs=entries)
+    futures = admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
+    try:
+        next(iter(futures.values())).result()
+    except Exception as e:
+        what = "the broker default" if kind == "broker-default" else f"{kind[:-1]} {name}"
+        raise kafka_failure(args, f"cannot alter the configs of {what}", e) from None
+    if kind == "broker-default":
+        print("Completed updating default config for brokers in the cluster.")
+    else:
+        print(f"Completed updating config for {'topic' if kind == 'topics' else 'broker'} {name}.")
+    return 0
