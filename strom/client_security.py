@@ -22,7 +22,9 @@ Java-only ones. :func:`to_librdkafka` is the one translation they all use:
 
 Keys librdkafka already knows (``ssl.ca.location``, ``sasl.username``...) pass unchanged and win
 over translated ones. :func:`server_ssl_context` / :func:`client_ssl_context` build Python
-``SSLContext``s from the same Kafka keys (the Connect REST server and its forwarding client).
+``SSLContext``s from the same Kafka keys (the Connect REST server and its forwarding client);
+:func:`open_socket` opens a TLS/SASL (PLAIN, SCRAM) connection for a raw Kafka protocol client
+(Connect's group membership) from librdkafka-named settings.
 :func:`parse_jaas_file` reads a JAAS login configuration file (``Name { Module flag k=v; };``).
 
 This module lives in the package root so that every client runtime may use it (the layering
@@ -31,9 +33,15 @@ lets streams and spark_bridge import only ``strom``).
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import logging
 import os
+import secrets
+import socket
 import ssl
+import struct
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -397,3 +405,137 @@ def client_ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
     algorithm = conf.get("ssl.endpoint.identification.algorithm", "https")
     ctx.check_hostname = bool(str(algorithm or "").strip())
     return ctx
+
+
+# -- raw Kafka protocol clients ---------------------------------------------------------------
+# Connect's group membership speaks the Kafka protocol over its own socket (librdkafka cannot
+# join a "connect" group); it authenticates here with the same librdkafka-named settings the
+# runtime's other clients get from to_librdkafka.
+
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
+_SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+class SaslClientError(StromError, OSError):
+    """The broker refused the SASL handshake or the credentials (its message is kept)."""
+
+
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return struct.pack(">h", -1)
+    raw = value.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    chunks: list[bytes] = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise SaslClientError("connection closed by the broker during SASL authentication")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _roundtrip(sock: socket.socket, api_key: int, version: int, correlation: int, client_id: str, body: bytes) -> bytes:
+    """One non-flexible request (header v1) and its response body (after the correlation id)."""
+    payload = struct.pack(">hhi", api_key, version, correlation) + _string(client_id) + body
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    (size,) = struct.unpack(">i", _read_exact(sock, 4))
+    frame = _read_exact(sock, size)
+    (got,) = struct.unpack_from(">i", frame, 0)
+    if got != correlation:
+        raise SaslClientError(f"correlation id {got}, expected {correlation}")
+    return frame[4:]
+
+
+def _read_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    (n,) = struct.unpack_from(">h", buf, pos)
+    pos += 2
+    if n < 0:
+        return None, pos
+    return buf[pos:pos + n].decode(), pos + n
+
+
+def _authenticate(sock: socket.socket, client_id: str, token: bytes, correlation: int) -> bytes:
+    """SaslAuthenticate v1: the server's bytes, or SaslClientError with the broker's message."""
+    body = _roundtrip(sock, _SASL_AUTHENTICATE, 1, correlation, client_id, struct.pack(">i", len(token)) + token)
+    (code,) = struct.unpack_from(">h", body, 0)
+    message, pos = _read_string(body, 2)
+    (n,) = struct.unpack_from(">i", body, pos)
+    data = body[pos + 4:pos + 4 + max(n, 0)]
+    if code != 0:
+        raise SaslClientError(f"SASL authentication failed (error {code}): {message or ''}")
+    return data
+
+
+def _scram_escape(name: str) -> str:
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+def _scram(sock: socket.socket, client_id: str, mechanism: str, user: str, password: str) -> None:
+    """RFC 5802's client side, as Kafka's ScramSaslClient (no channel binding)."""
+    digest = _SCRAM_HASHES[mechanism]
+    nonce = base64.b64encode(secrets.token_bytes(24)).decode()
+    bare = f"n={_scram_escape(user)},r={nonce}"
+    server_first = _authenticate(sock, client_id, f"n,,{bare}".encode(), 2).decode()
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    if not fields.get("r", "").startswith(nonce):
+        raise SaslClientError("SCRAM server nonce does not extend the client's")
+    salted = hashlib.pbkdf2_hmac(digest, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    stored = hashlib.new(digest, client_key).digest()
+    without_proof = f"c=biws,r={fields['r']}"
+    auth_message = f"{bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored, auth_message, digest).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    final = _authenticate(sock, client_id, f"{without_proof},p={base64.b64encode(proof).decode()}".encode(), 3)
+    server_key = hmac.new(salted, b"Server Key", digest).digest()
+    expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
+    if dict(part.split("=", 1) for part in final.decode().split(",")).get("v") != expected:
+        raise SaslClientError("SCRAM server signature does not match: not the broker holding the credentials")
+
+
+def open_socket(host: str, port: int, conf: Mapping[str, Any], timeout: float,
+                client_id: str = "strom") -> socket.socket:
+    """A connected socket to a broker, TLS-wrapped and SASL-authenticated (PLAIN, SCRAM-SHA-256/512)
+    as ``conf`` (librdkafka names: ``security.protocol``, ``sasl.*``, ``ssl.ca.location``...) asks."""
+    protocol = str(conf.get("security.protocol") or "PLAINTEXT").upper()
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        if protocol in ("SSL", "SASL_SSL"):
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            if conf.get("ssl.ca.location"):
+                ctx.load_verify_locations(cafile=str(conf["ssl.ca.location"]))
+            elif conf.get("ssl.ca.pem"):
+                ctx.load_verify_locations(cadata=str(conf["ssl.ca.pem"]))
+            else:
+                ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+            if conf.get("ssl.certificate.location"):
+                ctx.load_cert_chain(str(conf["ssl.certificate.location"]),
+                                    str(conf.get("ssl.key.location") or conf["ssl.certificate.location"]),
+                                    password=conf.get("ssl.key.password") or None)
+            ctx.check_hostname = str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "https"
+            if str(conf.get("enable.ssl.certificate.verification", "true")).lower() == "false":
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            sock = ctx.wrap_socket(sock, server_hostname=host)
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = str(conf.get("sasl.mechanism") or conf.get("sasl.mechanisms") or "GSSAPI").upper()
+            user, password = str(conf.get("sasl.username") or ""), str(conf.get("sasl.password") or "")
+            if mechanism not in ("PLAIN", *_SCRAM_HASHES):
+                raise SaslClientError(f"SASL mechanism {mechanism} is not supported by this client (PLAIN, SCRAM)")
+            body = _roundtrip(sock, _SASL_HANDSHAKE, 1, 1, client_id, _string(mechanism))
+            (code,) = struct.unpack_from(">h", body, 0)
+            if code != 0:
+                raise SaslClientError(f"the broker does not accept SASL mechanism {mechanism} (error {code})")
+            if mechanism == "PLAIN":
+                _authenticate(sock, client_id, f"\0{user}\0{password}".encode(), 2)
+            else:
+                _scram(sock, client_id, mechanism, user, password)
+        return sock
+    except BaseException:
+        sock.close()
+        raise

@@ -16,6 +16,7 @@ import concurrent.futures
 import inspect
 import json
 import logging
+import ssl
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ from strom.connect.exceptions import RestError
 from strom.connect.rest import entities
 from strom.connect.rest.loggers import ROOT, LoggerLevels, parse_level
 from strom.connect.rest.openapi import openapi_document
+from strom.connect.rest.security import UNAUTHORIZED_BODY, BasicAuthenticator, is_internal_request
 from strom.connect.runtime.herder import ConnectorOffsets, ConnectorTaskId, TargetState
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,8 @@ HERDER_KEY = web.AppKey("herder", object)
 EXECUTOR_KEY = web.AppKey("executor", concurrent.futures.Executor)
 LOGGERS_KEY = web.AppKey("loggers", LoggerLevels)
 STATE_KEY = web.AppKey("state", dict)
+AUTH_KEY = web.AppKey("authenticator", BasicAuthenticator)
+FORWARD_SSL_KEY = web.AppKey("forward_ssl", ssl.SSLContext)
 
 FORWARD_TIMEOUT = aiohttp.ClientTimeout(total=90)
 STALE_CONFIG = ("Cannot complete request momentarily due to stale configuration "
@@ -147,6 +151,18 @@ def _check_name(name: str, config: dict[str, str]) -> None:
 
 
 @web.middleware
+async def basic_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Kafka's JaasBasicAuthFilter: 401 unless the credentials pass, internal requests exempt."""
+    authenticator = request.app.get(AUTH_KEY)
+    if (authenticator is not None and not is_internal_request(request.method, request.path)
+            and not authenticator.authenticate(request.headers.get("Authorization"))):
+        # debug, as Kafka: a mistyped password must not flood the log
+        log.debug("REST request %s %s failed authentication", request.method, request.path)
+        return web.Response(status=401, text=UNAUTHORIZED_BODY)
+    return await handler(request)
+
+
+@web.middleware
 async def errors_and_forwarding(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
@@ -190,9 +206,14 @@ async def forward_to_leader(request: web.Request, exc: BaseException) -> web.Str
     body = await request.read() or None  # cached by aiohttp when the handler read it already
     headers = {"Content-Type": request.headers.get("Content-Type", "application/json"),
                "Accept": "application/json"}
+    # Kafka's RestClient passes the caller's credentials on to the leader
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    tls = request.app.get(FORWARD_SSL_KEY)
     try:
         async with aiohttp.ClientSession(timeout=FORWARD_TIMEOUT) as session, session.request(
-                request.method, url, params=params, data=body, headers=headers) as resp:
+                request.method, url, params=params, data=body, headers=headers,
+                ssl=tls if tls is not None and url.startswith("https:") else None) as resp:
             payload = await resp.read()
             return web.Response(status=resp.status, body=payload,
                                 content_type=resp.content_type if payload else None)
@@ -570,9 +591,17 @@ async def set_logger(request: web.Request) -> web.Response:
 # ------------------------------------------------------------------------------ app
 
 
-def build_app(herder: Any, executor: concurrent.futures.Executor, registry: Any = None) -> web.Application:
-    """The aiohttp application serving Kafka Connect's REST API over ``herder``."""
-    app = web.Application(middlewares=[errors_and_forwarding])
+def build_app(herder: Any, executor: concurrent.futures.Executor, registry: Any = None, *,
+              authenticator: BasicAuthenticator | None = None,
+              forward_ssl: ssl.SSLContext | None = None) -> web.Application:
+    """The aiohttp application serving Kafka Connect's REST API over ``herder``; with an
+    ``authenticator`` every request but the internal ones needs basic credentials;
+    ``forward_ssl`` is the TLS context of requests forwarded to an https leader."""
+    app = web.Application(middlewares=[basic_auth, errors_and_forwarding])
+    if authenticator is not None:
+        app[AUTH_KEY] = authenticator
+    if forward_ssl is not None:
+        app[FORWARD_SSL_KEY] = forward_ssl
     app[HERDER_KEY] = herder
     app[STATE_KEY] = {"registry": registry}
     app[EXECUTOR_KEY] = executor

@@ -3,39 +3,54 @@
 The worker's own threads (herder, tasks) stay independent of HTTP: ``RestServer.start()``
 returns once every listener is bound (port 0 binds a free port, read back through ``urls``),
 and ``stop()`` closes the listeners and joins the thread. Listeners follow Kafka Connect's
-``listeners`` worker config: a comma-separated list of ``http://host:port`` URLs, default
-``http://127.0.0.1:8083`` (HTTPS is not served).
+``listeners`` worker config: a comma-separated list of ``http://host:port`` and
+``https://host:port`` URLs, default ``http://127.0.0.1:8083`` (loopback). https listeners and
+basic authentication are configured as Kafka Connect's (see :mod:`strom.connect.rest.security`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ssl
 import threading
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from strom.connect.rest.app import build_app
+from strom.connect.rest.security import (
+    BasicAuthenticator,
+    advertised_scheme,
+    forwarding_context,
+    server_context,
+)
 
 DEFAULT_LISTENER = "http://127.0.0.1:8083"
 
 
 def parse_listeners(listeners: str | list[str] | tuple[str, ...] | None) -> list[tuple[str, int]]:
-    """``"http://h:p, http://h2:p2"`` -> ``[(h, p), (h2, p2)]``; a clear error for anything else."""
+    """``"http://h:p, https://h2:p2"`` -> ``[(h, p), (h2, p2)]``; a clear error for anything else."""
+    return [(host, port) for _scheme, host, port in parse_listener_urls(listeners)]
+
+
+def parse_listener_urls(listeners: str | list[str] | tuple[str, ...] | None) -> list[tuple[str, str, int]]:
+    """``"http://h:p, https://h2:p2"`` -> ``[("http", h, p), ("https", h2, p2)]``."""
     if listeners is None or listeners == "" or listeners == []:
         listeners = DEFAULT_LISTENER
     items = [s.strip() for s in listeners.split(",")] if isinstance(listeners, str) else [
         s.strip() for s in listeners]
-    out: list[tuple[str, int]] = []
+    out: list[tuple[str, str, int]] = []
     for item in items:
         if not item:
             continue
         parts = urlsplit(item)
-        if parts.scheme.lower() != "http":
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
             raise ValueError(f"invalid value {item!r} for config 'listeners': expected http://host:port "
-                             "(https listeners are not supported)")
+                             "or https://host:port")
         try:
             port = parts.port
         except ValueError as exc:
@@ -43,7 +58,7 @@ def parse_listeners(listeners: str | list[str] | tuple[str, ...] | None) -> list
         if port is None:
             raise ValueError(f"invalid value {item!r} for config 'listeners': a port is required")
         # Kafka: an empty host binds all interfaces.
-        out.append((parts.hostname or "0.0.0.0", port))
+        out.append((scheme, parts.hostname or "0.0.0.0", port))
     if not out:
         raise ValueError("invalid value for config 'listeners': no listener given")
     return out
@@ -54,12 +69,25 @@ class RestServer:
 
     def __init__(self, herder: Any, listeners: str | list[str] | None = None, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
-                 threads: int = 8, registry: Any = None) -> None:
+                 threads: int = 8, registry: Any = None, security: Mapping[str, Any] | None = None,
+                 advertised_listener: str | None = None) -> None:
+        """``security``: the worker's keys (``listeners.https.*``, ``ssl.*``,
+        ``rest.extension.classes``, ``java.security.auth.login.config``); read here, so a bad
+        one fails the construction naming the key."""
         self.herder = herder
         self.registry = registry
-        self.listeners = parse_listeners(listeners)
+        urls = parse_listener_urls(listeners)
+        self.schemes = [scheme for scheme, _h, _p in urls]
+        self.listeners = [(host, port) for _s, host, port in urls]
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
+        worker = dict(security or {})
+        self._ssl: ssl.SSLContext | None = server_context(worker) if "https" in self.schemes else None
+        # the forwarding client speaks https whenever the cluster's listeners do
+        self._forward_ssl: ssl.SSLContext | None = forwarding_context(worker) if "https" in self.schemes else None
+        self.authenticator = BasicAuthenticator.from_worker(worker)
+        raw = ",".join(listeners) if isinstance(listeners, (list, tuple)) else listeners
+        self.advertised_scheme = advertised_scheme(raw, advertised_listener)
         self._threads = threads
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -75,9 +103,12 @@ class RestServer:
                 return config.get(key)
             return getattr(config, attr, None)
         port = get("rest_advertised_port", "rest.advertised.port")
+        originals = config if isinstance(config, dict) else config.originals()
         return cls(herder, get("listeners", "listeners"),
                    advertised_host=get("rest_advertised_host_name", "rest.advertised.host.name"),
-                   advertised_port=int(port) if port not in (None, "") else None)
+                   advertised_port=int(port) if port not in (None, "") else None,
+                   security=originals,
+                   advertised_listener=get("rest_advertised_listener", "rest.advertised.listener"))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -118,13 +149,15 @@ class RestServer:
 
     async def _serve(self) -> None:
         assert self._executor is not None
-        app = build_app(self.herder, self._executor, self.registry)
+        app = build_app(self.herder, self._executor, self.registry, authenticator=self.authenticator,
+                        forward_ssl=self._forward_ssl)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         self._runner = runner
         try:
-            for host, port in self.listeners:
-                site = web.TCPSite(runner, host, port, reuse_address=True)
+            for scheme, (host, port) in zip(self.schemes, self.listeners, strict=True):
+                site = web.TCPSite(runner, host, port, reuse_address=True,
+                                   ssl_context=self._ssl if scheme == "https" else None)
                 await site.start()
                 server = site._server  # aiohttp exposes the bound port only here
                 sockets = getattr(server, "sockets", None) or []
@@ -161,7 +194,7 @@ class RestServer:
     @property
     def urls(self) -> list[str]:
         """The bound listener URLs (port 0 resolved)."""
-        return [f"http://{_url_host(h)}:{p}" for h, p in self._bound]
+        return [f"{scheme}://{_url_host(h)}:{p}" for scheme, (h, p) in zip(self.schemes, self._bound, strict=False)]
 
     @property
     def url(self) -> str:
@@ -171,13 +204,15 @@ class RestServer:
         return self.urls[0]
 
     def advertised_url(self) -> str:
-        """The URL other workers use to reach this one (forwarding to the leader)."""
-        host, port = self._bound[0] if self._bound else self.listeners[0]
+        """The URL other workers use to reach this one (forwarding to the leader): the first
+        listener of the advertised scheme (``rest.advertised.listener``)."""
+        index = self.schemes.index(self.advertised_scheme) if self.advertised_scheme in self.schemes else 0
+        host, port = self._bound[index] if len(self._bound) > index else self.listeners[index]
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         host = self.advertised_host or host
         port = self.advertised_port or port
-        return f"http://{_url_host(host)}:{port}/"
+        return f"{self.advertised_scheme}://{_url_host(host)}:{port}/"
 
 
 def _url_host(host: str) -> str:

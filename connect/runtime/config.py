@@ -116,6 +116,11 @@ class WorkerConfig(BaseModel):
         return {k[len(prefix):]: v for k, v in self.originals().items() if k.startswith(prefix)}
 
     @property
+    def rest_advertised_scheme(self) -> str:
+        """The scheme of the REST URL other workers use to reach this one."""
+        return advertised_scheme(self.listeners, self.rest_advertised_listener)
+
+    @property
     def exactly_once_enabled(self) -> bool:
         return self.exactly_once_source_support == "enabled"
 
@@ -153,6 +158,17 @@ class WorkerConfig(BaseModel):
 
     def admin_config(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self._client(self._client_base(), "admin.", overrides)
+
+
+def advertised_scheme(listeners: str | None, advertised_listener: str | None = None) -> str:
+    """``http`` or ``https``: ``rest.advertised.listener``, else http if any listener is http,
+    else https (Kafka's RestServer.determineAdvertisedProtocol)."""
+    if advertised_listener:
+        return advertised_listener.strip().lower()
+    text = (listeners or "").lower()
+    if "http://" in text or not text:
+        return "http"
+    return "https" if "https://" in text else "http"
 
 
 # -------------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ class DistributedHerder(AbstractHerder):
             if not value:
                 raise ConfigException(key, value, "distributed mode requires it")
         super().__init__(config, registry)
-        self.url = f"http://{self.worker_id}"
+        self.url = f"{config.rest_advertised_scheme}://{self.worker_id}"
         self._task_restart_lock = threading.Lock()
         producer = config.producer_config()
         consumer = config.consumer_config()
@@ -133,7 +133,7 @@ class DistributedHerder(AbstractHerder):
         self.membership = GroupMembership(
             config.bootstrap_servers, str(config.group_id), client_id=config.client_id or f"connect-{self.worker_id}",
             session_timeout_ms=config.session_timeout_ms, rebalance_timeout_ms=config.rebalance_timeout_ms,
-            heartbeat_interval_ms=config.heartbeat_interval_ms)
+            heartbeat_interval_ms=config.heartbeat_interval_ms, security=admin)
         self.assignor = IncrementalCooperativeAssignor(config.scheduled_rebalance_max_delay_ms)
         self.sessioned = config.connect_protocol == "sessioned"
         # Our view, owned by the herder thread.

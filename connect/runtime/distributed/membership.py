@@ -13,9 +13,9 @@ import contextlib
 import datetime
 import io
 import logging
-import socket
 import struct
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32, i32Timedelta
 
+from strom.client_security import open_socket
 from strom.connect.exceptions import MembershipError
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,10 @@ class JoinResult:
 class _Connection:
     """One Kafka connection: frame requests with kio, read and decode responses in order."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, client_id: str, timeout: float,
+                 security: Mapping[str, Any] | None = None) -> None:
+        # TLS and SASL as the worker's other clients (librdkafka-named settings)
+        self.sock = open_socket(host, port, security or {}, timeout, client_id)
         self.client_id = client_id.encode()
         self.correlation_id = 0
 
@@ -132,8 +134,9 @@ class GroupMembership:
     def __init__(self, bootstrap_servers: str, group_id: str, *, client_id: str = "strom-connect",
                  protocol_type: str = "connect", session_timeout_ms: int = 10000,
                  rebalance_timeout_ms: int = 60000, heartbeat_interval_ms: int = 3000,
-                 request_timeout_ms: int = 40000) -> None:
+                 request_timeout_ms: int = 40000, security: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = [_split(s) for s in bootstrap_servers.split(",") if s.strip()]
+        self.security = dict(security or {})
         self.group_id = group_id
         self.client_id = client_id
         self.protocol_type = protocol_type
@@ -176,7 +179,7 @@ class GroupMembership:
         errors = []
         for host, port in self.bootstrap:
             try:
-                boot = _Connection(host, port, self.client_id, self.request_timeout_ms / 1000)
+                boot = _Connection(host, port, self.client_id, self.request_timeout_ms / 1000, self.security)
             except OSError as e:
                 errors.append(f"{host}:{port}: {e}")
                 continue
@@ -195,7 +198,8 @@ class GroupMembership:
                 self._conn = boot
             else:
                 boot.close()
-                self._conn = _Connection(coord.host, int(coord.port), self.client_id, self.request_timeout_ms / 1000)
+                self._conn = _Connection(coord.host, int(coord.port), self.client_id, self.request_timeout_ms / 1000,
+                                         self.security)
             return self._conn
         raise MembershipError(ErrorCode.network_exception, "no bootstrap server reachable: " + "; ".join(errors))
 

@@ -407,7 +407,8 @@ def test_listeners_parsing() -> None:
     assert parse_listeners(None) == [("127.0.0.1", 8083)]
     assert parse_listeners("http://0.0.0.0:9000, http://localhost:0") == [("0.0.0.0", 9000), ("localhost", 0)]
     assert parse_listeners("http://:8084") == [("0.0.0.0", 8084)]
-    for bad in ("https://h:1", "http://h", "ftp://h:1"):
+    assert parse_listeners("https://127.0.0.1:8443") == [("127.0.0.1", 8443)]
+    for bad in ("http://h", "ftp://h:1"):
         with pytest.raises(ValueError, match="listeners"):
             parse_listeners(bad)
 
