@@ -575,7 +575,7 @@ class QuorumController:
             else:
                 raise InvalidRequestError(f"Unknown alter config operation {op}.")
         if rtype == TOPIC_RESOURCE:
-            new = self._validate_topic_configs(new)
+            new = self._validate_topic_configs(new, current)
         elif rtype == GROUP_RESOURCE:
             validate_group_configs(self.config, new)
         elif rtype == CLIENT_METRICS_RESOURCE:
