@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,16 @@ def new_cluster_id() -> str:
             return cid
 
 
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a JVM server socket binds
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 class KafkaRef(ManagedProcess):
     """One Apache Kafka node (broker + sole controller) as a subprocess on a data directory."""
 
@@ -184,10 +195,13 @@ class KafkaRef(ManagedProcess):
             raise KafkaRefError(f"storage format failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
 
     def start(self) -> Self:
-        # Restarts keep the ports chosen the first time, so clients can reconnect.
+        # Restarts keep the ports chosen the first time, so clients can reconnect. A controller
+        # port taken while Kafka was down (it is from the ephemeral range, so any connection's
+        # local port can land on it: "Unable to start acceptor for CONTROLLER" in CI) is replaced:
+        # no client needs it, and the static single-voter quorum keeps only voter ids on disk.
         if self.port == 0:
             self.port = free_port(self.host)
-        if self.controller_port == 0:
+        if self.controller_port == 0 or not _bindable(self.host, self.controller_port):
             self.controller_port = free_port(self.host)
         self._write_properties()
         self.format()
