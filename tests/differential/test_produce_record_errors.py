@@ -11,7 +11,8 @@ INVALID_RECORD or INVALID_TIMESTAMP, lists every bad record in ``record_errors``
 message) and sums them up in the partition's ``error_message``; the response also carries the
 partition's log start offset. Each answer is compared field by field, for Produce v3 (no
 record_errors yet), v8 (the first with them) and v12, plus a batch with a non-zero base offset
-(INVALID_RECORD without record errors, still with the log start offset; a batch Kafka refuses before the append, without it).
+(INVALID_RECORD without record errors, still with the log start offset; a batch Kafka refuses before the append, without it),
+and a zstd batch in Produce v3-v6 (UNSUPPORTED_COMPRESSION_TYPE).
 
 What the client makes of it: librdkafka (confluent-kafka) fails the records named in
 ``record_errors`` with INVALID_RECORD and every other record of the batch with its local
@@ -39,6 +40,7 @@ RUN = uuid.uuid4().hex[:8]
 HOUR_MS = 3_600_000
 BOUNDS = {"message.timestamp.before.max.ms": str(HOUR_MS), "message.timestamp.after.max.ms": str(HOUR_MS)}
 KEYLESS = frozenset(range(3, 100, 10))  # 10 keyless records among 100
+ATTRIBUTES_LOW_BYTE = 22  # of a RecordBatch v2: the compression codec is in its low 3 bits
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +77,16 @@ def produce(c: WireClient, topic: str, records: bytes, version: int) -> Any:
 
 
 def batch(records: list[tuple[bytes | None, int]], codec: int = 0) -> bytes:
-    """A RecordBatch v2 of (key, timestamp) records, value b"v"; ``codec`` is the compression id."""
+    """A RecordBatch v2 of (key, timestamp) records; ``codec`` is the compression id. The values
+    are 200 alike bytes: kafka-python's builder leaves a batch uncompressed when the codec would
+    not shrink it, so the batch is checked to carry the codec asked for."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
     for i, (key, ts) in enumerate(records):
-        builder.append(i, timestamp=ts, key=key, value=b"v", headers=[])
-    return bytes(builder.build())
+        builder.append(i, timestamp=ts, key=key, value=b"v" * 200, headers=[])
+    built = bytes(builder.build())
+    assert built[ATTRIBUTES_LOW_BYTE] & 0x07 == codec, "the builder did not compress the batch"
+    return built
 
 
 _BOUNDS_TEXT = re.compile(r"The timestamp should be within \[(-?\d+), (-?\d+)\]")
@@ -174,6 +180,17 @@ def test_keyless_and_timestamp_errors_in_one_batch(clients: dict[str, WireClient
                                    for i in range(6)], codec), versions=(8, 12))
     assert [i for i, _ in seen["kafka"][12]["record_errors"]] == [1, 2, 4]
     assert seen["strom"] == seen["kafka"]
+
+
+def test_zstd_needs_produce_v7(clients: dict[str, WireClient]) -> None:
+    # Refused before the append (ProduceRequest.validateRecords) up to v6, appended from v7.
+    topic = f"rec-err-zstd-{RUN}"
+    seen = both(clients, topic, {}, lambda now: batch([(b"k", now)] * 20, codec=4), versions=(3, 6, 7))
+    kafka = seen["kafka"]
+    assert (kafka[3]["error"], kafka[6]["error"], kafka[6]["log_start_offset"]) == (
+        "unsupported_compression_type", "unsupported_compression_type", -1)
+    assert (kafka[7]["error"], kafka[7]["base_offset"], kafka[-1]["end_offset"]) == ("none", 0, 20)
+    assert seen["strom"] == kafka
 
 
 def base_offset_5(now: int) -> bytes:

@@ -32,7 +32,16 @@ from strom.core.coordinator.txn.wire import may_write_txn_id
 from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import ms, response_messages
 from strom.core.protocol.produce_response import PartitionResult, TopicResults, encode_produce_response
-from strom.core.records.batch import ATTRIBUTES_OFFSET, BATCH_OVERHEAD, TRANSACTIONAL_MASK, read_header
+from strom.core.records.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_OVERHEAD,
+    COMPRESSION_MASK,
+    COMPRESSION_ZSTD,
+    CURRENT_MAGIC,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_MASK,
+    read_header,
+)
 from strom.core.records.validate import ValidateOffLoop, record_errors_of, refused_before_append
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_topics, error_of, throttle
@@ -55,6 +64,7 @@ VERSIONS = (3, 13)
 TOPIC_IDS_SINCE = 13  # KIP-516: topics named by id instead of by name
 ADDS_PARTITIONS_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
 ABORTABLE_SINCE = 11  # TRANSACTION_ABORTABLE; older producers get INVALID_TXN_STATE
+ZSTD_SINCE = 7  # KIP-110: zstd batches need Produce v7+
 # Decompressed bytes a compressed batch may expand to and still be validated on the event loop
 # (about a millisecond of work); past it the request's validation moves to a worker thread.
 INLINE_VALIDATION_BYTES = 1 << 20
@@ -119,6 +129,10 @@ async def handle(deps: PartitionTxnDeps, ctx: RequestContext,
             elif topic_image is None or pd.index not in topic_image.partitions:
                 # Kafka checks its metadata before appending: no error message.
                 code = int(ErrorCode.unknown_topic_or_partition)
+            elif version < ZSTD_SINCE and _zstd_batch(records):
+                # Kafka's ProduceRequest.validateRecords, before the append (no log start offset).
+                code = int(ErrorCode.unsupported_compression_type)
+                message = f"Produce requests with version {version} are not allowed to use ZStandard compression"
             elif txn_codes and (name, pd.index) in txn_codes:
                 code = txn_codes[(name, pd.index)]
             elif guarded and (name, pd.index) in guarded and (
@@ -175,6 +189,13 @@ async def handle(deps: PartitionTxnDeps, ctx: RequestContext,
 
     return ProduceResults(throttle_ms, [
         TopicResults(name or "", [_partition_result(row) for row in parts], tid) for name, tid, parts in topics_out])
+
+
+def _zstd_batch(records: bytes) -> bool:
+    """The first batch is a magic 2 batch compressed with zstd (what Kafka checks; anything
+    malformed is left to the append's validation)."""
+    return (len(records) >= BATCH_OVERHEAD and records[MAGIC_OFFSET] == CURRENT_MAGIC
+            and records[_ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK == COMPRESSION_ZSTD)
 
 
 def _topic_names(deps: PartitionTxnDeps, request: Any, version: int) -> tuple[list[str | None], list[uuid.UUID | None]]:
