@@ -3,8 +3,9 @@
 ``--describe`` prints what kafka-configs.sh prints: the dynamic configs (``--all``: every
 config) of each entity, one ``name=value sensitive=... synonyms={SOURCE:name=value, ...}``
 line each. ``--alter`` sends IncrementalAlterConfigs with ``--add-config`` (SET) and
-``--delete-config`` (DELETE). Brokers are named by id; ``--entity-default`` (or no name with
-``--alter``) is the cluster-wide broker default. Works against any Kafka cluster.
+``--delete-config`` (DELETE). Brokers are named by id. The cluster-wide broker default
+(``--entity-default``) is refused with the reason: confluent-kafka cannot address a resource
+with an empty name. Works against any Kafka cluster.
 """
 
 from __future__ import annotations
@@ -54,14 +55,16 @@ def _resources(args: argparse.Namespace, admin: AdminClient) -> list[tuple[str, 
             raise UsageError("--entity-default goes with --entity-type brokers")
         if args.entity_name is not None:
             raise UsageError("--entity-name and --entity-default cannot be used together")
-        return [("broker-default", "")]
+        # The cluster default is the broker resource with an empty name, which confluent-kafka's
+        # ConfigResource refuses to build; say so rather than send something else.
+        raise ToolError("--entity-default: the cluster-wide broker default (an empty resource name) cannot be "
+                        "sent through confluent-kafka; alter each broker with --entity-name ID, or use "
+                        "kafka-configs.sh --entity-default")
     if args.entity_name is not None:
         if args.entity_type == "brokers" and not args.entity_name.isdigit():
             raise UsageError(f"--entity-name of a broker is its node id, got {args.entity_name!r}")
         return [(args.entity_type, args.entity_name)]
     if args.alter:
-        if args.entity_type == "brokers":
-            return [("broker-default", "")]
         raise UsageError("--alter needs --entity-name")
     try:
         md = admin.list_topics(timeout=10)
@@ -85,10 +88,17 @@ def _heading(kind: str, name: str, all_configs: bool) -> str:
     return f"{'All' if all_configs else 'Dynamic'} configs for {word} {name} are:"
 
 
+def source_name(source: object) -> str:
+    """Kafka's name of a config source (confluent-kafka gives an int or its ConfigSource enum)."""
+    from confluent_kafka.admin import ConfigSource
+
+    return ConfigSource(source).name if isinstance(source, int) else getattr(source, "name", str(source))
+
+
 def format_entry(entry: Any) -> str:
     """One config line as kafka-configs.sh prints it (a sensitive value shows as null)."""
     value = "null" if entry.is_sensitive or entry.value is None else entry.value
-    synonyms = ", ".join(f"{s.source.name}:{s.name}={'null' if s.value is None else s.value}"
+    synonyms = ", ".join(f"{source_name(s.source)}:{s.name}={'null' if s.value is None else s.value}"
                          for s in entry.synonyms.values())
     return f"  {entry.name}={value} sensitive={'true' if entry.is_sensitive else 'false'} synonyms={{{synonyms}}}"
 
@@ -111,7 +121,7 @@ def _describe(args: argparse.Namespace, admin: AdminClient, entities: list[tuple
     if not entities:
         return 0
     resources = [_config_resource(kind, name) for kind, name in entities]
-    futures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S, include_synonyms=True)
+    futures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
     for (kind, name), resource in zip(entities, resources, strict=True):
         try:
             entries = futures[resource].result()
@@ -123,7 +133,7 @@ def _describe(args: argparse.Namespace, admin: AdminClient, entities: list[tuple
         print(_heading(kind, name, args.all))
         wanted = DYNAMIC_SOURCES[kind]
         for entry in sorted(entries.values(), key=lambda e: e.name):
-            if args.all or entry.source.name == wanted:
+            if args.all or source_name(entry.source) == wanted:
                 print(format_entry(entry))
     return 0
 

@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = sub.add_parser("describe", help="show partitions, leaders, replicas and configs",
                        description="Describe topics in kafka-topics.sh's format: a line per topic "
-                                   "(TopicId, PartitionCount, ReplicationFactor, non-default Configs), "
+                                   "(TopicId, PartitionCount, ReplicationFactor, the topic's own config overrides), "
                                    "then a line per partition (Leader, Replicas, Isr).")
     p.add_argument("--topic", help="topic to describe (default: all topics)")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
@@ -75,6 +75,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--if-exists", action="store_true", help="succeed if the topic does not exist")
     add_client_args(p)
     p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("alter", help="add partitions to a topic",
+                       description="Increase a topic's partition count, like kafka-topics.sh --alter "
+                                   "--partitions N. Partitions can only be added, never removed; records "
+                                   "keep their partitions, so keyed data is placed differently afterwards.")
+    p.add_argument("--topic", required=True, help="name of the topic")
+    p.add_argument("--partitions", required=True, type=_positive("--partitions"), metavar="N",
+                   help="the new total number of partitions (more than it has now)")
+    add_client_args(p)
+    p.set_defaults(func=cmd_alter)
 
     p = sub.add_parser(
         "alter-config", help="set or remove topic configs (IncrementalAlterConfigs)",
@@ -207,7 +217,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _topic_configs(admin: AdminClient, args: argparse.Namespace, names: list[str]) -> dict[str, str]:
-    """``k=v,...`` of each topic's configs that are not Kafka defaults (what kafka-topics shows)."""
+    """``k=v,...`` of each topic's own config overrides (source DYNAMIC_TOPIC_CONFIG)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
@@ -221,8 +231,11 @@ def _topic_configs(admin: AdminClient, args: argparse.Namespace, names: list[str
             entries = future.result()
         except KafkaException as e:
             raise _fail(args, f"cannot describe configs of topic {resource.name!r}", e) from None
+        # Only the topic's own overrides: a cluster-wide dynamic default (Kafka 4's controller
+        # writes min.insync.replicas for the cluster) or a broker's static config is not a
+        # property of this topic, and listing it on every topic reads as if someone set it.
         shown = [f"{e.name}={e.value}" for e in sorted(entries.values(), key=lambda e: e.name)
-                 if not e.is_default and e.source != ConfigSource.DEFAULT_CONFIG and e.value is not None]
+                 if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None]
         out[resource.name] = ",".join(shown)
     return out
 
@@ -438,6 +451,22 @@ def cmd_delete(args: argparse.Namespace) -> int:
                 return 0
             raise ToolError(f"topic {args.topic!r} does not exist (pass --if-exists to accept that)") from None
         raise _fail(args, f"cannot delete topic {args.topic!r}", e) from None
+    return 0
+
+
+def cmd_alter(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewPartitions
+
+    admin = _admin(args)
+    future = admin.create_partitions([NewPartitions(args.topic, args.partitions)],
+                                     request_timeout=REQUEST_TIMEOUT_S)[args.topic]
+    try:
+        future.result()
+    except KafkaException as e:
+        if _error_code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise ToolError(f"topic {args.topic!r} does not exist (list them with `strom topics list`)") from None
+        raise _fail(args, f"cannot add partitions to topic {args.topic!r}", e) from None
     return 0
 
 
