@@ -193,8 +193,12 @@ def test_kafka_python_scram(scram: ScramCluster, caplog: pytest.LogCaptureFixtur
     consumer = KafkaConsumer(topic, **common, sasl_plain_username="kp-user", sasl_plain_password="kp-secret",
                              auto_offset_reset="earliest")
     got: list[bytes] = []
-    wait_for(lambda: got.extend(r.value for rs in consumer.poll(timeout_ms=500).values() for r in rs) or got,
-             timeout=30, what="kafka-python's record")
+
+    def poll() -> bool:
+        got.extend(r.value for rs in consumer.poll(timeout_ms=500).values() for r in rs)
+        return bool(got)
+
+    wait_for(poll, timeout=30, what="kafka-python's record")
     consumer.close()
     assert got == [b"from-kafka-python"]
     # kafka-python reports the refusal (SaslAuthenticationFailedError, Kafka's message) in its log
