@@ -372,3 +372,18 @@ def test_a_third_party_authorizer_still_decides(tmp_path: Path) -> None:
         with pytest.raises(KafkaException) as err:
             future.result(timeout=30)
         assert err.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def test_denials_are_audit_logged_but_not_filtered_listings(cluster: AclBroker, admin: AdminClient, alice: Config,
+                                                            alice_admin: AdminClient, suffix: str) -> None:
+    """A request refused is logged on kafka.authorizer.logger (Kafka's audit line); a topic left
+    out of alice's full Metadata listing is not (Kafka's logIfDenied=false for filters)."""
+    hidden, denied = f"hidden-{suffix}", f"audit-{suffix}"
+    for name in (hidden, denied):
+        assert create_topic_error(admin, name) is None
+    create_acls(admin, acl(ResourceType.TOPIC, denied, AclOperation.DESCRIBE))
+    assert hidden not in alice_admin.list_topics(timeout=10).topics
+    assert code_of(produce_error(alice, denied)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    line = f"Principal = User:alice is Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:{denied}"
+    assert cluster.process.wait_for_log(line, timeout=10), cluster.process.log_tail()
+    assert f"on resource = Topic:LITERAL:{hidden}" not in cluster.process.log_text()

@@ -74,8 +74,9 @@ async def handle(deps: MetadataDeps, ctx: RequestContext, request: MetadataReque
     if requested is None:
         # Listing every topic: those the caller may not DESCRIBE are left out.
         every = sorted(image.topics)
-        hidden = authorize_topics(deps, ctx, "DESCRIBE", every)
-        names = [n for n in every if n not in hidden] if hidden else every
+        # A filter, not a request for those topics: no audit line per hidden one (Kafka's logIfDenied=false).
+        visible = deps.authorize(ctx, "DESCRIBE", "TOPIC", every, audit=False) if every else []
+        names = [n for n, ok in zip(every, visible, strict=True) if ok]
     else:
         names = []
         for t in requested:
