@@ -213,7 +213,7 @@ async def forward_to_leader(request: web.Request, exc: BaseException) -> web.Str
     try:
         async with aiohttp.ClientSession(timeout=FORWARD_TIMEOUT) as session, session.request(
                 request.method, url, params=params, data=body, headers=headers,
-                ssl=tls if tls is not None and url.startswith("https:") else None) as resp:
+                ssl=tls if tls is not None and url.startswith("https:") else True) as resp:
             payload = await resp.read()
             return web.Response(status=resp.status, body=payload,
                                 content_type=resp.content_type if payload else None)

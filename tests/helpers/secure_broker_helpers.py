@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
 from secure_broker import jaas_scram, listener_ports
@@ -56,7 +57,7 @@ class ScramBroker:
         self.plain = f"127.0.0.1:{ports['PLAINTEXT']}"
         self.secure = f"127.0.0.1:{ports['SASL_SSL']}"
         admin = AdminClient({"bootstrap.servers": self.plain})
-        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+        upserts: list[UserScramCredentialAlteration] = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
                                                 password.encode()) for user, password in self.users.items()]
         for future in admin.alter_user_scram_credentials(upserts).values():
             future.result(30)
