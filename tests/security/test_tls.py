@@ -1,8 +1,9 @@
 """TLS listeners: SSL, mutual TLS and principals from client certificates (issue 23 items 1 and 6).
 
-One broker, three listeners at once: PLAINTEXT (the admin's, ANONYMOUS is a super user), SSL
-(server certificate only) and MTLS (mapped to SSL; ``ssl.client.auth=required``, a trust store
-and ``ssl.principal.mapping.rules`` under ``listener.name.mtls.``). The StandardAuthorizer
+One broker, four listeners at once: PLAINTEXT (the admin's, ANONYMOUS is a super user), SSL
+(server certificate only), MTLS (mapped to SSL; ``ssl.client.auth=required``, a trust store
+and ``ssl.principal.mapping.rules`` under ``listener.name.mtls.``) and OPT (mapped to SSL;
+``ssl.client.auth=requested``, the trust store as ``ssl.truststore.certificates`` PEM text). The StandardAuthorizer
 decides with the principal the certificate maps to, so an ACL for ``User:alice`` shows that the
 name reached it. Clients: confluent-kafka, kafka-python, aiokafka, kcat.
 """
@@ -46,6 +47,7 @@ class TlsCluster:
         self.plain = f"127.0.0.1:{ports['PLAINTEXT']}"
         self.ssl = f"127.0.0.1:{ports['SSL']}"
         self.mtls = f"127.0.0.1:{ports['MTLS']}"
+        self.opt = f"127.0.0.1:{ports['OPT']}"
 
     def client(self, who: str | None = None, *, mtls: bool = True, **extra: Any) -> dict[str, Any]:
         config: dict[str, Any] = {"bootstrap.servers": self.mtls if mtls else self.ssl, "security.protocol": "SSL",
@@ -69,8 +71,10 @@ class TlsCluster:
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
     pki = make_pki(tmp_path_factory.mktemp("pki"), CLIENTS, key_password="keystore-secret")
     config = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,CONTROLLER:PLAINTEXT",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0,OPT://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,OPT:SSL,CONTROLLER:PLAINTEXT",
+        "listener.name.opt.ssl.client.auth": "requested",
+        "listener.name.opt.ssl.truststore.certificates": pki.ca_cert.read_text(),
         "ssl.keystore.type": "PEM",
         "ssl.keystore.certificate.chain": pki.server_cert.read_text(),
         "ssl.keystore.key": pki.server_key.read_text(),
@@ -178,6 +182,15 @@ def test_mtls_with_kafka_python_and_aiokafka(tls: TlsCluster) -> None:
 
     asyncio.run(aio())
     assert sorted(_consume(tls.client("alice"), topic, 3)) == [b"aiokafka", b"kafka-python", b"v0"]
+
+
+def test_requested_client_auth_takes_a_certificate_when_sent(tls: TlsCluster) -> None:
+    """ssl.client.auth=requested: without a certificate the client is ANONYMOUS (a super user
+    here); with mallory's (no RULE matches, no ACL) it is that DN, and denied."""
+    topic = f"opt-{uuid.uuid4().hex[:8]}"
+    assert _produce({**tls.client(), "bootstrap.servers": tls.opt}, topic, 1) == [None]
+    denied = _produce({**tls.client("mallory"), "bootstrap.servers": tls.opt}, topic, 1)
+    assert denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat not installed (scripts/setup-test-deps.sh installs it)")
