@@ -123,6 +123,9 @@ def test_https_basic_auth_and_forwarding(plain_broker: BrokerProcess, pki: Pki, 
         assert status == 201, text
         status, text, _ = rest_call(leader_url + "/connectors", ca=pki.ca_cert, auth=ADMIN)
         assert status == 200 and name in text
+        # once the follower has read the new config, a delete through it is forwarded too
+        wait_for(lambda: rest_call(follower_url + f"/connectors/{name}", ca=pki.ca_cert, auth=ADMIN)[0] == 200,
+                 timeout=30, what="the follower to know the connector")
         status, text, _ = rest_call(follower_url + f"/connectors/{name}", "DELETE", ca=pki.ca_cert, auth=ADMIN)
         assert status == 204, text
     finally:
