@@ -169,7 +169,9 @@ class LogManager:
             if tp[0] == METADATA_TOPIC:
                 continue  # the KRaft metadata log is owned by raft, not by the LogManager
             jobs.append((child, tp))
-        if not clean:
+        if not clean and jobs:
+            # A directory without partitions (a fresh one, formatted just now) has nothing to
+            # recover: saying "recovering 0 partition(s)" there reads like a crash report.
             logger.info("No clean shutdown marker in %s: recovering %d partition(s)", d, len(jobs))
 
         def load(job: tuple[Path, TopicPartition]) -> Log:

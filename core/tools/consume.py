@@ -216,8 +216,10 @@ class Consume:
         if self.args.group is not None and self.args.partition is None:
             consumer.subscribe([topic])
             return
+        # --timeout-ms bounds the wait for the cluster too, not only the wait for records.
+        connect_s = 30.0 if self.args.timeout_ms is None else max(min(30.0, self.args.timeout_ms / 1000), 0.1)
         try:
-            md = consumer.list_topics(topic, timeout=30)
+            md = consumer.list_topics(topic, timeout=connect_s)
         except KafkaException as e:
             raise ToolError(f"cannot fetch metadata of topic {topic!r}: "
                             f"{unreachable_hint(self.args.bootstrap_server)} ({e})") from None

@@ -27,12 +27,16 @@ from strom.core.tools.common import (
     client_config,
     open_client,
     parse_kv_list,
+    unreachable_hint,
 )
 
 Header = tuple[str, bytes | None]
 
 # Kafka's console producer waits up to delivery.timeout.ms (2 minutes) for a record.
 DELIVERY_TIMEOUT_MS = 120_000
+# But when no broker has answered at all for this long, waiting the rest of those 2 minutes
+# only hides the problem: the tool gives up with the hint to start one.
+UNREACHABLE_AFTER_S = 6.0
 
 
 class LineParseError(ToolError):
@@ -165,6 +169,7 @@ class _Counts:
     sent: int = 0
     delivered: int = 0
     failed: int = 0
+    aborted: bool = False  # given up on an unreachable cluster: purged records are not reported
 
 
 def _on_delivery(counts: _Counts, lineno: int, err: Any, msg: Any) -> None:
@@ -172,7 +177,41 @@ def _on_delivery(counts: _Counts, lineno: int, err: Any, msg: Any) -> None:
         counts.delivered += 1
     else:
         counts.failed += 1
-        print(f"error: line {lineno}: delivery failed: {err.name()}: {err.str()}", file=sys.stderr)
+        if not counts.aborted:
+            print(f"error: line {lineno}: delivery failed: {err.name()}: {err.str()}", file=sys.stderr)
+
+
+class _Reachability:
+    """Gives up when no broker has answered ``UNREACHABLE_AFTER_S`` after the first record was
+    queued: one metadata request a second (cheap, and only while nothing was delivered)."""
+
+    def __init__(self, producer: Any, counts: _Counts, bootstrap: str) -> None:
+        self.producer = producer
+        self.counts = counts
+        self.bootstrap = bootstrap
+        self.first_send: float | None = None
+        self.reached = False
+        self.last_probe = 0.0
+
+    def check(self) -> None:
+        if self.reached or self.first_send is None or self.counts.delivered or self.counts.failed:
+            return
+        now = time.monotonic()
+        if now - self.first_send < UNREACHABLE_AFTER_S or now - self.last_probe < 1.0:
+            return
+        from confluent_kafka import KafkaException
+
+        self.last_probe = now
+        try:
+            self.producer.list_topics(timeout=1.0)
+            self.reached = True
+            return
+        except KafkaException:
+            pass
+        self.counts.aborted = True
+        self.producer.purge()
+        self.producer.flush(0)
+        raise ToolError(f"{unreachable_hint(self.bootstrap)}; {self.counts.sent} record(s) not sent")
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -191,6 +230,7 @@ def produce_lines(args: argparse.Namespace, fmt: LineFormat, conf: ClientConfig,
 
     producer = open_client(Producer, conf, args.bootstrap_server)
     counts = _Counts()
+    reach = _Reachability(producer, counts, args.bootstrap_server)
     show_progress = args.progress_interval > 0 and not stdin.isatty()
     started = last_status = time.monotonic()
     parse_error: str | None = None
@@ -204,13 +244,18 @@ def produce_lines(args: argparse.Namespace, fmt: LineFormat, conf: ClientConfig,
             except LineParseError as e:
                 parse_error = str(e)
                 break
-            _send(producer, args.topic, key, value, headers, partial(_on_delivery, counts, lineno), counts, lineno)
+            if reach.first_send is None:
+                reach.first_send = time.monotonic()
+            _send(producer, args.topic, key, value, headers, partial(_on_delivery, counts, lineno), counts, lineno,
+                  reach)
             if args.sync:
-                producer.flush()
+                while producer.flush(1.0) > 0:
+                    reach.check()
             if show_progress and time.monotonic() - last_status >= args.progress_interval:
                 last_status = time.monotonic()
                 _status(counts, started)
         while producer.flush(1.0) > 0:
+            reach.check()
             if show_progress and time.monotonic() - last_status >= args.progress_interval:
                 last_status = time.monotonic()
                 _status(counts, started)
@@ -229,7 +274,7 @@ def produce_lines(args: argparse.Namespace, fmt: LineFormat, conf: ClientConfig,
 
 
 def _send(producer: Any, topic: str, key: bytes | None, value: bytes | None, headers: list[Header],
-          callback: Any, counts: _Counts, lineno: int) -> None:
+          callback: Any, counts: _Counts, lineno: int, reach: _Reachability) -> None:
     from confluent_kafka import KafkaException
 
     while True:
@@ -238,6 +283,7 @@ def _send(producer: Any, topic: str, key: bytes | None, value: bytes | None, hea
         except BufferError:
             # The local queue is full: serve delivery reports until there is room.
             producer.poll(0.1)
+            reach.check()
             continue
         except KafkaException as e:
             counts.sent += 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from strom.core.config import BrokerConfig
-from strom.core.tools.common import ToolError, UsageError, parse_kv_list
+from strom.core.tools.common import ToolError, UsageError, add_log_level_arg, configure_logging, parse_kv_list
 from strom.core.tools.storage import existing_cluster_id, format_dirs, new_cluster_id
 
 DEFAULT_DEV_DIR = "./.strom-data"
@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="broker config (.properties, .yaml or .json) with Kafka's property names")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override one broker config property; repeatable")
+    add_log_level_arg(p)
     p.set_defaults(func=cmd_broker_start)
 
     p = subparsers.add_parser(
@@ -62,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL",
                    help="when formatting a new data dir, finalize a feature at this level instead of "
                         "its default (e.g. transaction.version=1); repeatable")
+    add_log_level_arg(p)
     p.set_defaults(func=cmd_dev)
 
 
@@ -95,6 +97,7 @@ def _run(config: BrokerConfig, listeners: list[Any] | None = None) -> int:
 
 
 def cmd_broker_start(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
     config = BrokerConfig.load(args.config, parse_kv_list(args.override, "--override"))
     _, missing = existing_cluster_id(config)
     if missing:
@@ -105,6 +108,7 @@ def cmd_broker_start(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
     data_dir = Path(args.data_dir).expanduser().resolve()
     if data_dir.exists() and not data_dir.is_dir():
         raise UsageError(f"--data-dir {data_dir} exists and is not a directory")

@@ -259,3 +259,21 @@ def test_produce_reports_failed_records_by_line(strom: Run) -> None:
     assert any("line 1: delivery failed" in line for line in lines), res.stderr
     assert any("line 3: delivery failed" in line for line in lines), res.stderr
     assert "3 of 3 records failed" in res.stderr
+
+
+def test_produce_gives_up_when_no_broker_answers(strom: Run) -> None:
+    # Kafka's console producer would wait out delivery.timeout.ms (2 minutes); with nobody
+    # answering at all the tool stops well within the run's 20 s bound, with the way out.
+    res = strom("produce", "--topic", "t", "--bootstrap-server", f"127.0.0.1:{closed_port()}",
+                input="a\nb\n", timeout=20)
+    assert res.returncode == 1
+    assert "start one with `strom dev`" in res.stderr and "2 record(s) not sent" in res.stderr
+    assert "delivery failed" not in res.stderr
+
+
+def test_consume_timeout_bounds_connecting(strom: Run) -> None:
+    # Without a cluster the metadata wait used to be a fixed 30 s, whatever --timeout-ms said.
+    res = strom("consume", "--topic", "t", "--timeout-ms", "1000", "--bootstrap-server",
+                f"127.0.0.1:{closed_port()}", timeout=15)
+    assert res.returncode == 1
+    assert "start one with `strom dev`" in res.stderr

@@ -83,3 +83,30 @@ def test_broker_start_runs_a_formatted_node(strom: Run, tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert (tmp_path / "logs" / "from-config-0").is_dir()
+
+
+def test_first_dev_run_says_nothing_about_recovery(fresh_broker: BrokerProcess) -> None:
+    """A freshly formatted directory has no clean-shutdown marker and nothing to recover: no
+    "No clean shutdown marker ... recovering 0 partition(s)" line, which reads like a crash."""
+    fresh_broker.start()
+    text = fresh_broker.log_text()
+    assert "strom dev: formatted" in text
+    assert "No clean shutdown marker" not in text
+    assert " INFO " in text  # the default level is INFO
+    assert fresh_broker.stop() == 0
+
+
+def test_log_level_from_the_environment(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data", env={"STROM_LOG_LEVEL": "WARN"}) as proc:
+        text = proc.log_text()
+        assert "strom dev: formatted" in text
+        assert " INFO " not in text, text
+
+
+def test_log_level_flag_wins_over_the_environment(tmp_path: Path) -> None:
+    # BrokerProcess puts `dev ARGS` after its launcher; this launcher appends the flag to them.
+    launcher = [sys.executable, "-c",
+                "import sys; from strom.core.cli import main; sys.exit(main(sys.argv[1:] + ['--log-level', 'ERROR']))"]
+    with BrokerProcess(tmp_path / "data", env={"STROM_LOG_LEVEL": "DEBUG"}, launcher=launcher) as proc:
+        text = proc.log_text()
+        assert " INFO " not in text and " DEBUG " not in text, text
