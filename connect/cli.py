@@ -149,7 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"strom connect: distributed mode is not available: {exc}", file=sys.stderr)
             return 2
         herder = DistributedHerder(config, registry)
-    rest = RestServer.from_worker_config(herder, config)
+    try:
+        rest = RestServer.from_worker_config(herder, config)  # https and basic-auth settings are read here
+    except (ConnectError, ValueError) as exc:
+        print(f"strom connect: {exc}", file=sys.stderr)
+        return 2
     try:
         herder.start()
         rest.start()
