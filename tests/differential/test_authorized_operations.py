@@ -273,10 +273,10 @@ def test_with_kafka_acls(standard_pair: tuple[KafkaRef, BrokerProcess]) -> None:
     with WireClient(strom.bootstrap) as c:
         assert c.produce_batches({(DENIED, 0): build_batch([(b"k", b"v")])}, version=9) == {
             (DENIED, 0): ErrorCode.topic_authorization_failed}
-    refusal = f"Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:{DENIED} for request = 0 "
+    refusal = f"Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:{DENIED} for request = PRODUCE "
     assert strom.wait_for_log(refusal, 30), strom.log_tail()
     probes = [line for line in strom.log_text().splitlines() if "is Denied operation = " in line and (
-        ("operation = WRITE" in line and "for request = 0 " not in line)
+        ("operation = WRITE" in line and "for request = PRODUCE " not in line)
         or "operation = DELETE" in line or "operation = ALTER_CONFIGS" in line)]
     assert not probes, "\n".join(probes[:5])
 
