@@ -17,6 +17,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -69,22 +70,47 @@ def _str(value: Any) -> str:
     return str(value)
 
 
+# Kafka's level names for --log-level / $STROM_LOG_LEVEL (TRACE is Python's DEBUG).
+LOG_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "ERROR": logging.ERROR, "OFF": logging.CRITICAL + 10}
+
+
+def _log_level(flag: str | None) -> int:
+    name = (flag or os.environ.get("STROM_LOG_LEVEL") or "INFO").strip().upper()
+    return LOG_LEVELS.get(name, logging.INFO)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strom connect", description="Run a Kafka Connect worker.")
     sub = parser.add_subparsers(dest="mode", required=True)
-    s = sub.add_parser("standalone", help="one worker; connectors from files; offsets in a file")
+    s = sub.add_parser("standalone", help="one worker; connectors from files; offsets in a file",
+                       description="Run one Kafka Connect worker in standalone mode (connect-standalone.sh): "
+                                   "the connectors come from the files given, source offsets are kept in "
+                                   "offset.storage.file.filename, and the REST API listens on the worker's "
+                                   "listeners. Stop with Ctrl-C.")
     s.add_argument("worker_config", help="worker .properties (or .json/.yaml)")
     s.add_argument("connector_configs", nargs="*", help="connector .properties or .json files")
     s.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a worker config key")
-    d = sub.add_parser("distributed", help="a member of a Connect cluster (group.id)")
+    d = sub.add_parser("distributed", help="a member of a Connect cluster (group.id)",
+                       description="Run a Kafka Connect worker in distributed mode (connect-distributed.sh): "
+                                   "it joins the Connect cluster named by group.id, keeps configs, offsets "
+                                   "and statuses in the internal topics, and takes connectors through the "
+                                   "REST API. Stop with Ctrl-C.")
     d.add_argument("worker_config", help="worker .properties (or .json/.yaml)")
     d.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a worker config key")
-    m = sub.add_parser("mirror-maker", help="MirrorMaker 2 in dedicated mode (connect-mirror-maker.sh)")
+    m = sub.add_parser("mirror-maker", help="MirrorMaker 2 in dedicated mode (connect-mirror-maker.sh)",
+                       description="Run MirrorMaker 2 in dedicated mode (connect-mirror-maker.sh): the "
+                                   "clusters and replication flows of mm2.properties, each flow's connectors "
+                                   "in this process. Stop with Ctrl-C.")
     m.add_argument("mm2_config", help="mm2.properties")
     m.add_argument("--clusters", nargs="+", default=None, metavar="ALIAS",
                    help="run only the flows whose target is one of these clusters")
+    for p in (s, d, m):
+        p.add_argument("--log-level", type=str.upper, choices=tuple(LOG_LEVELS), metavar="LEVEL",
+                       help="log level: TRACE, DEBUG, INFO, WARN, ERROR or OFF "
+                            "(default: $STROM_LOG_LEVEL, else INFO)")
     return parser
 
 
@@ -118,7 +144,7 @@ def freeze_startup_heap() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=_log_level(args.log_level), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     if args.mode == "mirror-maker":
         from strom.connect.mirror.maker import run
 
