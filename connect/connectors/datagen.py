@@ -107,6 +107,10 @@ CONFIG_DEF = (
 class DatagenConnector(SourceConnector):
     """Generates quickstart records; ``tasks.max`` independent generators."""
 
+    # Confluent's class name, so configs written for kafka-connect-datagen run unchanged (the
+    # registry resolves it, and the short names DatagenConnector / Datagen keep working).
+    KAFKA_CLASS_NAME = "io.confluent.kafka.connect.datagen.DatagenConnector"
+
     def __init__(self) -> None:
         self._props: dict[str, str] = {}
 
