@@ -36,6 +36,8 @@ import argparse
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -172,6 +174,45 @@ def _consume(bootstrap: str, topic: str, end_offset: int, fetch_mib: int) -> flo
         consumer.close()
 
 
+class _MotoServer:
+    """moto's S3 server on a free port: in threads of this process (as the tests run it), or in a
+    process of its own (``--moto-process``: S3 apart from the consumer, as a real endpoint is; in
+    this process it shares the interpreter lock with the consumer's poll loop)."""
+
+    def __init__(self, own_process: bool) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self.process: subprocess.Popen[str] | None = None
+        self.threaded: ThreadedMotoServer | None = None
+        if own_process:
+            self.process = subprocess.Popen([sys.executable, "-c", _MOTO_MAIN], stdout=subprocess.PIPE, text=True)
+            assert self.process.stdout is not None
+            port = int(self.process.stdout.readline())
+            self.endpoint = f"http://127.0.0.1:{port}"
+        else:
+            self.threaded = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            self.threaded.start()
+            host, port = self.threaded.get_host_and_port()
+            self.endpoint = f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self.threaded is not None:
+            self.threaded.stop()
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(30)
+
+
+_MOTO_MAIN = """
+import logging, threading
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+print(server.get_host_and_port()[1], flush=True)
+threading.Event().wait()  # until terminated
+"""
+
+
 class _CpuMeter:
     """CPU seconds (user + system) of the broker process and of this one, lap by lap."""
 
@@ -205,13 +246,11 @@ def _raw_gets(s3: S3Client, keys: list[str]) -> tuple[int, float]:
 
 
 def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int = 16, *,
-               compare_produce: bool = True, rsm_extra: dict[str, str] | None = None) -> dict[str, float]:
+               compare_produce: bool = True, rsm_extra: dict[str, str] | None = None,
+               moto_process: bool = False) -> dict[str, float]:
     """Stage 2: strom's broker with the S3 tier on moto's server (see the module docstring)."""
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    server = _MotoServer(own_process=moto_process)
+    endpoint = server.endpoint
     key_id, secret = "bench", "bench"
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key_id,
                       aws_secret_access_key=secret)
@@ -306,6 +345,8 @@ def main() -> None:
     parser.add_argument("--rsm", action="append", default=[], metavar="KEY=VALUE",
                         help="stage 2: an rsm.config. key over the defaults (e.g. fetch.chunk.cache.size=268435456)")
     parser.add_argument("--no-cache", action="store_true", help="stage 2: without the chunk cache and prefetch")
+    parser.add_argument("--moto-process", action="store_true",
+                        help="stage 2: moto's server in a process of its own (not in the consumer's)")
     parser.add_argument("--quick", action="store_true",
                         help="stage 2: 256 MiB and no produce comparison (the full run: 1 GiB, --size 1024)")
     args = parser.parse_args()
@@ -315,7 +356,8 @@ def main() -> None:
         extra.update(kv.split("=", 1) for kv in args.rsm)
         size = 256 if args.quick else args.size
         fig = broker_run(size, args.segment_mib, args.chunk_kib, args.fetch_mib,
-                         compare_produce=not (args.quick or args.no_produce_compare), rsm_extra=extra)
+                         compare_produce=not (args.quick or args.no_produce_compare), rsm_extra=extra,
+                         moto_process=args.moto_process)
         log.info("tiered_fetch --broker: %.0f MiB from S3: target 0.8x (floor 0.5x) of the raw GET ceiling "
                  "%.0f MiB/s; result: consumer %.0f MiB/s = %.2fx (the same records from the broker's disk: "
                  "%.0f MiB/s, remote/local %.2fx)",
