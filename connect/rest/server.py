@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
 from strom.connect.rest.app import build_app
 from strom.connect.rest.security import (
@@ -29,6 +32,25 @@ from strom.connect.rest.security import (
 )
 
 DEFAULT_LISTENER = "http://127.0.0.1:8083"
+
+log = logging.getLogger(__name__)
+
+
+class AccessLogger(AbstractAccessLogger):
+    """One INFO line per request, as Kafka Connect's RestServer request log writes it (Jetty's
+    extended NCSA format plus the duration in ms):
+    ``127.0.0.1 - - [28/Nov/2026:01:02:03 +0000] "GET /connectors HTTP/1.1" 200 2 "-" "curl/8.5.0" 4``."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time_s: float) -> None:
+        user = "-"
+        if request.headers.get("Authorization", "").lower().startswith("basic "):
+            user = "(basic)"  # the name is in the credentials; never log those
+        when = time.strftime("%d/%b/%Y:%H:%M:%S %z")
+        size = response.body_length
+        self.logger.info('%s - %s [%s] "%s %s HTTP/%d.%d" %d %s "%s" "%s" %d', request.remote or "-", user, when,
+                         request.method, request.path_qs, request.version.major, request.version.minor,
+                         response.status, size if size else "-", request.headers.get("Referer", "-"),
+                         request.headers.get("User-Agent", "-"), round(time_s * 1000))
 
 
 def parse_listeners(listeners: str | list[str] | tuple[str, ...] | None) -> list[tuple[str, int]]:
@@ -151,7 +173,7 @@ class RestServer:
         assert self._executor is not None
         app = build_app(self.herder, self._executor, self.registry, authenticator=self.authenticator,
                         forward_ssl=self._forward_ssl)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=log, access_log_class=AccessLogger, handle_signals=False)
         await runner.setup()
         self._runner = runner
         try:
