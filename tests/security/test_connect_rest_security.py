@@ -5,12 +5,14 @@ on ``https://127.0.0.1:<port>`` (``listeners.https.ssl.*``: a PEM key store from
 with basic authentication against a credentials file named by a JAAS ``KafkaConnect`` section.
 Right credentials pass, wrong or missing ones get Kafka's 401; a write sent to the follower is
 forwarded to the leader over https with the caller's credentials; the requests workers send each
-other are exempt as in Kafka. Bad settings fail the start naming the key.
+other are exempt as in Kafka. With ``ssl.client.auth=required`` a client needs a certificate, and
+a follower presents its own when it forwards. Bad settings fail the start naming the key.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import urllib.error
 import uuid
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 from cluster_util import Cluster, datagen
-from secure_broker_helpers import BASIC_AUTH_EXTENSION, basic_auth_jaas, rest_call
+from secure_broker_helpers import BASIC_AUTH_EXTENSION, basic_auth_jaas, make_rest_pki, rest_call
 from tls_certs import Pki, make_pki
 
 from strom.connect.exceptions import ConfigException
@@ -128,6 +130,30 @@ def test_https_basic_auth_and_forwarding(plain_broker: BrokerProcess, pki: Pki, 
                  timeout=30, what="the follower to know the connector")
         status, text, _ = rest_call(follower_url + f"/connectors/{name}", "DELETE", ca=pki.ca_cert, auth=ADMIN)
         assert status == 204, text
+    finally:
+        workers.stop()
+
+
+def test_client_auth_required_and_forwarding_presents_the_worker_certificate(
+        plain_broker: BrokerProcess, tmp_path: Path) -> None:
+    """ssl.client.auth=required from the worker's own ssl.* (no listeners.https.* key): a client
+    without a certificate is refused by TLS, one with a certificate of the CA is served, and a
+    follower forwards to the leader presenting its key store."""
+    ca, worker_store, client_store = make_rest_pki(tmp_path / "pki")
+    workers = SecureWorkers(plain_broker, {
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(worker_store),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca), "ssl.client.auth": "required"})
+    try:
+        (a, url_a), (b, url_b) = workers.worker(), workers.worker()
+        with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
+            rest_call(url_a + "/connectors", ca=ca, timeout=5)
+        assert rest_call(url_a + "/connectors", ca=ca, cert=client_store)[0] == 200
+        leader = _leader(a, b)
+        follower_url = url_b if leader is a else url_a
+        name = f"dg-{uuid.uuid4().hex[:6]}"
+        status, text, _ = rest_call(follower_url + "/connectors", "POST",
+                                    {"name": name, "config": datagen(f"t-{name}", 1)}, ca=ca, cert=client_store)
+        assert status == 201, text
     finally:
         workers.stop()
 
