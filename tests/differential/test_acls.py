@@ -526,7 +526,38 @@ def probes() -> dict[str, Probe]:
     def list_config_resources(c: WireClient) -> Any:
         return _codes(c.request(s("list_config_resources", 0).ListConfigResourcesRequest()).error_code)
 
+    def write_markers(c: WireClient) -> Any:
+        m = s("write_txn_markers", 1)
+        r = c.request(m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+            producer_id=999999, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=(m.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(0,)),)),)))
+        return _codes(*(p.error_code for x in r.markers for t in x.topics for p in t.partitions))
+
+    def legacy_alter_configs(c: WireClient) -> Any:
+        m = s("alter_configs", 2)
+        r = c.request(m.AlterConfigsRequest(resources=(
+            m.AlterConfigsResource(resource_type=2, resource_name=TOPIC, configs=(
+                m.AlterableConfig(name="retention.ms", value="100000"),)),
+            m.AlterConfigsResource(resource_type=4, resource_name="1", configs=())), validate_only=True))
+        return _codes(*(x.error_code for x in r.responses))
+
+    def describe_quotas(c: WireClient) -> Any:
+        m = s("describe_client_quotas", 1)
+        r = c.request(m.DescribeClientQuotasRequest(components=(), strict=False))
+        return _codes(r.error_code)
+
+    def alter_quotas(c: WireClient) -> Any:
+        m = s("alter_client_quotas", 1)
+        r = c.request(m.AlterClientQuotasRequest(entries=(m.EntryData(
+            entity=(m.EntityData(entity_type="user", entity_name="bob"),),
+            ops=(m.OpData(key="producer_byte_rate", value=1024.0, remove=False),)),), validate_only=True))
+        return _codes(*(x.error_code for x in r.entries))
+
     return {
+        "WriteTxnMarkers": write_markers,
+        "AlterConfigs": legacy_alter_configs,
+        "DescribeClientQuotas": describe_quotas,
+        "AlterClientQuotas": alter_quotas,
         "DescribeUserScramCredentials": describe_scram,
         "AlterUserScramCredentials": alter_scram,
         "ListConfigResources": list_config_resources,
