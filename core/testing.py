@@ -307,7 +307,9 @@ class BrokerProcess(ManagedProcess):
             cmd += ["--override", f"{key}={value}"]
         for name, level in self.features.items():
             cmd += ["--feature", f"{name}={level}"]
-        self.spawn(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+        # PYTHONSAFEPATH: `python -m` would put the working directory first on sys.path, and a
+        # directory holding a folder named strom (the clone's parent) then shadows the package.
+        self.spawn(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **self.env},
                    ready=lambda line: line.startswith(READY_PREFIX))
         if not self.wait_ready(self.startup_timeout):
             log = self.log_text()
