@@ -3,7 +3,9 @@
 * :class:`WorkerConfig` — ``worker.properties`` of a standalone or distributed worker
   (pydantic; aliases are Kafka's keys). Unknown keys are kept: ``producer.*``, ``consumer.*``,
   ``admin.*`` override the clients' settings and ``key.converter.*`` / ``value.converter.*`` /
-  ``header.converter.*`` configure the worker's default converters.
+  ``header.converter.*`` configure the worker's default converters. Top-level
+  ``security.protocol`` / ``sasl.*`` / ``ssl.*`` reach every client; every client config is
+  returned in librdkafka's names (:func:`strom.client_security.to_librdkafka`).
 * :class:`ConnectorConfig` — one connector's configuration: Kafka's common keys, the sink keys
   (``topics``, ``topics.regex``, DLQ), the source keys (``exactly.once.support``,
   ``transaction.boundary``) and strom's opt-in automatic restart of failed tasks:
