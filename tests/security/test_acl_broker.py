@@ -387,3 +387,28 @@ def test_denials_are_audit_logged_but_not_filtered_listings(cluster: AclBroker, 
     line = f"Principal = User:alice is Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:{denied}"
     assert cluster.process.wait_for_log(line, timeout=10), cluster.process.log_tail()
     assert f"on resource = Topic:LITERAL:{hidden}" not in cluster.process.log_text()
+
+
+def test_hosts_and_the_wildcard_principal(admin: AdminClient, alice: Config, suffix: str) -> None:
+    topic = f"hosts-{suffix}"
+    bob = {**alice, "sasl.username": "bob", "sasl.password": USERS["bob"]}
+    assert create_topic_error(admin, topic) is None
+    # User:* from another host: nobody here.
+    create_acls(admin, AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:*", "10.9.9.9",
+                                  AclOperation.WRITE, AclPermissionType.ALLOW))
+    assert code_of(produce_error(alice, topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # User:* from this host: alice and bob.
+    create_acls(admin, AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:*", "127.0.0.1",
+                                  AclOperation.WRITE, AclPermissionType.ALLOW))
+    assert produce_error(alice, topic) is None
+    assert produce_error(bob, topic) is None
+
+
+def test_allow_everyone_if_no_acl_found(tmp_path: Path) -> None:
+    with AclBroker(tmp_path / "data", **{"allow.everyone.if.no.acl.found": "true"}) as broker:
+        admin, alice = AdminClient(broker.client("admin")), broker.client("alice")
+        assert create_topic_error(AdminClient(alice), "open") is None  # no ACL on the cluster or the topic
+        assert produce_error(alice, "open") is None
+        # One ACL on the topic, for someone else: now only ACLs decide, and alice has none.
+        create_acls(admin, acl(ResourceType.TOPIC, "open", AclOperation.WRITE, principal="User:bob"))
+        assert code_of(produce_error(alice, "open")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
