@@ -166,7 +166,10 @@ def advertised_scheme(listeners: str | None, advertised_listener: str | None = N
     """``http`` or ``https``: ``rest.advertised.listener``, else http if any listener is http,
     else https (Kafka's RestServer.determineAdvertisedProtocol)."""
     if advertised_listener:
-        return advertised_listener.strip().lower()
+        scheme = advertised_listener.strip().lower()
+        if scheme not in ("http", "https"):
+            raise ConfigException("rest.advertised.listener", advertised_listener, "String must be one of: http, https")
+        return scheme
     text = (listeners or "").lower()
     if "http://" in text or not text:
         return "http"

@@ -165,6 +165,8 @@ def test_bad_settings_name_the_key(pki: Pki, tmp_path: Path) -> None:
         RestServer(None, "http://127.0.0.1:0", security={"rest.extension.classes": BASIC_AUTH_EXTENSION})
     with pytest.raises(ConfigException, match=r"rest\.extension\.classes"):
         RestServer(None, "http://127.0.0.1:0", security={"rest.extension.classes": "com.example.Ext"})
+    with pytest.raises(ConfigException, match=r"rest\.advertised\.listener"):
+        RestServer(None, "http://127.0.0.1:0", advertised_listener="ftp")
     no_section = tmp_path / "other.conf"
     no_section.write_text('KafkaServer { x.Y required file="f"; };\n')
     with pytest.raises(ConfigException, match="KafkaConnect"):
