@@ -22,10 +22,12 @@ import argparse
 import random
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.core.tools.common import require_broker
 from strom.streams import (
     Consumed,
     KafkaStreams,
@@ -50,10 +52,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", default="127.0.0.1:9092")
     ap.add_argument("--guarantee", default="exactly_once_v2", choices=["at_least_once", "exactly_once_v2"])
-    ap.add_argument("--state-dir", default="/tmp/strom-streams-pageviews")
+    ap.add_argument("--state-dir", default=str(Path.cwd() / ".strom-examples" / "pageviews-state"),
+                    help="RocksDB state of the application (default: ./.strom-examples/ under the working directory)")
     ap.add_argument("--views", type=int, default=600)
     ap.add_argument("--seconds", type=float, default=30.0)
     args = ap.parse_args()
+    require_broker(args.bootstrap)  # no broker: say to start `strom dev`, no trace
 
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     existing = admin.list_topics(timeout=10).topics

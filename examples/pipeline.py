@@ -135,7 +135,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="strom-platform-") as tmp, BrokerProcess() as broker:
         workdir = Path(tmp)
-        step(f"1. broker up: bootstrap.servers={broker.bootstrap}")
+        step(f"1. broker up: bootstrap.servers={broker.bootstrap}; worker and Streams state in {workdir} "
+             "(removed at the end)")
         create_topics(broker.bootstrap)
         herder = run_connector(broker.bootstrap, workdir, args.records)
         step(f"2. connect: datagen connector writing {args.records:,} page views to {SOURCE_TOPIC!r}")

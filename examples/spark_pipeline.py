@@ -6,7 +6,7 @@
 Produces sample orders (JSON values keyed by order id) to the topic ``orders``, reads the topic
 with ``spark.read.format("strom")``, totals the amounts per customer in Spark, and writes the
 result both back to Kafka (topic ``order-totals``, key = customer, value = JSON) and to Parquet
-(``--out``, default /tmp/strom-spark-pipeline). Finally reads ``order-totals`` back and prints it.
+(``--out``, default ./.strom-examples/spark-pipeline under the working directory). Finally reads ``order-totals`` back and prints it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import random
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -25,6 +26,7 @@ from pyspark.sql import functions as F
 
 import strom.spark_bridge
 from strom.core.testing import BrokerProcess
+from strom.core.tools.common import require_broker
 
 CUSTOMERS = ["ada", "grace", "linus", "barbara", "ken"]
 
@@ -48,10 +50,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", help="an existing cluster; default: start a bundled broker")
     ap.add_argument("--orders", type=int, default=10_000)
-    ap.add_argument("--out", default="/tmp/strom-spark-pipeline")
+    ap.add_argument("--out", default=str(Path.cwd() / ".strom-examples" / "spark-pipeline"),
+                    help="Parquet output directory (default: ./.strom-examples/spark-pipeline)")
     args = ap.parse_args()
 
     with ExitStack() as stack:
+        if args.bootstrap:
+            require_broker(args.bootstrap)  # no broker: say to start `strom dev`, no trace
         bootstrap = args.bootstrap or stack.enter_context(BrokerProcess()).bootstrap
         print(f"broker: {bootstrap}")
         produce_orders(bootstrap, args.orders)

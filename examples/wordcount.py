@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from strom.core.tools.common import require_broker
 from strom.streams import Consumed, KafkaStreams, Produced, ReadOnlyKeyValueStore, Serdes, StreamsBuilder
 
 SAMPLE = [
@@ -30,9 +32,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", default="127.0.0.1:9092")
     ap.add_argument("--guarantee", default="exactly_once_v2", choices=["at_least_once", "exactly_once_v2"])
-    ap.add_argument("--state-dir", default="/tmp/strom-streams-wordcount")
+    ap.add_argument("--state-dir", default=str(Path.cwd() / ".strom-examples" / "wordcount-state"),
+                    help="RocksDB state of the application (default: ./.strom-examples/ under the working directory)")
     ap.add_argument("--seconds", type=float, default=20.0)
     args = ap.parse_args()
+    require_broker(args.bootstrap)  # no broker: say to start `strom dev`, no trace
 
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     existing = admin.list_topics(timeout=10).topics

@@ -209,3 +209,17 @@ def configure_logging(value: str | None, fmt: str = "%(asctime)s %(levelname)s %
     import logging
 
     logging.basicConfig(level=log_level(value), stream=sys.stderr, format=fmt, force=True)
+
+
+def require_broker(bootstrap: str, timeout: float = 5.0) -> None:
+    """Exit with the ``strom dev`` hint, not a KafkaException trace, when no broker answers at
+    ``bootstrap`` within ``timeout`` seconds (for examples and scripts that expect one running)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        admin.list_topics(timeout=timeout)
+    except KafkaException:
+        print(f"error: {unreachable_hint(bootstrap)}", file=sys.stderr)
+        raise SystemExit(1) from None

@@ -169,6 +169,7 @@ def _tables(stdout: str) -> list[str]:
     return [line for line in lines[start:] if line.strip() and not line.startswith(("[", "\t"))]
 
 
+@pytest.mark.reference  # runs Kafka's own tool from the reference jars
 def test_tables_match_kafkas_tool(broker: Any, strom: Run) -> None:
     """Kafka 4.3.1's kafka-consumer-groups.sh and strom's print the same describe and reset tables."""
     run = uuid.uuid4().hex[:8]
