@@ -171,12 +171,13 @@ async def alter_client_quotas(controller: QuorumController, alterations: Sequenc
                                                 f"{entity_string(alteration.entity)}")
                 else:
                     changes[op.key] = None if op.remove else float(op.value)
-            if entity in results:
-                results[entity] = (alteration.entity, InvalidRequestError(
-                    f"Ignoring duplicate entity {entity_string(alteration.entity)}"))
-                continue
             if error is not None:
                 results[entity] = (alteration.entity, error)
+            if entity in results:
+                # Kafka's check reads its own result map: an entity whose ops repeat a key is
+                # answered as a duplicate entity too (the duplicate-key message is overwritten).
+                results[entity] = (alteration.entity, InvalidRequestError(
+                    f"Ignoring duplicate entity {entity_string(alteration.entity)}"))
                 continue
             try:
                 validated = _validate_entity(alteration.entity)

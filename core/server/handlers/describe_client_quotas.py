@@ -49,5 +49,6 @@ async def handle(deps: ImageDeps, ctx: RequestContext,
                entity=tuple(m.make("EntityData", entity_type=t, entity_name=n) for t, n in entity),
                values=tuple(m.make("ValueData", key=k, value=values[k]) for k in java_key_order(values)))
         for entity, values in found)
-    return m.make("DescribeClientQuotasResponse", throttle_time=throttle, error_code=0, error_message=None,
+    # Kafka answers success with an empty message, not null.
+    return m.make("DescribeClientQuotasResponse", throttle_time=throttle, error_code=0, error_message="",
                   entries=entries)

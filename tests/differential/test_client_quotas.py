@@ -1,0 +1,158 @@
+"""Differential: client quotas on strom and Apache Kafka 4.3.1.
+
+Kafka's own ``kafka-configs`` (``kafka.admin.ConfigCommand``) alters and describes quotas of
+users, clients, users+clients and ips, default entities included, and prints the same on both
+brokers, its refusals too (a fractional byte rate, a zero rate: ClientQuotaControlManager's
+messages). DescribeClientQuotas over the wire answers the same entries for exact, default and
+"any" filters, strict or not, and the same errors for bad filters; AlterClientQuotas the same
+codes and messages for each refused entity.
+
+The brokers are the session's shared ones: entity names are unique per run, and a default
+entity (global) is set to a value no test reaches and removed at the end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from typing import Any
+
+import pytest
+from diff_wire import WireClient
+from kafka_ref import KafkaRef, classpath, ensure_jars
+from kio.schema.alter_client_quotas.v1 import request as alter_req
+from kio.schema.describe_client_quotas.v1 import request as describe_req
+from kio.static.primitive import f64, i8
+from ref_fixtures import HasBootstrap, skip_without_java
+
+HUGE = "1000000000000"  # a default entity's value no test comes near
+
+
+def _start(bootstrap: str, args: tuple[str, ...]) -> subprocess.Popen[str]:
+    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()),
+           "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=180)
+    # The error output ends with the cause (a stack trace's line numbers are the tool's own).
+    causes = [line for line in err.splitlines() if "Exception:" in line or line.startswith("Error")]
+    return proc.returncode, out.strip(), causes[-1].strip() if causes else ""
+
+
+def kafka_configs(*bootstraps: str, args: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """Kafka's kafka-configs.sh against each broker at once: (exit code, standard output, the
+    cause it printed) of each."""
+    skip_without_java()
+    procs = [_start(b, args) for b in bootstraps]
+    return [_result(p) for p in procs]
+
+
+def same_on_both(strom: HasBootstrap, kafka: KafkaRef, step: tuple[str, ...]) -> tuple[int, str, str]:
+    ours, theirs = kafka_configs(strom.bootstrap, kafka.bootstrap, args=step)
+    assert ours == theirs, f"kafka-configs {' '.join(step)}"
+    return ours
+
+
+@pytest.mark.slow  # ~30 s: a JVM per tool run
+def test_kafka_configs_alter_and_describe(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    u = f"qu-{uuid.uuid4().hex[:6]}"
+    c = f"qc-{uuid.uuid4().hex[:6]}"
+    steps: list[tuple[str, ...]] = [
+        ("--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048", "--entity-type", "users",
+         "--entity-name", u),
+        ("--alter", "--add-config", "request_percentage=50.5", "--entity-type", "clients", "--entity-name", c),
+        ("--alter", "--add-config", "producer_byte_rate=100,controller_mutation_rate=2.5", "--entity-type", "users",
+         "--entity-name", u, "--entity-type", "clients", "--entity-name", c),
+        ("--alter", "--add-config", f"consumer_byte_rate={HUGE}", "--entity-type", "users", "--entity-name", u,
+         "--entity-type", "clients", "--entity-default"),
+        ("--alter", "--add-config", "connection_creation_rate=10", "--entity-type", "ips", "--entity-name", "10.9.8.7"),
+        ("--alter", "--add-config", "producer_byte_rate=10.5", "--entity-type", "users", "--entity-name", u),
+        ("--alter", "--add-config", "producer_byte_rate=0", "--entity-type", "users", "--entity-name", u),
+        ("--describe", "--entity-type", "users", "--entity-name", u),
+        ("--describe", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients"),
+        ("--describe", "--entity-type", "ips", "--entity-name", "10.9.8.7"),
+        ("--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "users", "--entity-name", u),
+    ]
+    for step in steps:
+        same_on_both(strom, kafka, step)
+    # What they print is what Kafka prints for these (not just the same failure twice).
+    assert same_on_both(strom, kafka, ("--describe", "--entity-type", "users", "--entity-name", u))[1] == (
+        f"Quota configs for user-principal '{u}' are producer_byte_rate=1024.0")
+
+
+@pytest.mark.slow  # ~25 s
+def test_kafka_configs_default_entities(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    steps: list[tuple[str, ...]] = [
+        ("--alter", "--add-config", f"consumer_byte_rate={HUGE}", "--entity-type", "users", "--entity-default"),
+        ("--alter", "--add-config", f"request_percentage={HUGE}", "--entity-type", "clients", "--entity-default"),
+        ("--alter", "--add-config", f"producer_byte_rate={HUGE}", "--entity-type", "users", "--entity-default",
+         "--entity-type", "clients", "--entity-default"),
+        ("--describe", "--entity-type", "users", "--entity-default"),
+        ("--describe", "--entity-type", "users", "--entity-default", "--entity-type", "clients"),
+    ]
+    cleanup: list[tuple[str, ...]] = [
+        ("--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "users", "--entity-default"),
+        ("--alter", "--delete-config", "request_percentage", "--entity-type", "clients", "--entity-default"),
+        ("--alter", "--delete-config", "producer_byte_rate", "--entity-type", "users", "--entity-default",
+         "--entity-type", "clients", "--entity-default"),
+    ]
+    try:
+        for step in steps:
+            same_on_both(strom, kafka, step)
+    finally:
+        for step in cleanup:
+            same_on_both(strom, kafka, step)
+
+
+def _alter(client: WireClient, entity: tuple[tuple[str, str | None], ...], ops: tuple[tuple[str, float | None], ...],
+           ) -> list[tuple[int, str | None]]:
+    req = alter_req.AlterClientQuotasRequest(entries=(alter_req.EntryData(
+        entity=tuple(alter_req.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+        ops=tuple(alter_req.OpData(key=k, value=f64(float(v or 0.0)), remove=v is None) for k, v in ops)),),
+        validate_only=False)
+    return [(int(e.error_code), e.error_message) for e in client.request(req).entries]
+
+
+def _describe(client: WireClient, components: tuple[tuple[str, int, str | None], ...], strict: bool) -> Any:
+    resp = client.request(describe_req.DescribeClientQuotasRequest(components=tuple(
+        describe_req.ComponentData(entity_type=t, match_type=i8(m), match=n) for t, m, n in components),
+        strict=strict))
+    entries = None if resp.entries is None else sorted(
+        (tuple(sorted((e.entity_type, e.entity_name or "<default>") for e in entry.entity)),
+         tuple(sorted((v.key, v.value) for v in entry.values))) for entry in resp.entries)
+    return int(resp.error_code), resp.error_message, entries
+
+
+def test_wire_answers_match(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    u = f"wu-{uuid.uuid4().hex[:6]}"
+    alters: list[tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, float | None], ...]]] = [
+        (((("user", u),)), (("producer_byte_rate", 1000.0), ("consumer_byte_rate", 2000.0))),
+        ((("user", u), ("client-id", "a")), (("request_percentage", 10.0),)),
+        ((("user", u), ("client-id", None)), (("controller_mutation_rate", 5.0),)),
+        ((("user", u),), (("producer_byte_rate", 1.5),)),
+        ((("user", u),), (("producer_byte_rate", 5.0), ("producer_byte_rate", 6.0))),
+        ((("user", u),), (("bogus", 5.0),)),
+        ((("user", u),), (("producer_byte_rate", -1.0),)),
+        ((("user", u), ("ip", "1.2.3.4")), (("connection_creation_rate", 5.0),)),
+        ((("ip", "1.2.3.4"),), (("connection_creation_rate", 2.5),)),
+        ((("ip", "1.2.3.4"),), (("producer_byte_rate", 5.0),)),
+        ((("group", "g"),), (("producer_byte_rate", 5.0),)),
+        ((("user", ""),), (("producer_byte_rate", 5.0),)),
+        ((), (("producer_byte_rate", 5.0),)),
+        ((("user", u),), (("request_percentage", None),)),
+    ]
+    filters: list[tuple[tuple[tuple[str, int, str | None], ...], bool]] = [
+        ((("user", 0, u),), False), ((("user", 0, u),), True),
+        ((("user", 0, u), ("client-id", 2, None)), False), ((("user", 0, u), ("client-id", 2, None)), True),
+        ((("user", 0, u), ("client-id", 1, None)), True), ((("user", 0, u), ("client-id", 0, "a")), True),
+        ((("user", 0, None),), False), ((("user", 1, "x"),), False), ((("user", 2, "x"),), False),
+        ((("user", 0, u), ("user", 2, None)), False), ((("ip", 2, None), ("user", 0, u)), False),
+        ((("group", 2, None),), False), ((("", 2, None),), False), ((("user", 7, None),), False),
+    ]
+    with WireClient(strom.bootstrap) as ours, WireClient(kafka.bootstrap) as theirs:
+        for entity, ops in alters:
+            assert _alter(ours, entity, ops) == _alter(theirs, entity, ops), (entity, ops)
+        for components, strict in filters:
+            assert _describe(ours, components, strict) == _describe(theirs, components, strict), (components, strict)
