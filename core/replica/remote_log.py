@@ -59,6 +59,7 @@ _HEADER_NEEDED = 27  # a batch's base offset, length, ..., last offset delta (by
 READ_PIECE_BYTES = 1024 * 1024  # pieces taken from a plain stream
 READ_SLACK_BYTES = 1024 * 1024  # past max_bytes, for the batches before the offset in a first range
 PREFETCHED_REMEMBERED = 1000
+PREFETCH_SEGMENTS = 4  # at most this many segments ahead of a reader
 
 RemoteRead = tuple[bytes, "list[tuple[int, int]] | None"]
 
@@ -270,7 +271,7 @@ class RemoteLogBinding:
                 if len(self._prefetched) > PREFETCHED_REMEMBERED:
                     self._prefetched.popitem(last=False)
             if first_ask:
-                self._readers.submit(self._prefetch_next, tip, epochs, meta)
+                self._readers.submit(self._prefetch_next, tip, epochs, meta, max(rsm.prefetch_max_size, max_bytes))
         return meta, records
 
     def _segment_pieces(self, meta: RemoteLogSegmentMetadata, start: int,
@@ -302,15 +303,21 @@ class RemoteLogBinding:
             want *= 2
 
     def _prefetch_next(self, tip: TopicIdPartition, epochs: list[tuple[int, int]],
-                       meta: RemoteLogSegmentMetadata) -> None:
+                       meta: RemoteLogSegmentMetadata, window: int) -> None:
+        """Prefetch the segments after ``meta`` that the window's ``window`` bytes reach into (at
+        most PREFETCH_SEGMENTS): their GETs run side by side with the reads of this one."""
         rsm = self._pieces_rsm
         if rsm is None:
             return
         try:
-            following = self._segment_for(tip, epochs, meta.end_offset + 1)
-            rsm.prefetch_log_segment(following, 0)
-            # Its offset index too (the manager caches indexes): the first read there looks it up.
-            self.rsm.fetch_index(following, IndexType.OFFSET).close()
+            for _ in range(PREFETCH_SEGMENTS):
+                meta = self._segment_for(tip, epochs, meta.end_offset + 1)
+                rsm.prefetch_log_segment(meta, 0)
+                # Its offset index too (the manager caches indexes): the first read there looks it up.
+                self.rsm.fetch_index(meta, IndexType.OFFSET).close()
+                window -= meta.segment_size_in_bytes
+                if window <= 0 or meta.segment_size_in_bytes <= 0:
+                    break
         except (OffsetOutOfRangeError, RemoteStorageError) as e:  # the end of the remote log, or S3 away
             log.debug("no prefetch after %s of %s: %s", meta.segment_id, tip, e)
 
