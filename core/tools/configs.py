@@ -17,7 +17,7 @@ from strom.core.tools.common import ToolError, UsageError, add_client_args, admi
 from strom.core.tools.topics import split_config_assignments
 
 if TYPE_CHECKING:
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
 
 REQUEST_TIMEOUT_S = 30.0
 # ConfigEntry sources each entity's "Dynamic configs" listing keeps (Kafka's ConfigCommand).
@@ -95,7 +95,7 @@ def source_name(source: object) -> str:
     return ConfigSource(source).name if isinstance(source, int) else getattr(source, "name", str(source))
 
 
-def format_entry(entry: Any) -> str:
+def format_entry(entry: ConfigEntry) -> str:
     """One config line as kafka-configs.sh prints it (a sensitive value shows as null)."""
     value = "null" if entry.is_sensitive or entry.value is None else entry.value
     synonyms = ", ".join(f"{source_name(s.source)}:{s.name}={'null' if s.value is None else s.value}"

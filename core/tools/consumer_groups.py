@@ -14,9 +14,10 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from strom.core.tools.common import (
     Progress,
@@ -28,7 +29,9 @@ from strom.core.tools.common import (
 )
 
 if TYPE_CHECKING:
-    from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
+    from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberDescription, OffsetSpec
+
+T = TypeVar("T")
 
 MISSING = "-"
 DEFAULT_TIMEOUT_MS = 30_000  # Kafka's --timeout default
@@ -205,7 +208,7 @@ class GroupTool:
         self.admin = admin
         self.timeout_s = args.timeout / 1000
 
-    def _result(self, future: Any, what: str) -> Any:
+    def _result(self, future: Future[T], what: str) -> T:
         try:
             return future.result()
         except Exception as e:  # KafkaException, or a timeout of the future
@@ -300,7 +303,7 @@ class GroupTool:
 
     def offset_rows(self, group: str, desc: ConsumerGroupDescription) -> list[OffsetRow]:
         committed = self.committed(group)
-        assigned: list[tuple[tuple[str, int], Any]] = []
+        assigned: list[tuple[tuple[str, int], MemberDescription]] = []
         members = sorted((m for m in desc.members if m.assignment.topic_partitions),
                          key=lambda m: -len(m.assignment.topic_partitions))
         for m in members:
@@ -515,7 +518,7 @@ class GroupTool:
     # -- --delete ---------------------------------------------------------------------------
 
     def delete(self) -> int:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         groups = self.group_ids()
         if not groups:
@@ -528,8 +531,8 @@ class GroupTool:
                 futures[group].result()
                 done.append(group)
             except KafkaException as e:
-                err = e.args[0] if e.args else e
-                failed[group] = f"{err.name()}: {err.str()}" if hasattr(err, "name") else str(err)
+                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                failed[group] = f"{err.name()}: {err.str()}" if err is not None else str(e)
         if not failed:
             print(f"Deletion of requested consumer groups ('{', '.join(done)}') was successful.")
             return 0

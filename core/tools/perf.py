@@ -17,7 +17,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from strom.core.tools.common import (
     ClientConfig,
@@ -154,7 +153,7 @@ class Stats:
 
 
 def cmd_perf_produce(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Message, Producer
 
     if args.num_records < 1:
         raise UsageError(f"--num-records expects a positive number, got {args.num_records}")
@@ -172,7 +171,7 @@ def cmd_perf_produce(args: argparse.Namespace) -> int:
     payload = bytes(rng.randrange(65, 91) for _ in range(args.record_size))
     stats = Stats(args.num_records, args.reporting_interval)
 
-    def on_delivery(err: Any, msg: Any) -> None:
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             stats.errors += 1
             if stats.errors == 1:

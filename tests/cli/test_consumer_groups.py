@@ -130,9 +130,9 @@ def test_describe_reset_and_delete(any_broker: Any, strom: Run, active_member: C
     assert lines[1][0:2] == [group, member_id] and lines[1][3:] == ["cg-test-client", "2"]
     res = strom("consumer-groups", "--describe", "--group", group, "--state", *bs)
     assert res.returncode == 0, res.stderr
-    lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert lines[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-    assert lines[1].split()[0] == group and lines[1].split()[-2:] == ["Stable", "1"]
+    state_lines = [line.split() for line in res.stdout.splitlines() if line.strip()]
+    assert state_lines[0] == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    assert state_lines[1][0] == group and state_lines[1][-2:] == ["Stable", "1"]
 
     res = strom("consumer-groups", "--reset-offsets", "--to-latest", "--all-topics", "--execute", "--group", group, *bs)
     assert res.returncode == 1
