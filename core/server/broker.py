@@ -63,7 +63,7 @@ from strom.plugins.hookspecs.authorizers import (
     authorize_by_resource_type,
 )
 from strom.plugins.hookspecs.authorizers import RequestContext as AuthContext
-from strom.plugins.hookspecs.quotas import ClientQuotaConsumer, QuotaType
+from strom.plugins.hookspecs.quotas import ClientQuotaConsumer, ConnectionRateQuotas, QuotaType
 from strom.plugins.hookspecs.storage import RemoteStorageManager
 from strom.plugins.manager import get_plugin_manager, load_authorizer, load_quota_manager
 
@@ -208,6 +208,9 @@ class Broker:
             blocklist=[b for b in config.strom_plugins_blocklist.split(",") if b.strip()])
         self.authorizer = load_authorizer(self.plugin_manager, config)
         self.quota_manager = load_quota_manager(self.plugin_manager, config)
+        if isinstance(self.quota_manager, ConnectionRateQuotas):  # connection_creation_rate per IP
+            for listener in self.listeners:
+                listener.limits.connection_rate = self.quota_manager
         self.log_manager = LogManager(config.log_dir_list, config)
         self.replica_manager = ReplicaManager(config, self.log_manager, fetch_purgatory=Purgatory("fetch"),
                                               produce_purgatory=Purgatory("produce"))

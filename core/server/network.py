@@ -79,6 +79,7 @@ from strom.core.server.context import RequestContext
 
 if TYPE_CHECKING:
     from strom.core.security.listener_security import ListenerSecurity
+    from strom.plugins.hookspecs.quotas import ConnectionRateQuotas
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +280,8 @@ class SocketLimits:
                  queued_max_request_bytes: int = -1, listen_backlog: int = 1024) -> None:
         self.idle_s = connections_max_idle_ms / 1000 if connections_max_idle_ms >= 0 else math.inf
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
+        # The quota plugin's per-IP connection_creation_rate (set by the broker when it has one).
+        self.connection_rate: ConnectionRateQuotas | None = None
         self.pool = MemoryPool(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
         self.listen_backlog = listen_backlog
         self.closing_log = RateLimitedLog(log, "connection-closing warnings")
@@ -469,6 +472,16 @@ class Listener:
             sock.setblocking(False)
             ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
             address = f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip
+            rate = self.limits.connection_rate
+            held_ms = rate.record_connection(_normalize_ip(ip), int(time.time() * 1000)) if rate is not None else 0
+            if held_ms > 0:
+                # Kafka's ConnectionQuotas over connection_creation_rate: the connection is accepted
+                # but never served, and closed once the rate is back under the quota.
+                self.limits.rejected_log.log(
+                    logging.INFO, "throttled connection from %s on listener %s for %d ms: the address is over "
+                    "its connection_creation_rate quota", address, self.name, held_ms)
+                self._event_loop.call_later(held_ms / 1000, sock.close)
+                continue
             if not quotas.try_open(_normalize_ip(ip)):
                 self.limits.rejected_log.log(
                     logging.INFO, "rejected connection from %s on listener %s: the address already has the "

@@ -260,8 +260,11 @@ class ClientQuotaManager:
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0
-        # Kafka's ConnectionQuotas: the connection is held until the rate is back under the bound.
-        return round((measured - bound) / bound * rate.window_size_ms(now_ms))
+        # Kafka's ConnectionQuotas: a refused connection is not counted (it unrecords it) and is
+        # held until the rate is back under the bound, then closed.
+        held = round((measured - bound) / bound * rate.window_size_ms(now_ms))
+        rate.record(-1.0, now_ms)
+        return held
 
 
 def _normalize_ip(ip: str) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kafka_wire import connect, decode_response, encode_request, read_frame
+from kafka_wire import connect, decode_response, encode_request, read_frame, wait_closed
 from kio.schema.alter_client_quotas.v1 import request as alter_req
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_partitions.v3 import request as create_parts_req
 from kio.schema.create_topics.v5 import request as create_v5
 from kio.schema.create_topics.v7 import request as create_v7
@@ -212,3 +213,37 @@ def test_kafka_default_is_on_and_unlimited_is_selectable(tmp_path: Path) -> None
         assert producer.flush(60) == 0
         producer.poll(0.5)
         assert throttles == []  # stored, but the unlimited plugin never throttles
+
+
+def test_connection_creation_rate_per_ip(tmp_path: Path) -> None:
+    """Kafka's ConnectionQuotas: past the IP's connection_creation_rate a new connection is
+    accepted but never served, and closed once the rate is back under the quota; the other
+    connections are served meanwhile."""
+    config = {"quota.window.num": "2", "quota.window.size.seconds": "1"}
+    with BrokerProcess(tmp_path / "data", config=config) as proc:
+        kept = connect(proc.bootstrap)  # opened before the quota: served throughout
+        assert alter(proc.bootstrap, {"ip": "127.0.0.1"}, {"connection_creation_rate": 2.0}) == (0, None)
+        versions = ApiVersionsRequest(client_software_name="strom-tests", client_software_version="1")
+        served, held = 0, []
+        for _ in range(8):
+            sock = connect(proc.bootstrap)
+            sock.sendall(encode_request(versions, 1))
+            sock.settimeout(1.0)
+            try:
+                answered = read_frame(sock) is not None
+            except TimeoutError:
+                answered = False
+            if answered:
+                served += 1
+                sock.close()
+            else:
+                held.append(sock)
+        try:
+            assert served >= 1 and held, f"{served} served, {len(held)} held"
+            # The held ones are closed by the broker (after the throttle time) without an answer.
+            assert all(wait_closed(sock, timeout=15) for sock in held)
+            assert _call(kept, versions, "kept").error_code == 0
+        finally:
+            for sock in [kept, *held]:
+                sock.close()
+        assert proc.wait_for_log("connection_creation_rate", timeout=5)
