@@ -63,9 +63,13 @@ def _setup(admin: WireClient, principal: str) -> None:
         timeout=timedelta(seconds=30)))
     assert resp.topics[0].error_code == 0, resp
     pr = kio_schema("produce", 9)
-    resp = admin.request(pr.ProduceRequest(acks=-1, timeout=timedelta(seconds=30), topic_data=(pr.TopicProduceData(
-        name=TOPIC, partition_data=(pr.PartitionProduceData(index=0, records=build_batch([(None, b"v")])),)),)))
-    assert resp.responses[0].partition_responses[0].error_code == 0, resp
+
+    def produced() -> bool:  # the new partition may not have its leader yet (NOT_LEADER_OR_FOLLOWER)
+        resp = admin.request(pr.ProduceRequest(acks=-1, timeout=timedelta(seconds=30), topic_data=(pr.TopicProduceData(
+            name=TOPIC, partition_data=(pr.PartitionProduceData(index=0, records=build_batch([(None, b"v")])),)),)))
+        return int(resp.responses[0].partition_responses[0].error_code) == 0
+
+    wait_for(produced, 60, f"a record in {TOPIC}")
     # The coordinators' internal topics exist and are loaded before anything is compared (Kafka
     # creates them on the first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE meanwhile).
     fc = kio_schema("find_coordinator", 4)
