@@ -475,6 +475,10 @@ class BrokerConfig(BaseModel):
     metadata_max_retention_bytes: int = Field(104857600, alias="metadata.max.retention.bytes")
     metadata_log_max_record_bytes_between_snapshots: int = Field(
         20971520, alias="metadata.log.max.record.bytes.between.snapshots", ge=1)
+    strom_metrics_listener: str = Field(
+        "", alias="strom.metrics.listener",
+        description="http://HOST:PORT serving Prometheus /metrics with Kafka's metric names ('' = off; "
+                    "`strom dev` sets http://127.0.0.1:9404). A port that cannot be bound is logged, not fatal.")
     strom_plugins_blocklist: str = Field("", alias="strom.plugins.blocklist",
                                          description="Comma-separated plugin names not to load.")
     authorizer_class_name: str = Field("", alias="authorizer.class.name",
