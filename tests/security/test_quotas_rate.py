@@ -128,13 +128,13 @@ def test_consumer_is_held_to_consumer_byte_rate(rate_broker: BrokerProcess) -> N
     try:
         first = wait_for(lambda: consumer.poll(0.5), timeout=30, what="the first record")
         began = time.monotonic()
-        received.append((began, len(first.value())))
+        received.append((began, len(first.value() or b"")))
         settle_s = 4.0
         end = began + settle_s + MEASURE_S
         while time.monotonic() < end:
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
-                received.append((time.monotonic(), len(msg.value())))
+                received.append((time.monotonic(), len(msg.value() or b"")))
     finally:
         consumer.close()
     rate = measured_rate(received, began + settle_s, end)
