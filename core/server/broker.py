@@ -50,6 +50,9 @@ from strom.core.server import handlers
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers import api_versions
 from strom.core.server.handlers._deps import ListedBroker
+from strom.core.server.handlers.fetch import FetchRows
+from strom.core.server.handlers.produce import ProduceResults
+from strom.core.server.metrics import FETCH_KEY, PRODUCE_KEY, BrokerMetrics, MetricsServer
 from strom.core.server.network import Listener, ListenerError, RateLimitedLog, SocketLimits
 from strom.core.server.purgatory import Purgatory
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
@@ -68,7 +71,10 @@ from strom.plugins.hookspecs.storage import RemoteStorageManager
 from strom.plugins.manager import get_plugin_manager, load_authorizer, load_quota_manager
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from strom.core.coordinator.runtime import CoordinatorHost
+    from strom.core.replica.partition import Partition
     from strom.core.replica.remote_log import RemoteLogBinding
     from strom.core.server.handlers._deps import (
         AclDeps,
@@ -229,6 +235,16 @@ class Broker:
             from strom.core.replica.remote_log import load_storage_manager
 
             self.remote_storage_manager = load_storage_manager(self.plugin_manager, config)
+        # strom.metrics.listener: Prometheus /metrics (strom.core.server.metrics); None = off, and
+        # then dispatch records nothing.
+        self.metrics: BrokerMetrics | None = None
+        self._metrics_server: MetricsServer | None = None
+        if config.strom_metrics_listener:
+            self.metrics = BrokerMetrics(self, _api_label)
+            try:
+                self._metrics_server = MetricsServer(self.metrics, config.strom_metrics_listener)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -256,6 +272,8 @@ class Broker:
             # Tests and tools read the port of each listener from this line (only the first is announced).
             log.info("listening on %s://%s:%d (%s%s)", listener.name, listener.host, listener.port,
                      listener.security_protocol, f", SASL {','.join(mechanisms)}" if mechanisms else "")
+        if self._metrics_server is not None and not await self._metrics_server.start():
+            self._metrics_server = None  # the port is taken: logged, the broker serves on
         if self.remote_storage_manager is not None:
             await self._start_remote_log()
 
@@ -277,6 +295,8 @@ class Broker:
             self.replica_manager.set_remote_roles_listener(None)
             self.replica_manager.remote_fetcher = None
             await asyncio.to_thread(self.remote_log.close)
+        if self._metrics_server is not None:
+            await self._metrics_server.close()
         for listener in self.listeners:
             await listener.close()
         await self.txn_coordinator.close()
@@ -398,6 +418,52 @@ class Broker:
         results = await self.metadata.controller.create_topics([CreatableTopic(name=n) for n in names])
         return {r.name: r.error_code for r in results}
 
+    # -- metrics (read on scrape, strom.core.server.metrics) ------------------------------------
+
+    def metrics_partitions(self) -> Mapping[tuple[str, int], Partition]:
+        return self.replica_manager.partitions
+
+    def metrics_committed_offsets(self) -> Iterable[tuple[str, str, int, int]]:
+        for group, offsets in self.group_coordinator.offsets.committed.items():
+            for (topic, partition), value in offsets.items():
+                yield group, topic, partition, value.offset
+
+    def metrics_connections(self) -> Iterable[tuple[str, int]]:
+        return [(listener.name, listener.connection_count) for listener in self.listeners]
+
+    def _record_metrics(self, metrics: BrokerMetrics, header: codec.RequestHeader, request: Any,
+                        response: Any, started: float) -> None:
+        """Per request and per partition of a produce or fetch, never per record."""
+        api_key = header.api_key
+        kind: str | None = None
+        if api_key == PRODUCE_KEY:
+            topic_data = request.topic_data
+            if response is None:  # acks=0: a failed append would have closed the connection
+                image = self.image
+                for topic in topic_data:
+                    name = topic.name if header.api_version < 13 else image.topic_name(topic.topic_id)
+                    if name is not None:
+                        for pd in topic.partition_data:
+                            metrics.appended(name, pd.records or b"")
+            elif isinstance(response, ProduceResults):
+                for topic, results in zip(topic_data, response.topics, strict=False):
+                    for pd, result in zip(topic.partition_data, results.partitions, strict=False):
+                        if result.error_code == 0:
+                            metrics.appended(results.name, pd.records or b"")
+        elif api_key == FETCH_KEY:
+            state = getattr(request, "replica_state", None)
+            replica_id = state.replica_id if state is not None else getattr(request, "replica_id", -1)
+            kind = "FetchFollower" if replica_id >= 0 else "FetchConsumer"
+            if replica_id < 0 and isinstance(response, FetchRows):
+                for rows in response.topics:
+                    size = 0
+                    for row in rows.partitions:
+                        if row.records:
+                            size += len(row.records)
+                    if size:
+                        metrics.fetched(rows.name, size)
+        metrics.request_done(api_key, header.api_version, time.perf_counter() - started, kind)
+
     # -- dispatch -----------------------------------------------------------------------------
 
     async def dispatch(self, ctx: RequestContext, header: codec.RequestHeader, frame: bytes,
@@ -412,6 +478,7 @@ class Broker:
                 return codec.encode_response(header.api_key, 0, header.correlation_id, response)
             raise UnsupportedVersionRequestError(
                 f"API key {header.api_key} version {header.api_version} is outside {lo}..{hi}")
+        started = time.perf_counter()
         request = codec.decode_request(header, frame, body_pos)
         try:
             response = await handler.handle(self, ctx, request)
@@ -431,10 +498,14 @@ class Broker:
                                 ctx.client_address, ctx.listener_name, ErrorCode(code).name.upper(),
                                 _describe_exception(e))
         if response is None:
-            return None
-        if hasattr(response, "frame_parts"):  # a handler's own encoder (Fetch, Produce, EndTxn, AddPartitionsToTxn)
-            return response.frame_parts(header.api_version, header.correlation_id)
-        return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
+            out = None
+        elif hasattr(response, "frame_parts"):  # a handler's own encoder (Fetch, Produce, EndTxn, AddPartitionsToTxn)
+            out = response.frame_parts(header.api_version, header.correlation_id)
+        else:
+            out = codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        if self.metrics is not None:
+            self._record_metrics(self.metrics, header, request, response, started)
+        return out
 
     # -- running ------------------------------------------------------------------------------
 

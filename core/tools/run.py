@@ -67,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_dev)
 
 
+DEV_METRICS_LISTENER = "http://127.0.0.1:9404"
+
+
 def dev_config(data_dir: Path, port: int, overrides: dict[str, str]) -> BrokerConfig:
     """The config of ``strom dev``: one combined node; ``overrides`` win over its defaults."""
     values: dict[str, str] = {
@@ -80,6 +83,8 @@ def dev_config(data_dir: Path, port: int, overrides: dict[str, str]) -> BrokerCo
         # A development broker: a group's first join does not wait 3 s for more members (Kafka's
         # quickstart config/server.properties sets the same); `strom broker start` keeps 3000.
         "group.initial.rebalance.delay.ms": "0",
+        # Prometheus /metrics (strom.core.server.metrics); a taken port is one log line, not a failed start.
+        "strom.metrics.listener": DEV_METRICS_LISTENER,
     }
     values.update(overrides)
     return BrokerConfig.load(None, values)
