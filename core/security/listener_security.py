@@ -52,6 +52,9 @@ class ListenerSecurity:
     principal_mapper: SslPrincipalMapper | None = None
     sasl_mechanisms: dict[str, SaslMechanismConfig] = field(default_factory=dict)
     sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE
+    # Kafka's connection.failed.authentication.delay.ms: how long a failed connection stays open
+    # after its error response (so the client reads it before the close).
+    failed_authentication_delay_ms: int = 100
     # The broker's SCRAM credentials (shared by its listeners, fed from the metadata log).
     scram_store: ScramCredentialStore = field(default_factory=ScramCredentialStore)
 
@@ -102,6 +105,8 @@ def build_listener_security(name: str, protocol: str, config: Any,
                 _mechanism_factory(settings, mechanism, scram_store), reauth)
         security.sasl_max_receive_size = settings.get_int("sasl.server.max.receive.size", DEFAULT_SASL_MAX_RECEIVE,
                                                           minimum=1)
+        security.failed_authentication_delay_ms = settings.get_int("connection.failed.authentication.delay.ms", 100,
+                                                                   minimum=0)
     return security
 
 

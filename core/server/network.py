@@ -666,6 +666,15 @@ class Listener:
                     writer.write(e.response)
                     with contextlib.suppress(ConnectionError):
                         await writer.drain()
+                # Kafka's connection.failed.authentication.delay.ms: the close waits, so a client
+                # reads the error response before it sees the connection go (and a client that
+                # retries at once is slowed down). Then close gracefully: the caller's close would
+                # abort a connection with unsent bytes (TLS keeps some buffered after drain).
+                conn.deadline = math.inf
+                await asyncio.sleep(self.security.failed_authentication_delay_ms / 1000)
+                writer.close()
+                with contextlib.suppress(ConnectionError, TimeoutError, ssl.SSLError):
+                    await asyncio.wait_for(writer.wait_closed(), min(idle_s, 10.0))
                 return False
             if response:
                 writer.write(response)
