@@ -191,15 +191,17 @@ class BrokerMetrics(Collector):
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
                                        "Requests handled, by request type and version (Kafka's RequestsPerSec)",
                                        labels=["request", "version"])
+        names: dict[int, str] = {}  # a version each API was used in names it (old versions may have no class)
         for (api_key, version), n in sorted(self.requests.items()):
-            requests.add_metric([self._api_name(api_key, version), str(version)], float(n))
+            name = names[api_key] = self._api_name(api_key, version)
+            requests.add_metric([name, str(version)], float(n))
         for (kind, version), n in sorted(self.fetch_kinds.items()):
             requests.add_metric([kind, str(version)], float(n))
         yield requests
         total = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
                                       "Time from a request's arrival to its response, in ms (Kafka's TotalTimeMs)",
                                       labels=["request"])
-        named = [(self._api_name(k, 0), lat) for k, lat in sorted(self.latency.items())]
+        named = [(names.get(k) or self._api_name(k, 0), lat) for k, lat in sorted(self.latency.items())]
         named += sorted(self.fetch_latency.items())
         for name, lat in named:
             cumulative, buckets = 0, []
