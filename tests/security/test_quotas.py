@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acl_broker import AclBroker
 from confluent_kafka import Producer
 from kafka_wire import connect, decode_response, encode_request, read_frame, wait_closed
 from kio.schema.alter_client_quotas.v1 import request as alter_req
@@ -247,3 +248,24 @@ def test_connection_creation_rate_per_ip(tmp_path: Path) -> None:
             for sock in [kept, *held]:
                 sock.close()
         assert proc.wait_for_log("connection_creation_rate", timeout=5)
+
+
+def _throttled(config: dict[str, Any], topic: str) -> list[float]:
+    """Produce 30 KB in one request; the throttle times the broker reported."""
+    throttles: list[float] = []
+    producer = Producer({**config, "linger.ms": 100, "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    for _ in range(3):
+        producer.produce(topic, b"x" * 10_000)
+    assert producer.flush(60) == 0
+    producer.poll(0.2)
+    return throttles
+
+
+def test_user_quota_follows_the_sasl_principal(tmp_path: Path) -> None:
+    """A /users/admin quota applies to the SASL/PLAIN principal User:admin, not to the same
+    client id as User:ANONYMOUS on the PLAINTEXT listener."""
+    with AclBroker(tmp_path / "data") as cluster:
+        assert alter(cluster.plain, {"user": "admin"}, {"producer_byte_rate": 1024.0}) == (0, None)
+        topic = f"q-{uuid.uuid4().hex[:8]}"
+        assert _throttled({"bootstrap.servers": cluster.plain, "client.id": "same"}, topic) == []
+        assert _throttled(cluster.client("admin", **{"client.id": "same"}), topic)
