@@ -588,6 +588,15 @@ async def set_logger(request: web.Request) -> web.Response:
     return web.json_response(affected)
 
 
+async def metrics(request: web.Request) -> web.Response:
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from strom.connect.runtime.metrics import ConnectMetrics
+
+    body = await call(request, ConnectMetrics(herder_of(request)).exposition)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 # ------------------------------------------------------------------------------ app
 
 
@@ -609,6 +618,7 @@ def build_app(herder: Any, executor: concurrent.futures.Executor, registry: Any 
     r = app.router
     r.add_get("/", root)
     r.add_get("/health", health)
+    r.add_get("/metrics", metrics)  # Prometheus, Kafka Connect's names (strom.connect.runtime.metrics)
     r.add_get("/openapi.json", openapi)
     r.add_get("/connectors", list_connectors)
     r.add_post("/connectors", create_connector)

@@ -107,6 +107,8 @@ def openapi_document(version: str) -> dict[str, Any]:
         "/health": {"get": _op("Worker health (KIP-1017)", _resp(200, "Healthy") | _resp(503, "Starting"),
                                errors=(500,))},
         "/openapi.json": {"get": _op("This document", _resp(200, "OK", {"type": "object"}), errors=())},
+        "/metrics": {"get": _op("Prometheus metrics under Kafka Connect's names", _resp(200, "Text exposition format"),
+                                errors=(500,))},
         "/connectors": {
             "get": _op("List connectors", _resp(200, "Names, or a map when expanded",
                                                 {"oneOf": [{"type": "array", "items": {"type": "string"}},

@@ -583,6 +583,12 @@ class Worker:
         with self._lock:
             return sorted(self._tasks, key=lambda t: (t.connector, t.task))
 
+    def running_task(self, task_id: ConnectorTaskId) -> WorkerTask | None:
+        """The task object running ``task_id`` here (its counters feed strom.connect.runtime.metrics)."""
+        with self._lock:
+            entry = self._tasks.get(task_id)
+            return entry.task if entry is not None else None
+
     def stop_and_await_connectors(self, names: list[str]) -> list[str]:
         """Stops connectors in parallel, each ``stop()`` on its own thread, and waits for them
         within one ``task.shutdown.graceful.timeout.ms`` (Kafka's ``stopAndAwaitConnectors``);

@@ -174,6 +174,11 @@ class WorkerSinkTask(WorkerTask):
         self._consumer_paused = False
         self.records_put = 0
         self.commits = 0
+        # Kafka's sink-task-metrics (strom.connect.runtime.metrics): counted per batch.
+        self.records_read = 0
+        self.put_batches = 0
+        self.put_time_ms_total = 0.0
+        self.put_time_ms_max = 0.0
 
     # -- loop -----------------------------------------------------------------------------
 
@@ -233,6 +238,7 @@ class WorkerSinkTask(WorkerTask):
         msgs = self.consumer.consume(self.batch_size, 0.5)
         if not msgs:
             return
+        self.records_read += len(msgs)
         self._deliver(*self._convert_messages(msgs))
 
     def _convert_fast(self, msgs: list[Any]) -> tuple[Sequence[SinkRecord], dict[TP, int]] | None:
@@ -352,6 +358,7 @@ class WorkerSinkTask(WorkerTask):
 
     def _deliver(self, records: Sequence[SinkRecord], batch_end: dict[TP, int]) -> None:
         if records:
+            started = time.perf_counter()
             try:
                 self.task.put(records)
             except RetriableException as exc:
@@ -363,6 +370,10 @@ class WorkerSinkTask(WorkerTask):
             except Exception as exc:
                 raise ConnectException(f"Exiting WorkerSinkTask due to unrecoverable exception: {exc}") from exc
             self.records_put += len(records)
+            put_ms = (time.perf_counter() - started) * 1000
+            self.put_batches += 1
+            self.put_time_ms_total += put_ms
+            self.put_time_ms_max = max(self.put_time_ms_max, put_ms)
         if self._pending is not None:
             self._pending = None
             self._pause_for_retry(False)

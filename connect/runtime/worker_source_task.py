@@ -260,6 +260,7 @@ class AbstractWorkerSourceTask(WorkerTask):
         self._wants_batch_ack = any("commit_record_batch" in vars(c) for c in base[:-1]
                                     if c.__module__ != "strom.connect.api.task")
         self.records_sent = 0
+        self.records_polled = 0  # Kafka's source-record-poll-total (strom.connect.runtime.metrics)
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -330,6 +331,7 @@ class AbstractWorkerSourceTask(WorkerTask):
                 log.warning("task %s-%d poll failed (retrying): %s", self.id.connector, self.id.task, exc)
                 records = None
             if records:
+                self.records_polled += len(records)
                 self._send(records)
             producer_poll(0)
             self._raise_delivery_error()
