@@ -15,16 +15,23 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from diff_wire import WireClient
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.alter_client_quotas.v1 import request as alter_req
+from kio.schema.create_partitions.v3 import request as parts_v3
+from kio.schema.create_topics.v5 import request as create_v5
+from kio.schema.create_topics.v7 import request as create_v7
+from kio.schema.delete_topics.v5 import request as delete_v5
 from kio.schema.describe_client_quotas.v1 import request as describe_req
-from kio.static.primitive import f64, i8
+from kio.schema.types import TopicName
+from kio.static.primitive import f64, i8, i32, i32Timedelta
 from ref_fixtures import HasBootstrap, skip_without_java
 
+TIMEOUT = i32Timedelta.parse(timedelta(seconds=30))
 HUGE = "1000000000000"  # a default entity's value no test comes near
 
 
@@ -156,3 +163,41 @@ def test_wire_answers_match(strom: HasBootstrap, kafka: KafkaRef) -> None:
             assert _alter(ours, entity, ops) == _alter(theirs, entity, ops), (entity, ops)
         for components, strict in filters:
             assert _describe(ours, components, strict) == _describe(theirs, components, strict), (components, strict)
+
+
+def _create(bootstrap: str, client_id: str, version: Any, name: str,
+            partitions: int) -> tuple[int, str | None, float, str]:
+    """CreateTopics on a connection of its own (a throttled one is muted): (code, message,
+    throttle s, name)."""
+    with WireClient(bootstrap, client_id=client_id) as client:
+        resp = client.request(version.CreateTopicsRequest(topics=(version.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),),
+            timeout=timedelta(seconds=30), validate_only=False))
+    [topic] = resp.topics
+    return int(topic.error_code), topic.error_message, resp.throttle_time.total_seconds(), name
+
+
+def test_controller_mutation_quota_matches(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    """KIP-599 on both: a client at 1 partition/s may take the bucket (11) below zero once; then
+    CreateTopics v7 is refused with THROTTLING_QUOTA_EXCEEDED and the refill time, v5 is let
+    through and throttled."""
+    answers = []
+    for broker in (strom, kafka):
+        client = f"mut-{uuid.uuid4().hex[:6]}"
+        with WireClient(broker.bootstrap) as admin:
+            assert _alter(admin, (("client-id", client),), (("controller_mutation_rate", 1.0),)) == [(0, None)]
+        first = _create(broker.bootstrap, client, create_v7, f"mq-{uuid.uuid4().hex[:8]}", 15)
+        refused = _create(broker.bootstrap, client, create_v7, f"mq-{uuid.uuid4().hex[:8]}", 1)
+        old = _create(broker.bootstrap, client, create_v5, f"mq-{uuid.uuid4().hex[:8]}", 1)
+        # DeleteTopics v5 and CreatePartitions v3 are strict too.
+        with WireClient(broker.bootstrap, client_id=client) as c:
+            deleted = c.request(delete_v5.DeleteTopicsRequest(topic_names=(TopicName(first[3]),), timeout=TIMEOUT))
+        with WireClient(broker.bootstrap, client_id=client) as c:
+            grown = c.request(parts_v3.CreatePartitionsRequest(topics=(parts_v3.CreatePartitionsTopic(
+                name=TopicName(first[3]), count=i32(20), assignments=None),), timeout=TIMEOUT, validate_only=False))
+        answers.append((first[:2], refused[:2], old[:2],
+                        [(int(r.error_code), r.error_message) for r in deleted.responses],
+                        [(int(r.error_code), r.error_message) for r in grown.results]))
+        assert 1.0 < refused[2] <= 4.0 and 1.0 < old[2] <= 5.0, (broker, refused, old)
+    assert answers[0] == answers[1]
+    assert answers[0][1][0] == 89
