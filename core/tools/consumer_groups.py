@@ -29,6 +29,7 @@ from strom.core.tools.common import (
 )
 
 if TYPE_CHECKING:
+    from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberDescription, OffsetSpec
 
 T = TypeVar("T")
@@ -68,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     view.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     view.add_argument("--members", action="store_true", help="with --describe: the group's members")
     view.add_argument("--state", action="store_true", help="with --describe: coordinator, assignor, state")
-    p.add_argument("--verbose", action="store_true", help="with --describe --members: each member's partitions")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --describe: the committed offsets' leader epochs, the members' assignments, "
+                        "the group epochs (Kafka 4.3's extra columns)")
     p.add_argument("--topic", action="append", default=[], metavar="T[:P,P...]",
                    help="with --reset-offsets: a topic, or some of its partitions; repeatable")
     p.add_argument("--all-topics", action="store_true",
@@ -178,6 +181,7 @@ class OffsetRow:
     consumer_id: str
     host: str
     client_id: str
+    leader_epoch: int | None = None  # of the committed offset (--verbose)
 
     @property
     def lag(self) -> int | None:
@@ -236,12 +240,21 @@ class GroupTool:
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets (partitions without one are left out)."""
+        return {k: offset for k, (offset, _) in self.committed_with_epochs(group).items()}
+
+    def committed_with_epochs(self, group: str) -> dict[tuple[str, int], tuple[int, int | None]]:
+        """``(offset, leader epoch or None)`` of each partition the group committed."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                          request_timeout=self.timeout_s)
         result = self._result(futures[group], f"cannot list the offsets of group {group!r}")
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+        out: dict[tuple[str, int], tuple[int, int | None]] = {}
+        for tp in result.topic_partitions or []:
+            if tp.offset >= 0:
+                epoch = tp.leader_epoch
+                out[(tp.topic, tp.partition)] = (tp.offset, epoch if epoch is not None and epoch >= 0 else None)
+        return out
 
     def log_offsets(self, partitions: Iterable[tuple[str, int]], spec: Callable[[], OffsetSpec],
                     progress: Progress | None = None) -> dict[tuple[str, int], int]:
@@ -302,7 +315,9 @@ class GroupTool:
         return 1 if missing else 0
 
     def offset_rows(self, group: str, desc: ConsumerGroupDescription) -> list[OffsetRow]:
-        committed = self.committed(group)
+        with_epochs = self.committed_with_epochs(group)
+        committed = {k: offset for k, (offset, _) in with_epochs.items()}
+        epochs = {k: epoch for k, (_, epoch) in with_epochs.items()}
         assigned: list[tuple[tuple[str, int], MemberDescription]] = []
         members = sorted((m for m in desc.members if m.assignment.topic_partitions),
                          key=lambda m: -len(m.assignment.topic_partitions))
@@ -312,9 +327,11 @@ class GroupTool:
         taken = {key for key, _ in assigned}
         unassigned = sorted(k for k in committed if k not in taken)
         ends = self.log_offsets([k for k, _ in assigned] + unassigned, _latest)
-        rows = [OffsetRow(group, t, p, committed.get((t, p)), ends.get((t, p)), m.member_id, m.host, m.client_id)
+        rows = [OffsetRow(group, t, p, committed.get((t, p)), ends.get((t, p)), m.member_id, m.host, m.client_id,
+                          epochs.get((t, p)))
                 for (t, p), m in assigned]
-        rows += [OffsetRow(group, t, p, committed.get((t, p)), ends.get((t, p)), MISSING, MISSING, MISSING)
+        rows += [OffsetRow(group, t, p, committed.get((t, p)), ends.get((t, p)), MISSING, MISSING, MISSING,
+                           epochs.get((t, p)))
                  for t, p in unassigned]
         return rows
 
@@ -328,14 +345,18 @@ class GroupTool:
         cw = max([15, *(len(r.consumer_id) for r in rows)])
         hw = max([15, *(len(r.host) for r in rows)])
 
-        def line(*cols: str) -> str:
-            g, t, p, off, end, lag, cid, host, client = cols
-            return f"{g:<{gw}} {t:<{tw}} {p:<10} {off:<15} {end:<15} {lag:<15} {cid:<{cw}} {host:<{hw}} {client}"
+        verbose = self.args.verbose  # Kafka 4.3 adds the committed offset's LEADER-EPOCH
 
-        out = ["", line("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
-                        "HOST", "CLIENT-ID")]
-        out += [line(r.group, r.topic, str(r.partition), _shown(r.offset), _shown(r.log_end), _shown(r.lag),
-                     r.consumer_id, r.host, r.client_id) for r in rows]
+        def line(*cols: str) -> str:
+            g, t, p, epoch, off, end, lag, cid, host, client = cols
+            middle = f"{epoch:<15} " if verbose else ""
+            return (f"{g:<{gw}} {t:<{tw}} {p:<10} {middle}{off:<15} {end:<15} {lag:<15} {cid:<{cw}} "
+                    f"{host:<{hw}} {client}")
+
+        out = ["", line("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                        "CONSUMER-ID", "HOST", "CLIENT-ID")]
+        out += [line(r.group, r.topic, str(r.partition), _shown(r.leader_epoch), _shown(r.offset), _shown(r.log_end),
+                     _shown(r.lag), r.consumer_id, r.host, r.client_id) for r in rows]
         print("\n".join(out))
 
     def _print_members(self, group: str, desc: ConsumerGroupDescription) -> None:
@@ -345,7 +366,7 @@ class GroupTool:
         self._printable(group, state, len(members))
         if state == "Dead":
             return
-        gw = max([15, len(group)])
+        gw = max([15, *(len(group) for _ in members)])  # Kafka sizes the columns from the member rows
         cw = max([15, *(len(m.member_id) for m in members)])
         iw = max([17, *(len(m.group_instance_id or "") for m in members)])
         hw = max([15, *(len(m.host) for m in members)])
@@ -356,19 +377,18 @@ class GroupTool:
             middle = f"{inst:<{iw}} " if with_instance else ""
             return f"{g:<{gw}} {cid:<{cw}} {middle}{host:<{hw}} {client:<{lw}} {n:<15} "
 
+        def verbose(current_epoch: str, current: str, target_epoch: str, target: str) -> str:
+            # Kafka 4.3's --verbose columns; librdkafka does not report member epochs, so they
+            # show as "-" (as Kafka shows them for a classic group).
+            return f"{current_epoch:<15} {current:<20} {target_epoch:<15} {target:<20}" if self.args.verbose else ""
+
         out = ["", line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
-               + ("ASSIGNMENT" if self.args.verbose else "")]
+               + verbose("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")]
         for m in members:
             tps = list(m.assignment.topic_partitions)
-            text = line(group, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(len(tps)))
-            if self.args.verbose:
-                by_topic: dict[str, list[int]] = {}
-                for tp in tps:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
-                # Kafka's layout: one (p,p) list per topic, each sorted, the lists sorted as text.
-                text += ", ".join(sorted("(" + ",".join(sorted(str(p) for p in ps)) + ")"
-                                         for ps in by_topic.values())) or MISSING
-            out.append(text)
+            target = m.target_assignment.topic_partitions if m.target_assignment is not None else []
+            out.append(line(group, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(len(tps)))
+                       + verbose(MISSING, assignment_text(tps), MISSING, assignment_text(target)))
         print("\n".join(out))
 
     def _print_state(self, group: str, desc: ConsumerGroupDescription) -> None:
@@ -380,12 +400,16 @@ class GroupTool:
         gw = max(15, len(group))
         cw = max(25, len(coordinator))
 
-        def line(*cols: str) -> str:
-            g, c, a, s, n = cols
-            return f"{g:<{gw}} {c:<{cw}} {a:<20} {s:<20} {n}"
+        verbose = self.args.verbose  # Kafka 4.3 adds the group epochs (not in librdkafka's answer: "-")
 
-        print("\n".join(["", line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                         line(group, coordinator, desc.partition_assignor or MISSING, state,
+        def line(*cols: str) -> str:
+            g, c, a, s, e, te, n = cols
+            middle = f"{e:<15} {te:<25} " if verbose else ""
+            return f"{g:<{gw}} {c:<{cw}} {a:<20} {s:<20} {middle}{n}"
+
+        print("\n".join(["", line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                                   "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"),
+                         line(group, coordinator, desc.partition_assignor or MISSING, state, MISSING, MISSING,
                               str(len(desc.members)))]))
 
     # -- --reset-offsets ----------------------------------------------------------------------
@@ -542,6 +566,15 @@ class GroupTool:
         if done:
             print(f"\nThese consumer groups were deleted successfully: '{', '.join(done)}'")
         return 1
+
+
+def assignment_text(tps: Iterable[TopicPartition]) -> str:
+    """Kafka 4.3's assignment column: ``t1:0,1;t2:3``, topics and partitions sorted; ``-`` if none."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    text = ";".join(sorted(f"{t}:" + ",".join(sorted(str(p) for p in ps)) for t, ps in by_topic.items()))
+    return text or MISSING
 
 
 def _latest() -> OffsetSpec:

@@ -169,20 +169,39 @@ def _tables(stdout: str) -> list[str]:
     return [line for line in lines[start:] if line.strip() and not line.startswith(("[", "\t"))]
 
 
+def _compare(strom: Run, bootstrap: str, *args: str) -> None:
+    theirs = kafka_consumer_groups(bootstrap, *args)
+    assert theirs.returncode == 0, theirs.stderr[-2000:]
+    ours = strom("consumer-groups", *args, "--bootstrap-server", bootstrap)
+    assert ours.returncode == 0, ours.stderr
+    ours_t, theirs_t = _tables(ours.stdout), _tables(theirs.stdout)
+    if args[0] == "--reset-offsets":  # Kafka prints the plan in a HashMap's order
+        ours_t, theirs_t = ours_t[:1] + sorted(ours_t[1:]), theirs_t[:1] + sorted(theirs_t[1:])
+    assert ours_t == theirs_t, args
+
+
 @pytest.mark.reference  # runs Kafka's own tool from the reference jars
 def test_tables_match_kafkas_tool(broker: Any, strom: Run) -> None:
-    """Kafka 4.3.1's kafka-consumer-groups.sh and strom's print the same describe and reset tables."""
+    """Kafka 4.3.1's kafka-consumer-groups.sh and strom's print the same tables for an empty
+    group and for one with a live member, --verbose variants included."""
     run = uuid.uuid4().hex[:8]
     topic, group = f"cg-ref-{run}", f"cg-ref-group-{run}"
     make_topic_with_offsets(broker.bootstrap, topic, group)
-    for args in (("--describe", "--group", group),
-                 ("--describe", "--group", group, "--state"),
-                 ("--reset-offsets", "--to-earliest", "--all-topics", "--dry-run", "--group", group)):
-        theirs = kafka_consumer_groups(broker.bootstrap, *args)
-        assert theirs.returncode == 0, theirs.stderr[-2000:]
-        ours = strom("consumer-groups", *args, "--bootstrap-server", broker.bootstrap)
-        assert ours.returncode == 0, ours.stderr
-        ours_t, theirs_t = _tables(ours.stdout), _tables(theirs.stdout)
-        if args[0] == "--reset-offsets":  # Kafka prints the plan in a HashMap's order
-            ours_t, theirs_t = ours_t[:1] + sorted(ours_t[1:]), theirs_t[:1] + sorted(theirs_t[1:])
-        assert ours_t == theirs_t, args
+    _compare(strom, broker.bootstrap, "--reset-offsets", "--to-earliest", "--all-topics", "--dry-run", "--group", group)
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "cg-ref-client",
+                       "enable.auto.commit": False})
+    try:
+        for with_member in (False, True):
+            if with_member:
+                member.subscribe([topic])
+
+                def assigned() -> bool:
+                    member.poll(0.2)
+                    return len(member.assignment()) == 2
+
+                wait_for(assigned, timeout=30, what="the member's assignment")
+            for extra in ((), ("--verbose",), ("--state",), ("--state", "--verbose"), ("--members",),
+                          ("--members", "--verbose")):
+                _compare(strom, broker.bootstrap, "--describe", "--group", group, *extra)
+    finally:
+        member.close()
