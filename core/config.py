@@ -14,6 +14,7 @@ Both are frozen; a change of configuration builds a new object. A bad value rais
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -23,8 +24,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from strom.config_hints import value_errors, warn_unknown_keys
 from strom.core.errors import InvalidConfigurationError
 from strom.core.exceptions import ConfigError
+
+log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -638,14 +642,33 @@ class BrokerConfig(BaseModel):
     # -- loading ------------------------------------------------------------------------------
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> BrokerConfig:
+    def from_mapping(cls, values: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> BrokerConfig:
+        """Validate ``values``; a bad value raises :class:`ConfigError` with one line per bad key
+        ("invalid value 'abc' for num.partitions: expected an integer (in server.properties)"),
+        ``sources`` naming where each key came from."""
         try:
             return cls.model_validate(dict(values))
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            key = cls.model_fields[loc].alias if loc in cls.model_fields else loc
-            raise ConfigError(key or loc, err.get("input"), err["msg"]) from None
+            problems = value_errors(e, cls, (sources or {}).get)
+            key, value, expected, _ = problems[0]
+            error = ConfigError(key, value, expected)
+            error.args = ("\n".join(line for *_, line in problems),)
+            raise error from None
+
+    @classmethod
+    def known_keys(cls) -> frozenset[str]:
+        """Every broker key strom or Kafka 4.3.1 knows (strom's fields, Kafka's broker ConfigDef,
+        the keys of the built-in plugins); :data:`OPEN_BROKER_PREFIXES` are open-ended."""
+        from strom.core.kafka_config_defs import BROKER_CONFIG_KEYS
+
+        fields = {f.alias or name for name, f in cls.model_fields.items()}
+        return frozenset(fields | {k.name for k in BROKER_CONFIG_KEYS} | PLUGIN_BROKER_KEYS)
+
+    @classmethod
+    def warn_unknown(cls, keys: Iterable[str], source: str) -> list[str]:
+        """Warn once about each key of ``keys`` no one reads, naming the closest known key."""
+        return warn_unknown_keys(log, keys, cls.known_keys(), prefixes=OPEN_BROKER_PREFIXES,
+                                 kind="broker", source=source)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None,
@@ -655,16 +678,33 @@ class BrokerConfig(BaseModel):
         ``STROM_LOG_SEGMENT_BYTES=1000`` sets ``log.segment.bytes``.
         """
         values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         if path is not None:
-            values.update(load_config_file(path))
+            from_file = load_config_file(path)
+            cls.warn_unknown(from_file, Path(path).name)
+            values.update(from_file)
+            sources.update(dict.fromkeys(from_file, Path(path).name))
+        # STROM_* variables are not checked: other settings of the command (STROM_LOG_LEVEL...)
+        # share the prefix, so an unknown one is not a mistake.
         for key, value in (os.environ if env is None else env).items():
             if key.startswith("STROM_") and key != "STROM_DISABLE_PLUGIN_AUTOLOAD":
                 values[key[len("STROM_"):].lower().replace("_", ".")] = value
+                sources[key[len("STROM_"):].lower().replace("_", ".")] = key
+        cls.warn_unknown(overrides or {}, "--override")
         values.update(overrides or {})
-        return cls.from_mapping(values)
+        sources.update(dict.fromkeys(overrides or {}, "--override"))
+        return cls.from_mapping(values, sources)
 
 
 SECURITY_PROTOCOL_NAMES = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+# Broker keys with an open end, as Kafka passes them on: per-listener settings, the remote
+# storage and metadata managers' own keys (and the topic-based manager's), config providers.
+OPEN_BROKER_PREFIXES: tuple[str, ...] = ("listener.name.", "rsm.config.", "rlmm.config.", "remote.log.metadata.",
+                                         "config.providers.")
+# Keys the built-in plugins read from the broker's config that are in no Kafka ConfigDef
+# (StandardAuthorizer's own, strom's local tier).
+PLUGIN_BROKER_KEYS: frozenset[str] = frozenset({"super.users", "allow.everyone.if.no.acl.found", "strom.local.tier"})
 
 
 def check_remote_storage_topic(broker: BrokerConfig, overrides: Mapping[str, Any],
