@@ -244,7 +244,7 @@ class Broker:
             try:
                 self._metrics_server = MetricsServer(self.metrics, config.strom_metrics_listener)
             except ValueError as e:
-                raise ConfigError(str(e)) from None
+                raise ConfigError("strom.metrics.listener", config.strom_metrics_listener, str(e)) from None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
