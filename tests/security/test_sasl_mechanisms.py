@@ -236,7 +236,8 @@ def test_session_lifetime_reauthentication_and_expiry(sasl: SaslCluster) -> None
             time.sleep(0.2)  # paces the probe requests; the condition is the close above
         assert closed_after is not None, "the connection outlived its session"
         assert closed_after >= REAUTH_MS / 1000 - 0.3
-    assert "expired without re-authentication" in sasl.broker.log_text()
+    wait_for(lambda: "expired without re-authentication" in sasl.broker.log_text(), timeout=10,
+             what="the broker's line about the expired session")
 
 
 def test_reauthentication_cannot_change_principal_or_mechanism(sasl: SaslCluster) -> None:
