@@ -53,6 +53,8 @@ class StreamsConfig(BaseModel):
     application_server: str | None = Field(None, alias="application.server", pattern=r"^[^:\s]+:\d+$")
     # strom: serve GET /stores/<store>/keys/<key> over HTTP on application.server's port
     iq_http_enable: bool = Field(False, alias="strom.iq.http.enable")
+    # strom: Prometheus /metrics with Kafka Streams' names at http://HOST:PORT (strom.streams.runtime.metrics)
+    metrics_listener: str | None = Field(None, alias="strom.metrics.listener", pattern=r"^http://[^:\s]+:\d+$")
     # exception handlers (strom.streams.runtime.errors): built-in names, Kafka class names,
     # dotted paths or Python callables; Kafka's default is to fail
     deserialization_exception_handler: Any = Field(

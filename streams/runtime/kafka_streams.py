@@ -30,7 +30,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -57,6 +57,9 @@ from strom.streams.state.changelogging import changelog_topic
 from strom.streams.state.factory import changelog_topic_config
 from strom.streams.topology.errors import ErrorHandling
 from strom.streams.topology.topology import SinkNodeDef, SubTopology, Topology
+
+if TYPE_CHECKING:
+    from strom.streams.runtime.metrics import StreamsMetrics
 
 PROCESS_FILE = "kafka-streams-process-metadata"
 logger = logging.getLogger(__name__)
@@ -122,6 +125,9 @@ class KafkaStreams:
         self.global_thread: GlobalStreamThread | None = None
         self.standbys: StandbyManager | None = None
         self.iq_server: IQServer | None = None
+        # strom.metrics.listener: Prometheus /metrics (strom.streams.runtime.metrics); its URL once started
+        self.metrics: StreamsMetrics | None = None
+        self.metrics_url: str | None = None
         self.group: GroupView | None = None
         self.process_id = ""
         self._uncaught_handler: UncaughtExceptionHandler | None = None
@@ -263,6 +269,11 @@ class KafkaStreams:
             self.standbys.start()
         if self.iq_server is not None:
             self.iq_server.start()
+        if c.metrics_listener:
+            from strom.streams.runtime.metrics import StreamsMetrics
+
+            self.metrics = StreamsMetrics(self.app, lambda: list(self._threads))
+            self.metrics_url = self.metrics.serve(c.metrics_listener)
 
     def _new_thread(self, i: int) -> StreamThread:
         """Stream thread number ``i`` (a replacement keeps the number, hence the transactional.id,
@@ -331,6 +342,8 @@ class KafkaStreams:
             self._state = State.PENDING_SHUTDOWN
         if self.iq_server is not None:
             self.iq_server.close()
+        if self.metrics is not None:
+            self.metrics.close()
         for t in self._threads:
             t.shutdown()
         for t in self._threads:

@@ -252,6 +252,12 @@ class StreamThread(threading.Thread):
         self.waiting_for: str | None = None
         #: times this thread closed its tasks dirty and rejoined (TaskMigrated/TaskCorrupted)
         self.tasks_recreated = 0
+        # Kafka's stream-thread-metrics (strom.streams.runtime.metrics): added per batch and per commit.
+        self.poll_total = 0
+        self.process_total = 0
+        self.commit_total = 0
+        self.commit_ms_total = 0.0
+        self.commit_ms_max = 0.0
         self._stop_event = threading.Event()
         self.tasks: dict[tuple[int, int], StreamTask] = {}
         self._route: dict[tuple[str, int], Callable[..., None]] = {}
@@ -613,6 +619,7 @@ class StreamThread(threading.Thread):
         with self.lock:
             if not self._dirty and not self._positions:
                 return
+            started = time.perf_counter()
             self._begin()
             for task in self.tasks.values():
                 # the record caches' net updates go out (and into the changelogs) first
@@ -649,6 +656,10 @@ class StreamThread(threading.Thread):
                                    abortable=False, producer_call=False)
             self._positions.clear()
             self._dirty = False
+            commit_ms = (time.perf_counter() - started) * 1000
+            self.commit_total += 1
+            self.commit_ms_total += commit_ms
+            self.commit_ms_max = max(self.commit_ms_max, commit_ms)
 
     # -- loop -------------------------------------------------------------------------------
 
@@ -836,6 +847,8 @@ class StreamThread(threading.Thread):
             try:
                 msgs: list[Any] = consume(batch, poll_s)
                 if msgs:
+                    self.poll_total += 1
+                    self.process_total += len(msgs)  # an error or end-of-partition event is rare
                     with self.lock:
                         if eos and not self._in_txn:
                             self._begin()
