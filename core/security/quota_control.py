@@ -12,6 +12,7 @@ An entity is a set of (entity type, name) pairs: ``user``, ``client-id``, both, 
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import math
@@ -104,14 +105,15 @@ def _validate_entity(entity: Sequence[tuple[str, str | None]]) -> dict[str, str 
     return validated
 
 
-def _config_keys(entity: Mapping[str, str | None]) -> Mapping[str, str]:
+def _config_keys(entity: Mapping[str, str | None], resolvable: Mapping[str, bool]) -> Mapping[str, str]:
     has_user, has_client, has_ip = USER in entity, CLIENT_ID in entity, IP in entity
     if has_ip:
         if has_user or has_client:
             # Kafka's message, missing space included.
             raise InvalidRequestError("Invalid quota entity combination, IP entity shouldnot be combined with "
                                       "User or ClientId")
-        if not _valid_ip_entity(entity[IP]):
+        name = entity[IP]
+        if name is not None and not resolvable.get(name, False):
             raise InvalidRequestError(f"{entity[IP]} is not a valid IP or resolvable host.")
         return IP_KEYS
     if has_user or has_client:
@@ -135,9 +137,9 @@ def _validate_value(keys: Mapping[str, str], key: str, value: float) -> None:
         raise InvalidRequestError(f"{key} cannot be a fractional value.")
 
 
-def _entity_records(entity: QuotaEntity, alterations: Mapping[str, float | None],
-                    current: Mapping[str, float], validated: Mapping[str, str | None]) -> list[Message]:
-    keys = _config_keys(validated)
+def _entity_records(entity: QuotaEntity, alterations: Mapping[str, float | None], current: Mapping[str, float],
+                    validated: Mapping[str, str | None], resolvable: Mapping[str, bool]) -> list[Message]:
+    keys = _config_keys(validated, resolvable)
     records: list[Message] = []
     for key, value in alterations.items():
         if value is None:
@@ -157,6 +159,10 @@ async def alter_client_quotas(controller: QuorumController, alterations: Sequenc
     """Apply the alterations as one atomic batch (none with ``validate_only``); one result per
     distinct entity, in request order: None = done, or the error it failed with."""
     results: dict[QuotaEntity, tuple[tuple[tuple[str, str | None], ...], KafkaError | None]] = {}
+    # An ip entity may name a host (Kafka resolves it): looked up off the event loop, before the
+    # controller's lock is taken.
+    names = {n for a in alterations for t, n in a.entity if t == IP and n}
+    resolvable = {n: await asyncio.to_thread(_valid_ip_entity, n) for n in names}
 
     def build(image: MetadataImage) -> list[Message]:
         results.clear()
@@ -181,7 +187,8 @@ async def alter_client_quotas(controller: QuorumController, alterations: Sequenc
                 continue
             try:
                 validated = _validate_entity(alteration.entity)
-                records += _entity_records(entity, changes, image.client_quotas.get(entity, {}), validated)
+                records += _entity_records(entity, changes, image.client_quotas.get(entity, {}), validated,
+                                           resolvable)
             except KafkaError as e:
                 results[entity] = (alteration.entity, e)
                 continue
