@@ -7,7 +7,7 @@ taking turns in ABBA order for ``--rounds`` rounds so slow drift of the shared m
 equally. Small records on purpose: many requests per MiB is the worst case for per-request
 recording. Printed: records/s of each run, the totals and on/off.
 
-Run: ``python bench/metrics_overhead.py [--records 1500000] [--size 100] [--rounds 3]``.
+Run: ``python bench/metrics_overhead.py [--records 1500000] [--size 100] [--rounds 3] [--linger-ms 5]``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from strom.core.testing import BrokerProcess
 log = logging.getLogger("bench.metrics_overhead")
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+def produce(bootstrap: str, topic: str, records: int, size: int, linger_ms: int = 5) -> float:
     """Seconds to produce and deliver ``records`` records."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
                          "queue.buffering.max.messages": 1000000})
     value = b"x" * size
     started = time.perf_counter()
@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1500000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--linger-ms", type=int, default=5, help="0: more, smaller produce requests")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with tempfile.TemporaryDirectory() as tmp, \
@@ -82,7 +83,7 @@ def main() -> None:
                 t = threading.Thread(target=scraper, args=(url, stop), daemon=True) if which == "on" else None
                 if t is not None:
                     t.start()
-                seconds = produce(proc.bootstrap, "bench", args.records, args.size)
+                seconds = produce(proc.bootstrap, "bench", args.records, args.size, args.linger_ms)
                 stop.set()
                 if t is not None:
                     t.join()
