@@ -108,9 +108,11 @@ class ScramSaslServer(SaslServer):
     Kafka authenticates it); a strict RFC 5802 implementation (scramp) refuses those clients.
     """
 
-    def __init__(self, mechanism: str, store: ScramCredentialStore) -> None:
+    def __init__(self, mechanism: str, store: ScramCredentialStore, *, server_nonce: str | None = None) -> None:
+        """``server_nonce``: a fixed nonce (RFC test vectors); by default a random one per exchange."""
         super().__init__()
         self.mechanism = mechanism
+        self._server_nonce = server_nonce
         self.hash_name = MECHANISMS[mechanism][1]
         self.store = store
         self._step = 0
@@ -153,7 +155,8 @@ class ScramSaslServer(SaslServer):
         self.authorization_id = username
         self._client_first_bare = f"n={m.group('saslname')},r={m.group('nonce')}{m.group('extensions')}"
         # Kafka's secureRandomString: alphanumerics only.
-        self._nonce = m.group("nonce") + base64.b32encode(os.urandom(20)).decode().lower().rstrip("=")
+        self._nonce = m.group("nonce") + (self._server_nonce or base64.b32encode(os.urandom(20)).decode().lower()
+                                          .rstrip("="))
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
                               f"i={credential.iterations}")
         return self._server_first.encode()
