@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from strom.client_security import ClientSecurityError, to_librdkafka
+from strom.config_hints import suggestion_suffix
 from strom.spark_bridge.exceptions import OptionError
 
 # spark-sql-kafka's option names in their documented spelling; keys are the lower-case form.
@@ -135,7 +136,8 @@ def _check_known(options: Mapping[str, str], allowed: list[str]) -> None:
         if key.startswith("kafka."):
             continue
         if key.lower() not in known:
-            raise OptionError(key, "unknown option; accepted: " + ", ".join(sorted(allowed)) +
+            hint = suggestion_suffix(key, allowed + _SPARK_OPTIONS)
+            raise OptionError(key, "unknown option" + hint + "; accepted: " + ", ".join(sorted(allowed)) +
                               " and kafka.<Kafka client config>")
 
 

@@ -25,21 +25,81 @@ Parsing of connector keys is table-driven here (so the runtime does not depend o
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from strom.client_security import ClientSecurityError, security_settings, to_librdkafka
+from strom.client_security import ClientSecurityError, is_security_key, security_settings, to_librdkafka
+from strom.config_hints import value_errors, warn_unknown_keys
 from strom.connect.exceptions import ConfigException
 from strom.core.config import load_config_file
 
 # -------------------------------------------------------------------------------------------
 # Worker
 # -------------------------------------------------------------------------------------------
+
+log = logging.getLogger(__name__)
+
+# Apache Kafka 4.3.1's worker keys (DistributedConfig and StandaloneConfig ConfigDefs, read from
+# the reference jars): a key Kafka's worker knows is not a typo, even where strom ignores it.
+KAFKA_WORKER_KEYS: frozenset[str] = frozenset({
+    'access.control.allow.methods', 'access.control.allow.origin', 'admin.listeners', 'bootstrap.servers',
+    'client.dns.lookup', 'client.id', 'config.providers', 'config.storage.replication.factor',
+    'config.storage.topic', 'connect.protocol', 'connections.max.idle.ms',
+    'connector.client.config.override.policy', 'exactly.once.source.support', 'group.id', 'header.converter',
+    'header.converter.plugin.version', 'heartbeat.interval.ms', 'inter.worker.key.generation.algorithm',
+    'inter.worker.key.size', 'inter.worker.key.ttl.ms', 'inter.worker.signature.algorithm',
+    'inter.worker.verification.algorithms', 'key.converter', 'key.converter.plugin.version', 'listeners',
+    'metadata.max.age.ms', 'metadata.recovery.rebootstrap.trigger.ms', 'metadata.recovery.strategy',
+    'metric.reporters', 'metrics.num.samples', 'metrics.recording.level', 'metrics.sample.window.ms',
+    'offset.flush.interval.ms', 'offset.flush.timeout.ms', 'offset.storage.file.filename',
+    'offset.storage.partitions', 'offset.storage.replication.factor', 'offset.storage.topic',
+    'plugin.discovery', 'plugin.path', 'rebalance.timeout.ms', 'receive.buffer.bytes',
+    'reconnect.backoff.max.ms', 'reconnect.backoff.ms', 'request.timeout.ms', 'response.http.headers.config',
+    'rest.advertised.host.name', 'rest.advertised.listener', 'rest.advertised.port', 'rest.extension.classes',
+    'retry.backoff.max.ms', 'retry.backoff.ms', 'sasl.client.callback.handler.class', 'sasl.jaas.config',
+    'sasl.kerberos.kinit.cmd', 'sasl.kerberos.min.time.before.relogin', 'sasl.kerberos.service.name',
+    'sasl.kerberos.ticket.renew.jitter', 'sasl.kerberos.ticket.renew.window.factor',
+    'sasl.login.callback.handler.class', 'sasl.login.class', 'sasl.login.connect.timeout.ms',
+    'sasl.login.read.timeout.ms', 'sasl.login.refresh.buffer.seconds',
+    'sasl.login.refresh.min.period.seconds', 'sasl.login.refresh.window.factor',
+    'sasl.login.refresh.window.jitter', 'sasl.login.retry.backoff.max.ms', 'sasl.login.retry.backoff.ms',
+    'sasl.mechanism', 'sasl.oauthbearer.assertion.algorithm', 'sasl.oauthbearer.assertion.claim.aud',
+    'sasl.oauthbearer.assertion.claim.exp.seconds', 'sasl.oauthbearer.assertion.claim.iss',
+    'sasl.oauthbearer.assertion.claim.jti.include', 'sasl.oauthbearer.assertion.claim.nbf.seconds',
+    'sasl.oauthbearer.assertion.claim.sub', 'sasl.oauthbearer.assertion.file',
+    'sasl.oauthbearer.assertion.private.key.file', 'sasl.oauthbearer.assertion.private.key.passphrase',
+    'sasl.oauthbearer.assertion.template.file', 'sasl.oauthbearer.client.credentials.client.id',
+    'sasl.oauthbearer.client.credentials.client.secret', 'sasl.oauthbearer.clock.skew.seconds',
+    'sasl.oauthbearer.expected.audience', 'sasl.oauthbearer.expected.issuer',
+    'sasl.oauthbearer.header.urlencode', 'sasl.oauthbearer.jwks.endpoint.refresh.ms',
+    'sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms', 'sasl.oauthbearer.jwks.endpoint.retry.backoff.ms',
+    'sasl.oauthbearer.jwks.endpoint.url', 'sasl.oauthbearer.jwt.retriever.class',
+    'sasl.oauthbearer.jwt.validator.class', 'sasl.oauthbearer.scope', 'sasl.oauthbearer.scope.claim.name',
+    'sasl.oauthbearer.sub.claim.name', 'sasl.oauthbearer.token.endpoint.url',
+    'scheduled.rebalance.max.delay.ms', 'security.protocol', 'send.buffer.bytes', 'session.timeout.ms',
+    'socket.connection.setup.timeout.max.ms', 'socket.connection.setup.timeout.ms', 'ssl.cipher.suites',
+    'ssl.client.auth', 'ssl.enabled.protocols', 'ssl.endpoint.identification.algorithm',
+    'ssl.engine.factory.class', 'ssl.key.password', 'ssl.keymanager.algorithm',
+    'ssl.keystore.certificate.chain', 'ssl.keystore.key', 'ssl.keystore.location', 'ssl.keystore.password',
+    'ssl.keystore.type', 'ssl.protocol', 'ssl.provider', 'ssl.secure.random.implementation',
+    'ssl.trustmanager.algorithm', 'ssl.truststore.certificates', 'ssl.truststore.location',
+    'ssl.truststore.password', 'ssl.truststore.type', 'status.storage.partitions',
+    'status.storage.replication.factor', 'status.storage.topic', 'task.shutdown.graceful.timeout.ms',
+    'topic.creation.enable', 'topic.tracking.allow.reset', 'topic.tracking.enable', 'value.converter',
+    'value.converter.plugin.version', 'worker.sync.timeout.ms', 'worker.unsync.backoff.ms'
+})
+# Open-ended worker keys: the clients' and converters' own settings, the REST server's
+# listeners.https.*, config providers' settings.
+WORKER_KEY_PREFIXES: tuple[str, ...] = ("producer.", "consumer.", "admin.", "key.converter.", "value.converter.",
+                                        "header.converter.", "listeners.https.", "admin.listeners.https.",
+                                        "config.providers.", "metric.reporters.")
 
 DEFAULT_KEY_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 DEFAULT_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
@@ -89,21 +149,39 @@ class WorkerConfig(BaseModel):
     # -- loading --------------------------------------------------------------------------
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> WorkerConfig:
+    def from_mapping(cls, values: Mapping[str, Any], source: str | None = None) -> WorkerConfig:
+        """Validate ``values``; a bad value raises :class:`ConfigException` whose text has one line
+        per bad key ("invalid value 'abc' for offset.flush.interval.ms: expected an integer")."""
         try:
             return cls.model_validate({str(k): v for k, v in values.items()})
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            field = cls.model_fields.get(loc)
-            key = (field.alias if field is not None else None) or loc
-            raise ConfigException(key, err.get("input"), err["msg"]) from None
+            problems = value_errors(e, cls, lambda _key: source)
+            key, value, expected, _ = problems[0]
+            error = ConfigException(key, value, f"expected {expected}")
+            error.args = ("\n".join(line for *_, line in problems),)
+            raise error from None
+
+    @classmethod
+    def known_keys(cls) -> frozenset[str]:
+        """strom's worker keys and Kafka's (:data:`WORKER_KEY_PREFIXES` are open-ended)."""
+        return frozenset({f.alias or name for name, f in cls.model_fields.items()} | KAFKA_WORKER_KEYS)
+
+    @classmethod
+    def warn_unknown(cls, keys: Iterable[str], source: str | None = None) -> list[str]:
+        """Kafka's "The configuration 'x' was supplied but isn't a known config." once per key no
+        worker reads, with the closest known key: ``bootstrap.server`` would otherwise silently
+        leave the worker on localhost:9092."""
+        return warn_unknown_keys(log, [k for k in keys if not is_security_key(k)], cls.known_keys(),
+                                 prefixes=WORKER_KEY_PREFIXES, kind="connect-worker", source=source,
+                                 kafka_line=True)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> WorkerConfig:
         values = load_config_file(path)
         values.update(overrides or {})
-        return cls.from_mapping(values)
+        source = Path(path).name
+        cls.warn_unknown(values, source)
+        return cls.from_mapping(values, source)
 
     # -- derived --------------------------------------------------------------------------
 

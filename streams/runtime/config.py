@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from strom.client_security import is_security_key, to_librdkafka
+from strom.config_hints import expected_text, unknown_key_hint, value_line
 from strom.streams.exceptions import StreamsError
 
 AT_LEAST_ONCE: Final = "at_least_once"
@@ -141,9 +142,24 @@ class StreamsConfig(BaseModel):
             return cls.model_validate(dict(props))
         except ValidationError as exc:
             problems = []
+            known = cls.known_keys()
             for err in exc.errors():
                 loc = err["loc"][0] if err["loc"] else "?"
+                if err["type"] == "extra_forbidden":
+                    # a typo: name the key it most likely meant
+                    problems.append(unknown_key_hint(str(loc), known, _PREFIXES))
+                    continue
                 field = cls.model_fields.get(str(loc))
-                key = field.alias if field is not None and field.alias else loc
-                problems.append(f"{key}: {err['msg']}")
+                key = field.alias if field is not None and field.alias else str(loc)
+                value = err.get("input")
+                problems.append(value_line(key, value, expected_text(err["type"], err.get("ctx"), err["msg"]),
+                                           reason=err["type"] == "value_error"))
             raise StreamsConfigError("invalid streams config: " + "; ".join(problems)) from None
+
+    @classmethod
+    def known_keys(cls) -> list[str]:
+        """The keys strom.streams reads (Kafka's names, their renamed forms); the client
+        prefixes ``consumer.``, ``producer.``, ``admin.`` are open-ended."""
+        fields = [f.alias for name, f in cls.model_fields.items() if f.alias and name not in ("consumer", "producer",
+                                                                                              "admin")]
+        return [*fields, *_RENAMED]
