@@ -68,7 +68,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     view = p.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     view.add_argument("--members", action="store_true", help="with --describe: the group's members")
-    view.add_argument("--state", action="store_true", help="with --describe: coordinator, assignor, state")
+    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
+                      help="with --describe: coordinator, assignor, state; with --list: a STATE column, and "
+                           "only groups in STATES if given (e.g. stable,empty)")
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                   help="with --list: a TYPE column, and only groups of TYPES if given (classic,consumer)")
     p.add_argument("--verbose", action="store_true",
                    help="with --describe: the committed offsets' leader epochs, the members' assignments, "
                         "the group epochs (Kafka 4.3's extra columns)")
@@ -129,8 +133,12 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError("--group and --all-groups cannot be used together")
     if (args.describe or args.reset_offsets or args.delete) and not (args.group or args.all_groups):
         raise UsageError("--group G or --all-groups is required with --describe, --reset-offsets and --delete")
-    if (args.members or args.state or args.offsets) and not args.describe:
-        raise UsageError("--offsets, --members and --state go with --describe")
+    if (args.members or args.offsets) and not args.describe:
+        raise UsageError("--offsets and --members go with --describe")
+    if args.state is not None and not (args.describe or args.list):
+        raise UsageError("--state goes with --describe or --list")
+    if args.type is not None and not args.list:
+        raise UsageError("--type goes with --list")
     if not args.reset_offsets:
         used = [flag for flag, on in (("--topic", bool(args.topic)), ("--all-topics", args.all_topics),
                                       ("--execute", args.execute), ("--dry-run", args.dry_run)) if on]
@@ -225,12 +233,14 @@ class GroupTool:
             return sorted(self._listings())
         return list(dict.fromkeys(self.args.group))
 
-    def _listings(self) -> dict[str, str]:
+    def _listings(self) -> dict[str, tuple[str, str]]:
+        """``group -> (state, type)`` with Kafka's names (Stable, Classic, ...)."""
         result = self._result(self.admin.list_consumer_groups(request_timeout=self.timeout_s),
                               "cannot list consumer groups")
         for err in result.errors:
             print(f"warning: {err}", file=sys.stderr)
-        return {g.group_id: state_name(g.state) for g in result.valid}
+        return {g.group_id: (state_name(g.state), getattr(g.type, "name", str(g.type)).capitalize())
+                for g in result.valid}
 
     def describe_groups(self, groups: list[str]) -> dict[str, ConsumerGroupDescription]:
         if not groups:
@@ -280,8 +290,26 @@ class GroupTool:
     # -- --list -----------------------------------------------------------------------------
 
     def list_groups(self) -> int:
-        for group in sorted(self._listings()):
-            print(group)
+        listings = self._listings()
+        state, kind = self.args.state, self.args.type
+        if state is None and kind is None:
+            for group in sorted(listings):
+                print(group)
+            return 0
+        states = {x.strip().lower() for x in (state or "").split(",") if x.strip()}
+        kinds = {x.strip().lower() for x in (kind or "").split(",") if x.strip()}
+        rows = sorted((g, st, ty) for g, (st, ty) in listings.items()
+                      if (not states or st.lower() in states) and (not kinds or ty.lower() in kinds))
+        # Kafka's printGroupInfo: the group column 10 wider than the longest name (at least 15).
+        width = max([15, *(len(g) for g, _, _ in rows)]) + 10
+
+        def line(group: str, st: str, ty: str) -> str:
+            return (f"{group:<{width}}" + (f" {ty:<20}" if kind is not None else "")
+                    + (f" {st:<20}" if state is not None else ""))
+
+        print(line("GROUP", "STATE", "TYPE"))
+        for row in rows:
+            print(line(*row))
         return 0
 
     # -- --describe -------------------------------------------------------------------------
@@ -307,7 +335,7 @@ class GroupTool:
                 missing += 1
             if self.args.members:
                 self._print_members(group, desc)
-            elif self.args.state:
+            elif self.args.state is not None:
                 self._print_state(group, desc)
             else:
                 self._print_offsets(group, desc)
