@@ -196,3 +196,28 @@ def test_strom_dev_serves_metrics_on_9404_and_broker_start_does_not() -> None:
     assert BrokerConfig.load(None, {"node.id": "1", "process.roles": "broker,controller",
                                     "listeners": "PLAINTEXT://127.0.0.1:0",
                                     "controller.quorum.voters": "1@127.0.0.1:0"}).strom_metrics_listener == ""
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "strom.json"
+
+
+def dashboard_metrics(*prefixes: str) -> set[str]:
+    """The metric names the Grafana dashboard's queries use that start with one of ``prefixes``."""
+    import json
+
+    exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p.get("targets", ())]
+    return {n for e in exprs for n in re.findall(r"\bkafka_[a-z_]+", e) if n.startswith(prefixes)}
+
+
+def test_the_dashboard_uses_metrics_the_broker_serves(mbroker: MetricsBroker) -> None:
+    bootstrap = mbroker.proc.bootstrap
+    _create(bootstrap, "metrics-dash", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "metrics-dash-group"})
+    try:
+        consumer.commit(offsets=[TopicPartition("metrics-dash", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    served = {name for name, _ in mbroker.scrape()}
+    used = dashboard_metrics("kafka_server", "kafka_network", "kafka_log", "kafka_controller", "kafka_consumergroup")
+    assert len(used) >= 10
+    assert used <= served, used - served
