@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,15 @@ from strom.connect.runtime.standalone import StandaloneHerder
 from strom.core.testing import BrokerProcess, wait_for
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "strom.json"
+
+
+def dashboard_metrics(prefix: str) -> set[str]:
+    """The metric names starting with ``prefix`` that the Grafana dashboard's queries use."""
+    exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p.get("targets", ())]
+    return {n for e in exprs for n in re.findall(r"\bkafka_[a-z_]+", e) if n.startswith(prefix)}
 
 
 @pytest.fixture
@@ -81,6 +92,8 @@ def test_connect_worker_and_task_metrics(worker: str, tmp_path: Path, topic_name
     assert s[("kafka_connect_sink_task_metrics_put_batch_max_time_ms", frozenset(sink_task.items()))] >= \
         s[("kafka_connect_sink_task_metrics_put_batch_avg_time_ms", frozenset(sink_task.items()))]
 
+    used = dashboard_metrics("kafka_connect")
+    assert len(used) >= 5 and used <= {name for name, _ in s}, used - {name for name, _ in s}
     assert requests.put(url + "/connectors/sink/pause", timeout=30).status_code == 202
     wait_for(lambda: scrape(url)[("kafka_connect_connect_worker_metrics_connector_paused_task_count",
                                   frozenset({"connector": "sink"}.items()))] == 1, timeout=20, what="paused task")

@@ -3,6 +3,8 @@ processed N records from the bundled broker."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from pathlib import Path
 
@@ -15,6 +17,15 @@ from strom.core.testing import BrokerProcess, wait_for
 from strom.streams import Consumed, KafkaStreams, Produced, Serdes, StreamsBuilder
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "strom.json"
+
+
+def dashboard_metrics(prefix: str) -> set[str]:
+    """The metric names starting with ``prefix`` that the Grafana dashboard's queries use."""
+    exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p.get("targets", ())]
+    return {n for e in exprs for n in re.findall(r"\bkafka_[a-z_]+", e) if n.startswith(prefix)}
 
 
 def scrape(url: str) -> Samples:
@@ -61,6 +72,8 @@ def test_stream_thread_metrics_after_n_records(broker: BrokerProcess, tmp_path: 
             s[("kafka_streams_stream_thread_metrics_commit_latency_avg", labels)]
         assert s[("kafka_streams_stream_thread_metrics_active_tasks", labels)] == 2
         assert s[("kafka_streams_stream_metrics_alive_stream_threads", frozenset({"client_id": app_id}.items()))] == 1
+        used = dashboard_metrics("kafka_streams")
+        assert len(used) >= 3 and used <= {name for name, _ in s}, used - {name for name, _ in s}
     finally:
         app.close(30)
     # closed: the port is given back
