@@ -4,8 +4,10 @@
 config) of each entity, one ``name=value sensitive=... synonyms={SOURCE:name=value, ...}``
 line each. ``--alter`` sends IncrementalAlterConfigs with ``--add-config`` (SET) and
 ``--delete-config`` (DELETE). Brokers are named by id. The cluster-wide broker default
-(``--entity-default``) is refused with the reason: confluent-kafka cannot address a resource
-with an empty name. Works against any Kafka cluster.
+(``--entity-default``) is the broker resource with an empty name, which confluent-kafka's
+ConfigResource refuses to build: for it the tool sends DescribeConfigs v4 and
+IncrementalAlterConfigs v1 itself (kio codecs, one socket to the first bootstrap server; PLAINTEXT
+listeners only). Works against any Kafka cluster.
 """
 
 from __future__ import annotations
@@ -55,11 +57,7 @@ def _resources(args: argparse.Namespace, admin: AdminClient) -> list[tuple[str, 
             raise UsageError("--entity-default goes with --entity-type brokers")
         if args.entity_name is not None:
             raise UsageError("--entity-name and --entity-default cannot be used together")
-        # The cluster default is the broker resource with an empty name, which confluent-kafka's
-        # ConfigResource refuses to build; say so rather than send something else.
-        raise ToolError("--entity-default: the cluster-wide broker default (an empty resource name) cannot be "
-                        "sent through confluent-kafka; alter each broker with --entity-name ID, or use "
-                        "kafka-configs.sh --entity-default")
+        return [("broker-default", "")]
     if args.entity_name is not None:
         if args.entity_type == "brokers" and not args.entity_name.isdigit():
             raise UsageError(f"--entity-name of a broker is its node id, got {args.entity_name!r}")
@@ -103,6 +101,89 @@ def format_entry(entry: ConfigEntry) -> str:
     return f"  {entry.name}={value} sensitive={'true' if entry.is_sensitive else 'false'} synonyms={{{synonyms}}}"
 
 
+# -- the cluster-wide broker default, over the wire ---------------------------------------------
+
+BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+
+
+def _wire_call(args: argparse.Namespace, api_key: int, version: int, request: object, response_type: type) -> Any:
+    """One flexible-version request to the first bootstrap server; its decoded response."""
+    import io
+    import socket
+    import struct
+
+    from kio.serial import entity_reader, entity_writer
+
+    from strom.core.tools.common import client_config, unreachable_hint
+    from strom.core.tools.topics import _recv_exact
+
+    conf = client_config(args)
+    if str(conf.get("security.protocol", "plaintext")).lower() != "plaintext":
+        raise ToolError("--entity-default works over PLAINTEXT listeners only (confluent-kafka cannot address "
+                        "the cluster default); use kafka-configs.sh --entity-default on a secured listener")
+    host, _, port = args.bootstrap_server.split(",")[0].strip().rpartition(":")
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    client_id = b"strom-configs"
+    # Request header v2: api key, version, correlation id, client id, no tagged fields.
+    frame = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id + b"\x00" + body.getvalue()
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=10) as sock:
+            sock.settimeout(REQUEST_TIMEOUT_S)
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+            payload = _recv_exact(sock, size)
+    except OSError:
+        raise ToolError(unreachable_hint(args.bootstrap_server)) from None
+    # Response header v1: correlation id (4 bytes), then an empty tagged-field section.
+    response, _ = entity_reader(response_type)(payload, 5)
+    return response
+
+
+def _describe_default(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import ConfigSource
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+    from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
+    from kio.static.primitive import i8
+
+    request = DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=i8(BROKER_RESOURCE), resource_name="", configuration_keys=None),),
+        include_synonyms=True, include_documentation=False)
+    response = _wire_call(args, DESCRIBE_CONFIGS, 4, request, DescribeConfigsResponse)
+    result = response.results[0]
+    if result.error_code.value != 0:
+        raise ToolError(f"cannot describe the broker default: {result.error_code.name}: {result.error_message}")
+    print(_heading("broker-default", "", args.all))
+    for c in sorted(result.configs, key=lambda c: c.name):
+        if args.all or int(c.config_source) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value:
+            value = "null" if c.is_sensitive or c.value is None else c.value
+            synonyms = ", ".join(f"{ConfigSource(int(x.source)).name}:{x.name}={'null' if x.value is None else x.value}"
+                                 for x in c.synonyms)
+            print(f"  {c.name}={value} sensitive={'true' if c.is_sensitive else 'false'} synonyms={{{synonyms}}}")
+    return 0
+
+
+def _alter_default(args: argparse.Namespace, to_set: dict[str, str], to_delete: list[str]) -> None:
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+    from kio.static.primitive import i8
+
+    configs = tuple(AlterableConfig(name=k, config_operation=i8(0), value=v) for k, v in to_set.items())
+    configs += tuple(AlterableConfig(name=k, config_operation=i8(1), value=None) for k in to_delete)
+    request = IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+        resource_type=i8(BROKER_RESOURCE), resource_name="", configs=configs),), validate_only=False)
+    response = _wire_call(args, INCREMENTAL_ALTER_CONFIGS, 1, request, IncrementalAlterConfigsResponse)
+    result = response.responses[0]
+    if result.error_code.value != 0:
+        raise ToolError(f"cannot alter the configs of the broker default: {result.error_code.name}: "
+                        f"{result.error_message}")
+
+
 def cmd_configs(args: argparse.Namespace) -> int:
     if args.describe and (args.add_config or args.delete_config):
         raise UsageError("--add-config and --delete-config go with --alter")
@@ -112,6 +193,8 @@ def cmd_configs(args: argparse.Namespace) -> int:
     entities = _resources(args, admin)
     if args.alter:
         return _alter(args, admin, entities[0])
+    if entities == [("broker-default", "")]:
+        return _describe_default(args)
     return _describe(args, admin, entities)
 
 
@@ -161,6 +244,10 @@ def _alter(args: argparse.Namespace, admin: AdminClient, entity: tuple[str, str]
         for key in to_delete:
             if key not in TOPIC_CONFIGS:
                 raise ConfigError(key, None, "a known topic config key", unknown=True)
+    if kind == "broker-default":
+        _alter_default(args, to_set, to_delete)
+        print("Completed updating default config for brokers in the cluster.")
+        return 0
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
     resource = _config_resource(kind, name, incremental_configs=entries)

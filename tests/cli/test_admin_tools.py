@@ -109,3 +109,22 @@ def test_perf_produce_and_consume(broker: Any, strom: Run) -> None:
                                   "nMsg.sec", "rebalance.time.ms", "fetch.time.ms", "fetch.MB.sec", "fetch.nMsg.sec"]
     fields = row.split(", ")
     assert fields[2] == f"{3000 * 100 / 1024 / 1024:.4f}" and fields[4] == "3000"
+
+
+def test_configs_cluster_default(any_broker: Any, strom: Run) -> None:
+    """--entity-default: the broker resource with an empty name, sent by the tool itself."""
+    args = ("--entity-type", "brokers", "--entity-default", "--bootstrap-server", any_broker.bootstrap)
+    key = "log.cleaner.io.max.bytes.per.second"
+    res = strom("configs", "--alter", "--add-config", f"{key}=1000000", *args)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "Completed updating default config for brokers in the cluster."
+    try:
+        res = strom("configs", "--describe", *args)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert lines[0] == "Default configs for brokers in the cluster are:"
+        assert (f"  {key}=1000000 sensitive=false synonyms={{DYNAMIC_DEFAULT_BROKER_CONFIG:{key}=1000000}}"
+                in lines)
+    finally:
+        assert strom("configs", "--alter", "--delete-config", key, *args).returncode == 0
+    assert key not in strom("configs", "--describe", *args).stdout
