@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from strom import __version__
 from strom.core.exceptions import BrokerError, ConfigError, CorruptStateError
-from strom.core.tools import configs, consume, consumer_groups, perf, produce, run, storage, topics
+from strom.core.tools import config_list, configs, consume, consumer_groups, perf, produce, run, storage, topics
 from strom.core.tools.common import ToolError, UsageError
 
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.register(sub)
     consumer_groups.register(sub)
     configs.register(sub)
+    config_list.register(sub)
     perf.register(sub)
     # `strom connect ...` is parsed by strom.connect.cli (imported only when used, so the broker's
     # commands never import Connect); this entry only lists it in `strom --help`.
