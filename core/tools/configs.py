@@ -13,13 +13,16 @@ listeners only). Works against any Kafka cluster.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.core.tools.common import ToolError, UsageError, add_client_args, admin_client, kafka_failure
 from strom.core.tools.topics import split_config_assignments
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
+    from kio.static.protocol import Entity
+
+_Response = TypeVar("_Response", bound="Entity")
 
 REQUEST_TIMEOUT_S = 30.0
 # ConfigEntry sources each entity's "Dynamic configs" listing keeps (Kafka's ConfigCommand).
@@ -107,7 +110,8 @@ BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 
 
-def _wire_call(args: argparse.Namespace, api_key: int, version: int, request: object, response_type: type) -> Any:
+def _wire_call(args: argparse.Namespace, api_key: int, version: int, request: Entity,
+               response_type: type[_Response]) -> _Response:
     """One flexible-version request to the first bootstrap server; its decoded response."""
     import io
     import socket
