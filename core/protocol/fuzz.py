@@ -182,6 +182,8 @@ def _primitive_default(kafka_type: str) -> Any:
         return ErrorCode.none
     if kafka_type == "datetime_i64":
         return datetime.datetime.fromtimestamp(0, datetime.UTC)
+    if kafka_type == "float64":
+        return 0.0  # struct's ">d" refuses an int (AlterClientQuotas' values)
     return 0
 
 
@@ -204,7 +206,8 @@ def build_entity(cls: type[Any], ctx: SeedContext, *, minimal: bool = False) -> 
             values[f.name] = None
             continue
         maker = _BY_STRUCT.get((cls.__name__, f.name))
-        if maker is None and isinstance(fc, (PrimitiveField, PrimitiveTupleField)):
+        if maker is None and isinstance(fc, (PrimitiveField, PrimitiveTupleField)) \
+                and f.metadata.get("kafka_type") != "float64":  # "value" is a config string, not a quota
             maker = _BY_NAME.get(f.name)  # a name means one thing only for primitives
         if maker is not None:
             value = maker(ctx)
