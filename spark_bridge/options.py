@@ -34,6 +34,36 @@ _SINK_OPTIONS = ["topic", "includeHeaders"]
 _SPARK_OPTIONS = ["path", "checkpointLocation", "queryName"]
 SPELLING: dict[str, str] = {n.lower(): n for n in _SOURCE_OPTIONS + _SINK_OPTIONS + _SPARK_OPTIONS}
 
+# (type, default, doc) of each option, spark-sql-kafka's documentation in short, for
+# `strom config list spark` and docs/configuration.md.
+OPTION_DOCS: dict[str, tuple[str, str, str]] = {
+    "assign": ("json", "", "Specific TopicPartitions to consume, as JSON: {\"topicA\":[0,1]}."),
+    "subscribe": ("string", "", "Comma-separated list of topics to consume."),
+    "subscribePattern": ("string", "", "Regular expression of the topics to consume."),
+    "startingOffsets": ("string", "latest (streaming), earliest (batch)",
+                        "Where a query starts: earliest, latest or JSON of offsets per partition."),
+    "endingOffsets": ("string", "latest", "Where a batch query ends: latest or JSON of offsets per partition."),
+    "startingTimestamp": ("long", "", "Start from the first offset at or after this timestamp, in every partition."),
+    "endingTimestamp": ("long", "", "End a batch query at the first offset at or after this timestamp."),
+    "startingOffsetsByTimestamp": ("json", "", "Start timestamp per partition, as JSON."),
+    "endingOffsetsByTimestamp": ("json", "", "End timestamp per partition, as JSON (batch only)."),
+    "startingOffsetsByTimestampStrategy": ("string", "error",
+                                           "A timestamp past a partition's last record: error or latest."),
+    "failOnDataLoss": ("boolean", "true", "Fail the query when data may have been lost (deleted, aged out)."),
+    "includeHeaders": ("boolean", "false", "Include the records' headers in the rows."),
+    "minPartitions": ("int", "", "Desired minimum number of partitions to read from Kafka."),
+    "maxRecordsPerPartition": ("int", "", "Split a Spark partition once it has this many records."),
+    "maxOffsetsPerTrigger": ("long", "", "Rate limit: offsets one streaming trigger reads, over all partitions."),
+    "minOffsetsPerTrigger": ("long", "", "Refused: PySpark's Python data sources take one read limit."),
+    "maxTriggerDelay": ("string", "", "Refused with minOffsetsPerTrigger."),
+    "kafkaConsumer.pollTimeoutMs": ("long", "120000", "Timeout of one poll of the executors' consumers."),
+    "fetchOffset.numRetries": ("int", "3", "Retries of an offset lookup before giving up."),
+    "fetchOffset.retryIntervalMs": ("long", "10", "Milliseconds between retries of an offset lookup."),
+    "groupIdPrefix": ("string", "spark-kafka-source", "Prefix of the consumer group ids the source generates."),
+    "topic": ("string", "", "Sink: the topic every row is written to (else each row's topic column)."),
+    "kafka.*": ("string", "", "Any Kafka client config, prefix removed (kafka.bootstrap.servers is required)."),
+}
+
 # Kafka client settings spark-sql-kafka refuses, and what to use instead.
 _FORBIDDEN_SOURCE_KAFKA = {
     "auto.offset.reset": "set the source option 'startingOffsets' instead",

@@ -95,6 +95,40 @@ KAFKA_WORKER_KEYS: frozenset[str] = frozenset({
     'topic.creation.enable', 'topic.tracking.allow.reset', 'topic.tracking.enable', 'value.converter',
     'value.converter.plugin.version', 'worker.sync.timeout.ms', 'worker.unsync.backoff.ms'
 })
+# Kafka's documentation of the worker keys strom has (first sentence), for `strom config list`.
+KAFKA_WORKER_DOCS: dict[str, str] = {
+    'bootstrap.servers': 'A list of host/port pairs used to establish the initial connection to the Kafka cluster.',
+    'client.id': 'An id string to pass to the server when making requests.',
+    'key.converter': 'Converter class used to convert between Kafka Connect format and the serialized form that is written to Kafka.',
+    'value.converter': 'Converter class used to convert between Kafka Connect format and the serialized form that is written to Kafka.',
+    'header.converter': 'HeaderConverter class used to convert between Kafka Connect format and the serialized form that is written to Kafka.',
+    'offset.storage.file.filename': 'File to store source connector offsets',
+    'offset.flush.interval.ms': 'Interval at which to try committing offsets for tasks.',
+    'offset.flush.timeout.ms': 'Maximum number of milliseconds to wait for records to flush and partition offset data to be committed to offset storage before cancelling the process and restoring the offset data to be committed in a future attempt.',
+    'task.shutdown.graceful.timeout.ms': 'Amount of time to wait for tasks to shutdown gracefully.',
+    'group.id': 'A unique string that identifies the Connect cluster group this worker belongs to.',
+    'config.storage.topic': 'The name of the Kafka topic where connector configurations are stored',
+    'offset.storage.topic': 'The name of the Kafka topic where source connector offsets are stored',
+    'status.storage.topic': 'The name of the Kafka topic where connector and task status are stored',
+    'config.storage.replication.factor': 'Replication factor used when creating the configuration storage topic',
+    'offset.storage.replication.factor': 'Replication factor used when creating the offset storage topic',
+    'status.storage.replication.factor': 'Replication factor used when creating the status storage topic',
+    'offset.storage.partitions': 'The number of partitions used when creating the offset storage topic',
+    'status.storage.partitions': 'The number of partitions used when creating the status storage topic',
+    'session.timeout.ms': 'The timeout used to detect worker failures.',
+    'heartbeat.interval.ms': "The expected time between heartbeats to the group coordinator when using Kafka's group management facilities.",
+    'rebalance.timeout.ms': 'The maximum allowed time for each worker to join the group once a rebalance has begun.',
+    'scheduled.rebalance.max.delay.ms': 'The maximum delay that is scheduled in order to wait for the return of one or more departed workers before rebalancing and reassigning their connectors and tasks to the group.',
+    'worker.sync.timeout.ms': 'When the worker is out of sync with other workers and needs to resynchronize configurations, wait up to this amount of time before giving up, leaving the group, and waiting a backoff period before rejoining.',
+    'connect.protocol': 'Compatibility mode for Kafka Connect Protocol',
+    'listeners': 'List of comma-separated URIs the REST API will listen on.',
+    'rest.advertised.host.name': 'If this is set, this is the hostname that will be given out to other workers to connect to.',
+    'rest.advertised.port': 'If this is set, this is the port that will be given out to other workers to connect to.',
+    'rest.advertised.listener': 'Sets the advertised listener (HTTP or HTTPS) which will be given to other workers to use.',
+    'exactly.once.source.support': 'Whether to enable exactly-once support for source connectors in the cluster by using transactions to write source records and their source offsets, and by proactively fencing out old task generations before bringing up new ones.',
+    'plugin.path': 'List of paths separated by commas (,) that contain plugins (connectors, converters, transformations).',
+    'connector.client.config.override.policy': 'Class name or alias of implementation of ConnectorClientConfigOverridePolicy.',
+}
 # Open-ended worker keys: the clients' and converters' own settings, the REST server's
 # listeners.https.*, config providers' settings.
 WORKER_KEY_PREFIXES: tuple[str, ...] = ("producer.", "consumer.", "admin.", "key.converter.", "value.converter.",

@@ -27,6 +27,32 @@ _RENAMED = {"deserialization.exception.handler": "default.deserialization.except
             "cache.max.bytes.buffering": "statestore.cache.max.bytes",
             "default.production.exception.handler": "production.exception.handler"}
 
+# What each key does (Kafka Streams' documentation, first sentence), for `strom config list streams`.
+STREAMS_DOCS: dict[str, str] = {
+    'application.id': 'An identifier for the stream processing application.',
+    'bootstrap.servers': 'A list of host/port pairs used to establish the initial connection to the Kafka cluster.',
+    'processing.guarantee': 'The processing guarantee that should be used.',
+    'commit.interval.ms': 'The frequency in milliseconds with which to commit processing progress.',
+    'state.dir': 'Directory location for state store.',
+    'num.stream.threads': 'The number of threads to execute stream processing.',
+    'default.key.serde': 'Default serializer / deserializer class for key that implements the org.apache.kafka.common.serialization.Serde interface.',
+    'default.value.serde': 'Default serializer / deserializer class for value that implements the org.apache.kafka.common.serialization.Serde interface.',
+    'replication.factor': 'The replication factor for change log topics and repartition topics created by the stream processing application.',
+    'num.standby.replicas': 'The number of standby replicas for each task.',
+    'application.server': 'A host:port pair pointing to a user-defined endpoint that can be used for state store discovery and interactive queries on this KafkaStreams instance.',
+    'strom.iq.http.enable': "strom: serve GET /stores/<store>/keys/<key> over HTTP on application.server's port.",
+    'strom.metrics.listener': "strom: http://HOST:PORT serving the application's Prometheus /metrics ('' = off).",
+    'default.deserialization.exception.handler': 'Exception handling class that implements the org.apache.kafka.streams.errors.DeserializationExceptionHandler interface.',
+    'processing.exception.handler': 'Exception handling class that implements the org.apache.kafka.streams.errors.ProcessingExceptionHandler interface.',
+    'production.exception.handler': 'Exception handling class that implements the org.apache.kafka.streams.errors.ProductionExceptionHandler interface.',
+    'errors.dead.letter.queue.topic.name': 'If not null, the default exception handler will build and send a Dead Letter Queue record to the topic with the provided name if an error occurs.',
+    'statestore.cache.max.bytes': 'Maximum number of memory bytes to be used for statestore cache across all threads',
+    'task.timeout.ms': 'The maximum amount of time in milliseconds a task might stall due to internal errors and retries until an error is raised.',
+    'max.block.ms': 'How long one blocking client call may wait (Kafka Streams passes it to its clients).',
+    'request.timeout.ms': 'The configuration controls the maximum amount of time the client will wait for the response of a request.',
+    'poll.ms': 'The amount of time in milliseconds to block waiting for input.',
+    'max.poll.records': 'The most records one poll of the consumer hands to the tasks.',
+}
 
 class StreamsConfigError(StreamsError):
     """A StreamsConfig value is missing or out of range; the message names the key."""
