@@ -71,6 +71,7 @@ def _int(config: Mapping[str, Any], key: str, default: int) -> int:
 @dataclass(slots=True)
 class _Sample:
     start_ms: int
+    last_ms: int
     value: float = 0.0
 
 
@@ -83,19 +84,22 @@ class WindowedRate:
     _samples: list[_Sample] = field(default_factory=list)
 
     def _purge(self, now_ms: int) -> None:
-        # Kafka's purgeObsoleteSamples: a sample older than the whole window is dropped.
+        # Kafka's purgeObsoleteSamples: a sample whose last event is older than the whole window
+        # is dropped; one that started before the window but overlaps it is kept.
         expire = self.samples * self.window_ms
-        self._samples = [s for s in self._samples if now_ms - s.start_ms < expire]
+        self._samples = [s for s in self._samples if now_ms - s.last_ms < expire]
 
     def record(self, value: float, now_ms: int) -> None:
         current = self._samples[-1] if self._samples else None
         if current is None or now_ms >= current.start_ms + self.window_ms:
             self._purge(now_ms)
-            current = _Sample(now_ms)
+            current = _Sample(now_ms, now_ms)
             self._samples.append(current)
-            if len(self._samples) > self.samples:
+            # Kafka keeps one sample more than quota.window.num: the overlapping one.
+            if len(self._samples) > self.samples + 1:
                 del self._samples[0]
         current.value += value
+        current.last_ms = now_ms
 
     def window_size_ms(self, now_ms: int) -> int:
         """Kafka's ``Rate.windowSize``: at least samples-1 full windows plus the current one's part."""
