@@ -19,6 +19,7 @@ from strom.core.tools.storage import existing_cluster_id, format_dirs, new_clust
 
 DEFAULT_DEV_DIR = "./.strom-data"
 DEFAULT_DEV_PORT = 9092
+DEV_METRICS_LISTENER = "http://127.0.0.1:9404"  # Prometheus /metrics of `strom dev` (strom.core.server.metrics)
 
 
 def port_type(value: str) -> int:
@@ -52,7 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run a single-node broker+controller on 127.0.0.1 for development. Its data "
                     f"(log.dirs = DIR/logs, metadata.log.dir = DIR/metadata) lives in --data-dir, "
                     f"default {DEFAULT_DEV_DIR} in the current directory, and is formatted with a "
-                    "random cluster id on the first run; later runs reuse it. Stop with Ctrl-C.")
+                    "random cluster id on the first run; later runs reuse it. Prometheus metrics are served on "
+                    f"{DEV_METRICS_LISTENER}/metrics unless the port is taken (--override "
+                    "strom.metrics.listener= turns them off). Stop with Ctrl-C.")
     p.add_argument("--data-dir", default=DEFAULT_DEV_DIR, metavar="DIR",
                    help=f"directory for all data (default: {DEFAULT_DEV_DIR})")
     p.add_argument("--port", type=port_type, default=DEFAULT_DEV_PORT, metavar="N",
@@ -65,9 +68,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "its default (e.g. transaction.version=1); repeatable")
     add_log_level_arg(p)
     p.set_defaults(func=cmd_dev)
-
-
-DEV_METRICS_LISTENER = "http://127.0.0.1:9404"
 
 
 def dev_config(data_dir: Path, port: int, overrides: dict[str, str]) -> BrokerConfig:
