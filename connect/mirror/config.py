@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from strom.client_security import ClientSecurityError, to_librdkafka
+from strom.config_hints import closest_key, suggestion_suffix
 from strom.connect.api.config import ConfigDef, ConfigType, Importance, Range, ValidString
 from strom.connect.exceptions import ConfigException
 from strom.connect.mirror.policy import ReplicationPolicy, replication_policy
@@ -704,11 +705,25 @@ class MirrorMakerConfig:
             unknown.append(key)
         return sorted(unknown)
 
+    def _suggestion(self, key: str) -> str:
+        """" (did you mean 'x'?)" for an unknown key: under a flow prefix (``a->b.``) the closest
+        connector key keeps the prefix; at top level, a top-level or connector key."""
+        known = sorted(_TOP_LEVEL_KEYS | ALL_CONNECTOR_KEYS | _FRAMEWORK_KEYS)
+        if "->" in key:
+            for s in self.clusters:
+                for t in self.clusters:
+                    prefix = f"{s}->{t}."
+                    if key.startswith(prefix):
+                        meant = closest_key(key[len(prefix):], ALL_CONNECTOR_KEYS | _FRAMEWORK_KEYS)
+                        return f" (did you mean {prefix + meant!r}?)" if meant else ""
+        return suggestion_suffix(key, known)
+
     def validate(self) -> None:
-        """Warn about unknown keys; raise :class:`ConfigException` naming the first bad value
+        """Warn about unknown keys (naming the closest known one); raise :class:`ConfigException` naming the first bad value
         or missing ``<alias>.bootstrap.servers`` of any flow's connectors."""
         for key in self.unknown_keys():
-            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+            log.warning("The configuration '%s' was supplied but isn't a known config.%s", key,
+                        self._suggestion(key))
         for flow in self.cluster_pairs():
             for side in (flow.source, flow.target):
                 if "bootstrap.servers" not in self.cluster_props(side):

@@ -14,6 +14,7 @@ import pytest
 
 from strom.config_hints import closest_key, forget_warnings, unknown_key_hint, warn_unknown_keys
 from strom.connect.exceptions import ConfigException
+from strom.connect.mirror.config import MirrorMakerConfig
 from strom.connect.runtime.config import WorkerConfig
 from strom.core.config import BrokerConfig
 from strom.core.exceptions import ConfigError
@@ -131,3 +132,15 @@ def test_spark_option_typo_names_the_option_it_meant() -> None:
     with pytest.raises(OptionError, match=r"did you mean 'startingOffsets'\?"):
         parse_source_options({"subscribe": "t", "kafka.bootstrap.servers": "x", "startingOffset": "earliest"},
                              streaming=False)
+
+
+def test_mirror_maker_typos_name_the_key_meant(caplog: pytest.LogCaptureFixture) -> None:
+    config = MirrorMakerConfig({"clusters": "a, b", "a.bootstrap.servers": "x:1", "b.bootstrap.servers": "y:1",
+                                "a->b.enabled": "true", "a->b.topic": "t.*", "refresh.topics.interval.second": "5"})
+    with caplog.at_level(logging.WARNING, "strom.connect.mirror.config"):
+        config.validate()
+    assert {r.getMessage() for r in caplog.records} == {
+        "The configuration 'a->b.topic' was supplied but isn't a known config. (did you mean 'a->b.topics'?)",
+        "The configuration 'refresh.topics.interval.second' was supplied but isn't a known config. "
+        "(did you mean 'refresh.topics.interval.seconds'?)",
+    }
