@@ -15,7 +15,17 @@ from collections.abc import Sequence
 
 from strom import __version__
 from strom.core.exceptions import BrokerError, ConfigError, CorruptStateError
-from strom.core.tools import config_list, configs, consume, consumer_groups, perf, produce, run, storage, topics
+from strom.core.tools import (
+    config_list,
+    configs,
+    consume,
+    consumer_groups,
+    perf,
+    produce,
+    run,
+    storage,
+    topics,
+)
 from strom.core.tools.common import ToolError, UsageError
 
 
