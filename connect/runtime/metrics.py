@@ -52,9 +52,9 @@ class ConnectMetrics(Collector):
         return generate_latest(self.registry)
 
     def collect(self) -> Iterator[Metric]:
-        worker = self.herder.worker
-        names = worker.connector_names()
-        task_ids = worker.task_ids()
+        worker = getattr(self.herder, "worker", None)  # a distributed herder builds it when it starts
+        names = worker.connector_names() if worker is not None else []
+        task_ids = worker.task_ids() if worker is not None else []
         yield GaugeMetricFamily(f"{_WORKER}_connector_count", "Connectors run in this worker", value=len(names))
         yield GaugeMetricFamily(f"{_WORKER}_task_count", "Tasks run in this worker", value=len(task_ids))
         by_state = {state: GaugeMetricFamily(f"{_WORKER}_connector_{state.value.lower()}_task_count",
@@ -88,7 +88,7 @@ class ConnectMetrics(Collector):
         put_max = GaugeMetricFamily(f"{_SINK}_put_batch_max_time_ms", "Longest put of a batch (ms)",
                                     labels=["connector", "task"])
         for tid in task_ids:
-            task = worker.running_task(tid)
+            task = worker.running_task(tid) if worker is not None else None
             labels = [tid.connector, str(tid.task)]
             if isinstance(task, WorkerSourceTask):
                 poll.add_metric(labels, float(task.records_polled))
