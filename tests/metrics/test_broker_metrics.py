@@ -7,6 +7,7 @@ appended, which is how Kafka's BytesInPerSec counts them), records in equal the 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import time
@@ -187,6 +188,21 @@ def test_a_taken_metrics_port_does_not_stop_the_broker(tmp_path: Path) -> None:
             assert "serving metrics on http" not in proc.log_text().replace("not serving metrics on", "")
             admin = AdminClient({"bootstrap.servers": proc.bootstrap})
             assert admin.list_topics(timeout=10).brokers
+
+
+def test_strom_dev_starts_when_9404_is_taken(tmp_path: Path) -> None:
+    """`strom dev` with its default metrics listener, port 9404 held by someone else (this test,
+    or another broker already serving there): one log line, and the broker serves clients."""
+    with contextlib.ExitStack() as stack:
+        holder = stack.enter_context(socket.socket())
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with contextlib.suppress(OSError):  # taken already: the same situation
+            holder.bind(("127.0.0.1", 9404))
+            holder.listen()
+        proc = stack.enter_context(BrokerProcess(tmp_path / "data"))
+        assert proc.wait_for_log("not serving metrics on http://127.0.0.1:9404", 10), proc.log_tail()
+        assert AdminClient({"bootstrap.servers": proc.bootstrap}).list_topics(timeout=10).brokers
+        assert proc.alive
 
 
 def test_strom_dev_serves_metrics_on_9404_and_broker_start_does_not() -> None:
