@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from strom.config_hints import value_errors, warn_unknown_keys
+from strom.config_hints import unknown_key_hint, value_errors, warn_unknown_keys
 from strom.core.errors import InvalidConfigurationError
 from strom.core.exceptions import ConfigError
 
@@ -171,6 +171,22 @@ def parse_topic_config(name: str, raw: Any) -> Any:
     if defn is None:
         raise ConfigError(name, raw, "a known topic config key", unknown=True)
     return _parse_value(name, defn.type, raw, valid=defn.valid, minimum=defn.minimum, maximum=defn.maximum)
+
+
+def unknown_topic_config(key: str, value: Any = None) -> ConfigError:
+    """The command line's error for a topic config key no one knows, naming the closest known key
+    ("unknown config 'segment.byte' (did you mean 'segment.bytes'?)"). The wire keeps its own
+    answer (:func:`parse_topic_config`'s, through the controller)."""
+    error = ConfigError(key, value, "a known topic config key", unknown=True)
+    error.args = (unknown_key_hint(key, TOPIC_CONFIGS) + " for a topic",)
+    return error
+
+
+def check_topic_config(key: str, raw: Any) -> Any:
+    """:func:`parse_topic_config` for the command line: an unknown key names the closest known one."""
+    if key not in TOPIC_CONFIGS:
+        raise unknown_topic_config(key, raw)
+    return parse_topic_config(key, raw)
 
 
 def format_config_value(value: Any) -> str:

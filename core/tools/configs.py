@@ -228,8 +228,7 @@ def _describe(args: argparse.Namespace, admin: AdminClient, entities: list[tuple
 def _alter(args: argparse.Namespace, admin: AdminClient, entity: tuple[str, str]) -> int:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
-    from strom.core.config import TOPIC_CONFIGS, parse_topic_config
-    from strom.core.exceptions import ConfigError
+    from strom.core.config import TOPIC_CONFIGS, check_topic_config, unknown_topic_config
 
     kind, name = entity
     to_set: dict[str, str] = {}
@@ -244,10 +243,10 @@ def _alter(args: argparse.Namespace, admin: AdminClient, entity: tuple[str, str]
     if kind == "topics":
         # Checked here so a typo is named before any request (the broker would say less).
         for key, value in to_set.items():
-            parse_topic_config(key, value)
+            check_topic_config(key, value)
         for key in to_delete:
             if key not in TOPIC_CONFIGS:
-                raise ConfigError(key, None, "a known topic config key", unknown=True)
+                raise unknown_topic_config(key)
     if kind == "broker-default":
         _alter_default(args, to_set, to_delete)
         print("Completed updating default config for brokers in the cluster.")

@@ -17,7 +17,7 @@ import argparse
 import base64
 from typing import TYPE_CHECKING, Any
 
-from strom.core.config import parse_topic_config
+from strom.core.config import check_topic_config
 from strom.core.tools.common import (
     ToolError,
     UsageError,
@@ -190,7 +190,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 
     configs = parse_kv_list(args.config, "--config")
     for key, value in configs.items():
-        parse_topic_config(key, value)  # a bad key/value is a ConfigError naming it, before any I/O
+        check_topic_config(key, value)  # a bad key/value is a ConfigError naming it, before any I/O
     admin = _admin(args)
     new = NewTopic(args.topic, num_partitions=args.partitions or -1,
                    replication_factor=args.replication_factor or -1, config=configs)
@@ -484,7 +484,7 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
     if both:
         raise UsageError(f"{', '.join(both)} given to both --add-config and --delete-config")
     for key, value in to_set.items():
-        parse_topic_config(key, value)
+        check_topic_config(key, value)
     for key in to_delete:
         _check_known(key)
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
@@ -501,8 +501,7 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
 
 
 def _check_known(key: str) -> None:
-    from strom.core.config import TOPIC_CONFIGS
-    from strom.core.exceptions import ConfigError
+    from strom.core.config import TOPIC_CONFIGS, unknown_topic_config
 
     if key not in TOPIC_CONFIGS:
-        raise ConfigError(key, None, "a known topic config key", unknown=True)
+        raise unknown_topic_config(key)

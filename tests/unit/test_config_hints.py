@@ -16,6 +16,7 @@ from strom.config_hints import closest_key, forget_warnings, unknown_key_hint, w
 from strom.connect.exceptions import ConfigException
 from strom.connect.mirror.config import MirrorMakerConfig
 from strom.connect.runtime.config import WorkerConfig
+from strom.core.cli import main as cli_main
 from strom.core.config import BrokerConfig
 from strom.core.exceptions import ConfigError
 from strom.spark_bridge.exceptions import OptionError
@@ -144,3 +145,14 @@ def test_mirror_maker_typos_name_the_key_meant(caplog: pytest.LogCaptureFixture)
         "The configuration 'refresh.topics.interval.second' was supplied but isn't a known config. "
         "(did you mean 'refresh.topics.interval.seconds'?)",
     }
+
+
+def test_cli_topic_config_typo_names_the_key_before_any_request(capsys: pytest.CaptureFixture[str]) -> None:
+    # port 1: nothing listens there, and nothing is asked: the key is checked first
+    assert cli_main(["topics", "create", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
+                     "--config", "segment.byte=1"]) == 1
+    assert capsys.readouterr().err.strip() == \
+        "error: unknown config 'segment.byte' (did you mean 'segment.bytes'?) for a topic"
+    assert cli_main(["configs", "--bootstrap-server", "127.0.0.1:1", "--alter", "--entity-type", "topics",
+                     "--entity-name", "t", "--add-config", "retention.m=1"]) == 1
+    assert "unknown config 'retention.m' (did you mean 'retention.ms'?)" in capsys.readouterr().err
