@@ -589,12 +589,11 @@ async def set_logger(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    from prometheus_client import CONTENT_TYPE_LATEST
-
     from strom.connect.runtime.metrics import ConnectMetrics
+    from strom.core.server.metrics import CONTENT_TYPE
 
     body = await call(request, ConnectMetrics(herder_of(request)).exposition)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 # ------------------------------------------------------------------------------ app
