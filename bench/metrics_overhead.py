@@ -5,7 +5,9 @@ second during its runs, as Prometheus would), one with it empty. confluent-kafka
 ``--records`` records of ``--size`` bytes (acks=1, linger.ms=5) to a topic of each, the brokers
 taking turns in ABBA order for ``--rounds`` rounds so slow drift of the shared machine hits both
 equally. Small records on purpose: many requests per MiB is the worst case for per-request
-recording. Printed: records/s of each run, the totals and on/off.
+recording. Printed: records/s of each run, the totals and on/off, and the broker process's CPU
+time per record (user+system from /proc, less sensitive to other load on a shared machine than
+wall-clock throughput) with the produce requests the on-broker counted.
 
 Run: ``python bench/metrics_overhead.py [--records 1500000] [--size 100] [--rounds 3] [--linger-ms 5]``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import tempfile
 import threading
@@ -48,6 +51,19 @@ def produce(bootstrap: str, topic: str, records: int, size: int, linger_ms: int 
     return time.perf_counter() - started
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce_requests(url: str) -> float:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith('kafka_network_requestmetrics_requests_total{request="Produce"'))
+
+
 def scraper(url: str, stop: threading.Event) -> None:
     while not stop.wait(1.0):
         with urllib.request.urlopen(url, timeout=10) as resp:
@@ -75,6 +91,8 @@ def main() -> None:
                 f.result(15)
             produce(proc.bootstrap, "bench", 1000, args.size)  # warm-up
         totals = {"on": 0.0, "off": 0.0}
+        cpu = {"on": 0.0, "off": 0.0}
+        requests_before = produce_requests(url)
         order = ["on", "off", "off", "on"]
         for r in range(args.rounds):
             for which in order:
@@ -83,7 +101,9 @@ def main() -> None:
                 t = threading.Thread(target=scraper, args=(url, stop), daemon=True) if which == "on" else None
                 if t is not None:
                     t.start()
+                cpu_before = cpu_seconds(proc.pid)
                 seconds = produce(proc.bootstrap, "bench", args.records, args.size, args.linger_ms)
+                cpu[which] += cpu_seconds(proc.pid) - cpu_before
                 stop.set()
                 if t is not None:
                     t.join()
@@ -94,6 +114,10 @@ def main() -> None:
         log.info("metrics on : %8.0f records/s", rate_on)
         log.info("metrics off: %8.0f records/s", rate_off)
         log.info("on/off     : %.3f", rate_on / rate_off)
+        requests = produce_requests(url) - requests_before
+        log.info("broker CPU per record: on %.3f us, off %.3f us (on/off %.3f); %d produce requests in the "
+                 "on-broker's runs (%.0f records each)", cpu["on"] / n * 1e6, cpu["off"] / n * 1e6,
+                 cpu["on"] / cpu["off"], requests, n / max(requests, 1))
 
 
 if __name__ == "__main__":
