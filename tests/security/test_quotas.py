@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from acl_broker import AclBroker
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from kafka_wire import connect, decode_response, encode_request, read_frame, wait_closed
 from kio.schema.alter_client_quotas.v1 import request as alter_req
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -269,3 +269,39 @@ def test_user_quota_follows_the_sasl_principal(tmp_path: Path) -> None:
         topic = f"q-{uuid.uuid4().hex[:8]}"
         assert _throttled({"bootstrap.servers": cluster.plain, "client.id": "same"}, topic) == []
         assert _throttled(cluster.client("admin", **{"client.id": "same"}), topic)
+
+
+def test_a_throttled_fetch_is_answered_empty(quota_broker: BrokerProcess) -> None:
+    """Kafka's handleFetchRequest: over consumer_byte_rate the fetch carries the throttle time and
+    no records (its bytes are taken back off the quota), so a consumer whose quota is far below
+    what one fetch returns gets throttle reports and nothing else."""
+    bs = quota_broker.bootstrap
+    topic, client = f"f-{uuid.uuid4().hex[:8]}", f"starved-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": bs})
+    for _ in range(5):
+        producer.produce(topic, b"y" * 2_000)
+    assert producer.flush(30) == 0
+    assert alter(bs, {"client-id": client}, {"consumer_byte_rate": 10.0}) == (0, None)
+    throttles: list[float] = []
+    received: list[bytes] = []
+    consumer = Consumer({"bootstrap.servers": bs, "client.id": client, "group.id": client,
+                         "auto.offset.reset": "earliest", "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    consumer.subscribe([topic])
+    try:
+        def throttled() -> bool:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                received.append(msg.value() or b"")
+            return len(throttles) >= 2
+        wait_for(throttled, timeout=60, what="two throttled fetches")
+    finally:
+        consumer.close()
+    assert received == []
+    # Another client reads the same records at once.
+    other = Consumer({"bootstrap.servers": bs, "group.id": f"other-{client}", "auto.offset.reset": "earliest"})
+    other.subscribe([topic])
+    try:
+        msg = wait_for(lambda: other.poll(0.5), timeout=30, what="a record for an unthrottled client")
+        assert msg.error() is None and msg.value() == b"y" * 2_000
+    finally:
+        other.close()

@@ -262,6 +262,11 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
         rows, total, _ = read_all()
 
     throttle_ms = throttle(deps, ctx, "FETCH", total) if replica_id < 0 else 0
+    if throttle_ms > 0:
+        # Kafka's handleFetchRequest: a throttled fetch is answered empty (a sessionless
+        # context's throttled response) and its bytes are taken back off the fetch quota.
+        deps.record_quota(ctx, "FETCH", -float(total))
+        return FetchRows(throttle_ms, [])
     by_topic: dict[tuple[str, uuid.UUID], list[PartitionRow]] = {}
     for t, result, code, _message in rows:
         key = (t.name, t.topic_id)
