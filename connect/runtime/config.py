@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from strom.client_security import ClientSecurityError, is_security_key, security_settings, to_librdkafka
-from strom.config_hints import value_errors, warn_unknown_keys
+from strom.config_hints import closest_key, value_errors, warn_unknown_keys
 from strom.connect.exceptions import ConfigException
 from strom.core.config import load_config_file
 
@@ -527,6 +527,33 @@ class ConnectorConfig:
     @property
     def dlq_topic(self) -> str:
         return str(self.values["errors.deadletterqueue.topic.name"] or "")
+
+
+# Open-ended connector keys the framework reads (Kafka's ConnectorConfig and its enrichment).
+CONNECTOR_KEY_PREFIXES: tuple[str, ...] = ("transforms.", "predicates.", "key.converter.", "value.converter.",
+                                           "header.converter.", "producer.override.", "consumer.override.",
+                                           "admin.override.", "errors.", "topic.creation.")
+
+
+def warn_connector_typos(name: str, props: Mapping[str, Any], kind: Literal["source", "sink"] | None,
+                         own_keys: Callable[[], Iterable[str]]) -> list[str]:
+    """Warn once about each key of connector ``name`` that looks like a misspelt framework key
+    (``task.max``, ``connector.clas``, ``errors.tolerence``...) and is not the connector's own.
+
+    Other unknown keys stay silent: a connector may read keys its ConfigDef does not declare,
+    so only a near miss of a framework key is reported as a likely mistake.
+    """
+    framework = [k.name for k in COMMON_KEYS + (SINK_KEYS if kind == "sink" else SOURCE_KEYS if kind == "source"
+                                                   else ())]
+    try:
+        own = set(own_keys())  # the connector's ConfigDef; a connector failing to give one is not our error here
+    except Exception:
+        log.debug("connector %s: no ConfigDef to check its keys against", name, exc_info=True)
+        own = set()
+    suspects = [k for k in props if k not in own and k not in framework and not k.startswith(CONNECTOR_KEY_PREFIXES)
+                and closest_key(k, framework) is not None]
+    return warn_unknown_keys(log, suspects, framework, kind=f"connector {name}", source=f"connector {name}",
+                             kafka_line=True)
 
 
 def _to_str(value: Any) -> str:

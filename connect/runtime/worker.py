@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
 from strom.connect.exceptions import ConnectException
-from strom.connect.runtime.config import ConnectorConfig, WorkerConfig
+from strom.connect.runtime.config import ConnectorConfig, WorkerConfig, warn_connector_typos
 from strom.connect.runtime.errors import (
     DeadLetterQueueReporter,
     ErrorReporter,
@@ -298,6 +298,7 @@ class Worker:
             except Exception as exc:
                 _notify(status_listener, "on_failure", name, exc)
                 return False
+            warn_connector_typos(name, props, kind, lambda: connector.config().names())
             entry = _ConnectorEntry(name, connector, dict(props), kind, status_listener, target_state)
             self._connectors[name] = entry
             try:

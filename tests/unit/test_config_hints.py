@@ -15,7 +15,7 @@ import pytest
 from strom.config_hints import closest_key, forget_warnings, unknown_key_hint, warn_unknown_keys
 from strom.connect.exceptions import ConfigException
 from strom.connect.mirror.config import MirrorMakerConfig
-from strom.connect.runtime.config import WorkerConfig
+from strom.connect.runtime.config import WorkerConfig, warn_connector_typos
 from strom.core.cli import main as cli_main
 from strom.core.config import BrokerConfig
 from strom.core.exceptions import ConfigError
@@ -156,3 +156,14 @@ def test_cli_topic_config_typo_names_the_key_before_any_request(capsys: pytest.C
     assert cli_main(["configs", "--bootstrap-server", "127.0.0.1:1", "--alter", "--entity-type", "topics",
                      "--entity-name", "t", "--add-config", "retention.m=1"]) == 1
     assert "unknown config 'retention.m' (did you mean 'retention.ms'?)" in capsys.readouterr().err
+
+
+def test_connector_near_misses_of_framework_keys_warn(caplog: pytest.LogCaptureFixture) -> None:
+    props = {"name": "c", "connector.class": "X", "task.max": "2", "file": "/tmp/x", "topic": "t",
+             "errors.tolerance": "all", "transforms.a.type": "Y", "batch.size": "5"}
+    with caplog.at_level(logging.WARNING, "strom.connect.runtime.config"):
+        warned = warn_connector_typos("c", props, "source", lambda: ["file", "topic", "batch.size"])
+    assert warned == ["task.max"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "The configuration 'task.max' was supplied but isn't a known config. (did you mean 'tasks.max'?) "
+        "in connector c"]
