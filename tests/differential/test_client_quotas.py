@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer
 from diff_wire import WireClient
 from kafka_ref import KafkaRef, classpath, ensure_jars
 from kio.schema.alter_client_quotas.v1 import request as alter_req
@@ -30,6 +31,8 @@ from kio.schema.describe_client_quotas.v1 import request as describe_req
 from kio.schema.types import TopicName
 from kio.static.primitive import f64, i8, i32, i32Timedelta
 from ref_fixtures import HasBootstrap, skip_without_java
+
+from strom.core.testing import wait_for
 
 TIMEOUT = i32Timedelta.parse(timedelta(seconds=30))
 HUGE = "1000000000000"  # a default entity's value no test comes near
@@ -201,3 +204,35 @@ def test_controller_mutation_quota_matches(strom: HasBootstrap, kafka: KafkaRef)
         assert 1.0 < refused[2] <= 4.0 and 1.0 < old[2] <= 5.0, (broker, refused, old)
     assert answers[0] == answers[1]
     assert answers[0][1][0] == 89
+
+
+def _starved_consumer(bootstrap: str) -> tuple[int, int]:
+    """A consumer at consumer_byte_rate=10 on 10 KB of records: (throttle reports, records) once
+    it has been throttled twice."""
+    suffix = uuid.uuid4().hex[:8]
+    topic, client = f"fq-{suffix}", f"starved-{suffix}"
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for _ in range(5):
+        producer.produce(topic, b"y" * 2_000)
+    assert producer.flush(30) == 0
+    with WireClient(bootstrap) as admin:
+        assert _alter(admin, (("client-id", client),), (("consumer_byte_rate", 10.0),)) == [(0, None)]
+    throttles: list[float] = []
+    records = 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client, "group.id": client,
+                         "auto.offset.reset": "earliest", "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    consumer.subscribe([topic])
+    try:
+        def throttled() -> bool:
+            nonlocal records
+            msg = consumer.poll(0.2)
+            records += msg is not None and msg.error() is None
+            return len(throttles) >= 2
+        wait_for(throttled, timeout=60, what="two throttled fetches")
+    finally:
+        consumer.close()
+    return min(len(throttles), 2), records
+
+
+def test_throttled_fetch_is_empty_on_both(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    assert _starved_consumer(strom.bootstrap) == _starved_consumer(kafka.bootstrap) == (2, 0)
