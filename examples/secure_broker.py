@@ -1,4 +1,4 @@
-"""A broker that only talks TLS and SCRAM: a throwaway CA, a SASL_SSL listener, a user, produce and consume.
+"""A broker that only talks TLS and SCRAM: a throwaway CA, a SASL_SSL listener, a user, ACLs, produce and consume.
 
     python examples/secure_broker.py [--records 100]
 
@@ -11,9 +11,12 @@
 3. **A user**: ``alice`` gets a SCRAM-SHA-512 credential through AlterUserScramCredentials (what
    ``kafka-configs --alter --add-config 'SCRAM-SHA-512=[password=...]' --entity-type users
    --entity-name alice`` sends). Only salted keys are stored, as records of the metadata log.
-4. **ACLs**: the place for them is marked below (``grant_acls``); with
-   ``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer`` alice
-   would need WRITE/READ on the topic and READ on the group.
+4. **ACLs**: the broker runs Kafka's StandardAuthorizer
+   (``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer``) with the
+   loopback administrator (``User:ANONYMOUS`` on PLAINTEXT) as its only super user, so alice can
+   do nothing until granted: her first produce is refused with TOPIC_AUTHORIZATION_FAILED, then
+   CreateAcls gives her WRITE and READ on the topic and READ on her group (what ``kafka-acls
+   --add --allow-principal User:alice --producer --consumer --topic payments --group ...`` sends).
 5. **Produce and consume** as alice over SASL_SSL with confluent-kafka; then a wrong password is
    shown to be refused with Kafka's SASL_AUTHENTICATION_FAILED message. The script checks every
    record and exits non-zero if one differs.
@@ -36,8 +39,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -89,14 +97,29 @@ def broker_config(keystore: Path) -> dict[str, str]:
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         # Sessions last an hour; clients re-authenticate on the same connection (KIP-368).
         "connections.max.reauth.ms": "3600000",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",  # only the loopback administrator's PLAINTEXT listener
     }
 
 
 def grant_acls(admin: AdminClient, user: str, topic: str, group: str) -> None:
-    """ACLs go here once the broker runs the StandardAuthorizer (issue 23 item 3): e.g.
-    ``admin.create_acls([AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
-    f"User:{user}", "*", AclOperation.ALL, AclPermissionType.ALLOW), ...])``. This example runs
-    the default allow-all authorizer, so there is nothing to grant."""
+    """WRITE and READ on ``topic`` and READ on ``group`` for ``User:<user>`` from any host."""
+    principal = f"User:{user}"
+    bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", op,
+                           AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.READ)]
+    bindings.append(AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, principal, "*",
+                               AclOperation.READ, AclPermissionType.ALLOW))
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+
+
+def refused_before_grant(client: dict[str, Any]) -> str:
+    """Produce one record as the user before any ACL exists: Kafka's authorization error."""
+    errors: list[str] = []
+    producer = Producer({**client, "message.timeout.ms": 10000})
+    producer.produce(TOPIC, b"too early", on_delivery=lambda err, _msg: errors.append(err.name() if err else "OK"))
+    producer.flush(30)
+    return errors[0] if errors else "no answer"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,12 +144,16 @@ def main(argv: list[str] | None = None) -> int:
                 future.result(30)
             log.info("3. user %s has a SCRAM-SHA-512 credential; topic %s created", USER, TOPIC)
             group = f"{USER}-readers"
-            grant_acls(admin, USER, TOPIC, group)
-            log.info("4. ACLs: none needed with the allow-all authorizer (see grant_acls)")
-
             client: dict[str, Any] = {"bootstrap.servers": secure, "security.protocol": "SASL_SSL",
                                       "ssl.ca.location": str(ca), "sasl.mechanism": "SCRAM-SHA-512",
                                       "sasl.username": USER, "sasl.password": PASSWORD}
+            refusal = refused_before_grant(client)
+            if refusal != "TOPIC_AUTHORIZATION_FAILED":
+                log.error("alice's produce before any ACL answered %s, not TOPIC_AUTHORIZATION_FAILED", refusal)
+                return 1
+            grant_acls(admin, USER, TOPIC, group)
+            log.info("4. ACLs: %s was refused (%s) until granted WRITE/READ on %s and READ on %s",
+                     USER, refusal, TOPIC, group)
             producer = Producer(client)
             sent = [f"payment-{i}".encode() for i in range(args.records)]
             for value in sent:
