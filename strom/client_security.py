@@ -106,15 +106,17 @@ class JaasEntry:
         return self.login_module.rsplit(".", 1)[-1]
 
 
-def _jaas_tokens(text: str) -> list[tuple[str, str]]:
-    """(kind, text) tokens: ``word``, ``quoted`` and the punctuation ``= ; { }``."""
+def _jaas_tokens(text: str, *, hash_comments: bool = False) -> list[tuple[str, str]]:
+    """(kind, text) tokens: ``word``, ``quoted`` and the punctuation ``= ; { }``. ``#`` starts a
+    comment only with ``hash_comments`` (JAAS files, and the runtimes' parse of ``sasl.jaas.config``
+    as it always was); the broker's parse, like Kafka's JaasConfig, takes none."""
     out: list[tuple[str, str]] = []
     i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c.isspace():
             i += 1
-        elif text.startswith("//", i) or c == "#":
+        elif text.startswith("//", i) or (hash_comments and c == "#"):
             end = text.find("\n", i)
             i = n if end < 0 else end + 1
         elif text.startswith("/*", i):
@@ -150,8 +152,10 @@ def _entries(tokens: list[tuple[str, str]], pos: int, stop: str | None) -> tuple
     entries: list[JaasEntry] = []
     while pos < len(tokens) and tokens[pos][0] != stop:
         kind, module = tokens[pos]
-        if kind != "word" or pos + 1 >= len(tokens) or tokens[pos + 1][1].lower() not in JAAS_FLAGS:
-            raise ValueError("expected '<LoginModule> <required|requisite|sufficient|optional>'")
+        if kind != "word":
+            raise ValueError(f"expected a login module class name at token {pos + 1}")
+        if pos + 1 >= len(tokens) or tokens[pos + 1][0] != "word" or tokens[pos + 1][1].lower() not in JAAS_FLAGS:
+            raise ValueError(f"login module {module}: expected a control flag ({', '.join(JAAS_FLAGS)})")
         flag = tokens[pos + 1][1].lower()
         pos += 2
         options: dict[str, str] = {}
@@ -168,10 +172,17 @@ def _entries(tokens: list[tuple[str, str]], pos: int, stop: str | None) -> tuple
     return entries, pos
 
 
+def parse_jaas_entries(text: str, *, hash_comments: bool = False) -> list[JaasEntry]:
+    """Every login module of ``text`` (``<LoginModule> <flag> key=value ... ;`` repeated), in order;
+    ValueError says where the text is wrong and never quotes a value. The broker's
+    :mod:`strom.core.security.jaas` parses ``sasl.jaas.config`` with this too."""
+    return _entries(_jaas_tokens(text, hash_comments=hash_comments), 0, None)[0]
+
+
 def parse_jaas_config(text: str, key: str = "sasl.jaas.config") -> JaasEntry:
     """Kafka's ``sasl.jaas.config`` value: exactly one login module."""
     try:
-        entries, _ = _entries(_jaas_tokens(text), 0, None)
+        entries = parse_jaas_entries(text, hash_comments=True)  # as this parser always took them
     except ValueError as exc:
         raise ClientSecurityError(key, f"invalid JAAS configuration: {exc}") from None
     if len(entries) != 1:
@@ -181,7 +192,7 @@ def parse_jaas_config(text: str, key: str = "sasl.jaas.config") -> JaasEntry:
 
 def parse_jaas_file(text: str) -> dict[str, list[JaasEntry]]:
     """A JAAS login configuration file: section name -> its login modules."""
-    tokens = _jaas_tokens(text)
+    tokens = _jaas_tokens(text, hash_comments=True)
     sections: dict[str, list[JaasEntry]] = {}
     pos = 0
     while pos < len(tokens):
