@@ -104,7 +104,12 @@ class _Section:
 
 
 class StandardAuthorizer:
-    """Kafka's StandardAuthorizer (see the module docstring for the rules)."""
+    """Kafka's StandardAuthorizer (see the module docstring for the rules).
+
+    Not thread-safe, and needs no lock in the broker: the ACL indexes change (``load_snapshot``,
+    ``add_acl``, ``remove_acl``, called by the AclPublisher) and are read (``authorize``,
+    ``acls``) on the broker's event loop only. A caller on another thread must serialize with it
+    (Kafka swaps an immutable ``StandardAuthorizerData`` instead)."""
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         props = dict(config or {})
