@@ -1,0 +1,546 @@
+"""Kafka's ``SharePartition``: the in-flight records of one topic-partition in one share group.
+
+A share group reads a partition cooperatively. The *share-partition start offset* (SPSO) is the
+first offset not yet finished with; the *end offset* (SPEO) is the last offset the share
+partition has taken into its cache. Every offset in ``[start, end]`` has an in-flight state:
+
+    AVAILABLE --acquire--> ACQUIRED --ACCEPT--> ACKNOWLEDGED
+                               |   \\--REJECT/GAP--> ARCHIVED
+                               |--RELEASE / lock expiry--> AVAILABLE (ARCHIVED once the
+                               |     delivery count reached group.share.delivery.count.limit)
+                               \\--RENEW--> ACQUIRED, lock restarted
+
+Acquiring a record increments its delivery count and locks it for
+``group.share.record.lock.duration.ms`` to one member. The start offset moves over every leading
+ACKNOWLEDGED/ARCHIVED record; at most ``group.share.partition.max.record.locks`` offsets past the
+start offset are ever taken in flight.
+
+No I/O and no clock: the caller passes ``now_ms`` and the fetched batches (their offsets and
+transactional markers; the record bytes never reach this class), and persists
+:meth:`SharePartition.state_batches` where Kafka's persister would. States are kept per offset:
+the window is bounded by the record-lock limit, so this stays small.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from strom.core.errors import InvalidRecordStateError, InvalidRequestError
+
+logger = logging.getLogger(__name__)
+
+# Kafka's Uuid.ZERO_UUID.toString(): the member of a record no member holds.
+EMPTY_MEMBER_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+# Broker defaults of Kafka 4.3 (GroupConfig / ShareGroupConfig).
+DEFAULT_RECORD_LOCK_DURATION_MS = 30_000
+DEFAULT_DELIVERY_COUNT_LIMIT = 5
+DEFAULT_PARTITION_MAX_RECORD_LOCKS = 2000
+
+
+class RecordState(enum.IntEnum):
+    """Kafka's ``RecordState``; the ids are the DeliveryState bytes of the persisted state."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVING = 3
+    ARCHIVED = 4
+
+
+class AcknowledgeType(enum.IntEnum):
+    """The AcknowledgeTypes of ShareFetch / ShareAcknowledge (GAP is wire-only: an offset with no record)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+class IsolationLevel(enum.IntEnum):
+    """``share.isolation.level``."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionConfig:
+    """The group configs one share partition obeys (``group.share.*`` / ``share.*``)."""
+
+    record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS
+    delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
+    max_record_locks: int = DEFAULT_PARTITION_MAX_RECORD_LOCKS
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+
+    def __post_init__(self) -> None:
+        if self.record_lock_duration_ms <= 0:
+            raise ValueError(f"group.share.record.lock.duration.ms must be > 0, got {self.record_lock_duration_ms}")
+        if self.delivery_count_limit < 1:
+            raise ValueError(f"group.share.delivery.count.limit must be >= 1, got {self.delivery_count_limit}")
+        if self.max_record_locks < 1:
+            raise ValueError(f"group.share.partition.max.record.locks must be >= 1, got {self.max_record_locks}")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatch:
+    """What acquire needs of one record batch read from the log: its offsets and txn markers."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+    # For a control batch: True for an ABORT marker, False for COMMIT.
+    is_abort_marker: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """FetchResponse's AbortedTransaction: a producer's aborted transaction starting at first_offset."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRecords:
+    """ShareFetchResponse's AcquiredRecords: a run of offsets handed to a member."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcknowledgementBatch:
+    """One AcknowledgementBatch of ShareFetch / ShareAcknowledge.
+
+    ``acknowledge_types`` holds one type for the whole range or one per offset, as on the wire.
+    """
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[AcknowledgeType, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PersisterStateBatch:
+    """A StateBatch of Write/ReadShareGroupState and of ShareSnapshot/ShareUpdate records."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+@dataclass(slots=True)
+class InFlightState:
+    """One offset's state: Kafka's ``InFlightState`` with the lock as a deadline."""
+
+    state: RecordState
+    delivery_count: int
+    member_id: str = EMPTY_MEMBER_ID
+    lock_deadline_ms: int = -1
+
+
+class ShareAutoOffsetReset(enum.Enum):
+    """``share.auto.offset.reset``: where a share partition with no state starts."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+    BY_DURATION = "by_duration"
+
+
+# java.time.Duration.parse's grammar (what Kafka validates by_duration:<duration> with).
+_DURATION_RE = re.compile(
+    r"^([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?$",
+    re.IGNORECASE,
+)
+
+
+def parse_java_duration_ms(text: str) -> int:
+    """Milliseconds of an ISO-8601 duration as ``java.time.Duration.parse`` reads it (``PT1H``, ``P1DT2.5S``)."""
+    m = _DURATION_RE.match(text)
+    # "P" and "PT" alone are not durations for Java either.
+    if m is None or text.upper() in ("P", "PT", "-P", "+P") or text.upper().endswith("T"):
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    sign, days, hours, minutes, seconds, fraction = m.groups()
+    total_ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
+                + int(seconds or 0) * 1000)
+    if fraction:
+        frac_ms = int((fraction + "000")[:3])
+        total_ms += -frac_ms if (seconds or "").startswith("-") else frac_ms
+    return -total_ms if sign == "-" else total_ms
+
+
+@dataclass(frozen=True, slots=True)
+class AutoOffsetReset:
+    """A parsed ``share.auto.offset.reset`` value: ``latest``, ``earliest`` or ``by_duration:<ISO-8601>``."""
+
+    strategy: ShareAutoOffsetReset
+    duration_ms: int = 0
+
+    @classmethod
+    def parse(cls, value: str) -> AutoOffsetReset:
+        v = value.strip().lower()
+        if v == "latest":
+            return cls(ShareAutoOffsetReset.LATEST)
+        if v == "earliest":
+            return cls(ShareAutoOffsetReset.EARLIEST)
+        if v.startswith("by_duration:"):
+            ms = parse_java_duration_ms(value.strip()[len("by_duration:"):])
+            if ms < 0:
+                raise ValueError(f"share.auto.offset.reset: the duration must not be negative: {value!r}")
+            return cls(ShareAutoOffsetReset.BY_DURATION, ms)
+        raise ValueError(f"Invalid value {value!r} for configuration share.auto.offset.reset: "
+                         "must be latest, earliest or by_duration:<ISO-8601 duration>")
+
+    def start_offset(self, *, log_start_offset: int, high_watermark: int, now_ms: int,
+                     offset_for_timestamp: Callable[[int], int | None] | None = None) -> int:
+        """The start offset of a share partition that has no state yet.
+
+        ``offset_for_timestamp(ts)`` is the log's ListOffsets lookup (first offset whose timestamp
+        is >= ts, None if none); by_duration falls back to the high watermark when no record is
+        that recent, as Kafka's offsetForTimestamp does.
+        """
+        if self.strategy is ShareAutoOffsetReset.EARLIEST:
+            return log_start_offset
+        if self.strategy is ShareAutoOffsetReset.LATEST:
+            return high_watermark
+        if offset_for_timestamp is None:
+            raise ValueError("by_duration needs the log's offset-for-timestamp lookup")
+        found = offset_for_timestamp(now_ms - self.duration_ms)
+        return high_watermark if found is None else max(found, log_start_offset)
+
+
+@dataclass(slots=True)
+class _Transition:
+    """A validated acknowledgement of one offset, applied only once the whole request validated."""
+
+    offset: int
+    ack: AcknowledgeType
+
+
+class SharePartition:
+    """The share-partition state machine of one (group, topic-partition). Event-loop only."""
+
+    def __init__(self, config: SharePartitionConfig, start_offset: int,
+                 state_batches: Iterable[PersisterStateBatch] = (), *, state_epoch: int = 0,
+                 leader_epoch: int = -1) -> None:
+        """Build from the persister's state (ReadShareGroupState): start offset and state batches.
+
+        Acquired records of the state read back are AVAILABLE again (their member is gone), with
+        the delivery count they had; offsets between state batches are AVAILABLE with count 0,
+        as Kafka's initial-read gap handling.
+        """
+        if start_offset < 0:
+            raise ValueError(f"start offset must be >= 0, got {start_offset}")
+        self.config = config
+        self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
+        self._start = start_offset
+        # Offsets [self._start, self._next_new) are cached; self._next_new is the first never seen.
+        self._next_new = start_offset
+        self._cache: dict[int, InFlightState] = {}
+        for b in sorted(state_batches, key=lambda b: b.first_offset):
+            if b.last_offset < self._start:
+                continue
+            for off in range(self._next_new, b.first_offset):
+                self._cache[off] = InFlightState(RecordState.AVAILABLE, 0)
+            state = RecordState(b.delivery_state)
+            if state is RecordState.ACQUIRED or state is RecordState.ARCHIVING:
+                state = RecordState.AVAILABLE if state is RecordState.ACQUIRED else RecordState.ARCHIVED
+            for off in range(max(b.first_offset, self._next_new), b.last_offset + 1):
+                self._cache[off] = InFlightState(state, b.delivery_count)
+            self._next_new = max(self._next_new, b.last_offset + 1)
+        self._advance_start()
+
+    # ---------------------------------------------------------------- offsets
+
+    @property
+    def start_offset(self) -> int:
+        """The share-partition start offset (SPSO)."""
+        return self._start
+
+    @property
+    def end_offset(self) -> int:
+        """The share-partition end offset (SPEO): the last cached offset; the start offset when nothing is cached."""
+        return max(self._start, self._next_new - 1)
+
+    def next_fetch_offset(self) -> int:
+        """The offset a fetch for this share partition starts reading the log at.
+
+        The lowest AVAILABLE cached offset (a redelivery), else the first offset never cached.
+        """
+        for off in range(self._start, self._next_new):
+            if self._cache[off].state is RecordState.AVAILABLE:
+                return off
+        return self._next_new
+
+    def can_acquire_records(self) -> bool:
+        """Whether an acquire could hand out anything: a redeliverable record, or room under the lock limit."""
+        if self._next_new - self._start < self.config.max_record_locks:
+            return True
+        return any(s.state is RecordState.AVAILABLE for s in self._cache.values())
+
+    def in_flight(self, offset: int) -> InFlightState | None:
+        """The state of a cached offset (None below the start offset or past the end)."""
+        return self._cache.get(offset)
+
+    def acquired_count(self) -> int:
+        """How many records are ACQUIRED now (the locks held)."""
+        return sum(1 for s in self._cache.values() if s.state is RecordState.ACQUIRED)
+
+    # ---------------------------------------------------------------- acquire
+
+    def acquire(self, member_id: str, batches: Sequence[FetchedBatch], *, max_records: int, now_ms: int,
+                aborted_transactions: Sequence[AbortedTransaction] = ()) -> list[AcquiredRecords]:
+        """Acquire up to ``max_records`` records of ``batches`` (read from the log at next_fetch_offset).
+
+        Cached AVAILABLE records are acquired again (delivery count + 1); records past the end
+        offset enter the cache ACQUIRED with count 1, while the in-flight window stays under
+        ``max_record_locks``. Offsets between batches (compacted away) enter ARCHIVED. Under
+        read_committed the records of aborted transactions are ARCHIVED, never handed out
+        (Kafka's filterAbortedTransactionalAcquiredRecords); control batches are handed out for
+        the client to acknowledge as GAP. The caller reads the log only up to the last stable
+        offset under read_committed.
+        """
+        if max_records <= 0:
+            return []
+        read_committed = self.config.isolation_level is IsolationLevel.READ_COMMITTED
+        aborted = self._aborted_offsets(batches, aborted_transactions) if read_committed else set()
+        deadline = now_ms + self.config.record_lock_duration_ms
+        acquired: list[int] = []
+        counts: dict[int, int] = {}
+        prev_last: int | None = None
+        for batch in batches:
+            if prev_last is not None and batch.base_offset > prev_last + 1:
+                # A hole between batches: no record there, ever. Archive it if it is new.
+                self._archive_new(range(max(prev_last + 1, self._next_new), batch.base_offset))
+            prev_last = max(prev_last if prev_last is not None else batch.last_offset, batch.last_offset)
+            for off in range(max(batch.base_offset, self._start), batch.last_offset + 1):
+                if len(acquired) >= max_records:
+                    break
+                st = self._cache.get(off)
+                if st is None:
+                    if off < self._next_new:
+                        continue  # below start: already finished with
+                    if off > self._next_new:
+                        # Only reachable with a gap inside the fetched range: no record there.
+                        self._archive_new(range(self._next_new, off))
+                    if off - self._start >= self.config.max_record_locks:
+                        break
+                    st = InFlightState(RecordState.AVAILABLE, 0)
+                    self._cache[off] = st
+                    self._next_new = off + 1
+                if st.state is not RecordState.AVAILABLE:
+                    continue
+                if off in aborted:
+                    st.state = RecordState.ARCHIVED
+                    st.member_id = EMPTY_MEMBER_ID
+                    continue
+                st.state = RecordState.ACQUIRED
+                st.delivery_count += 1
+                st.member_id = member_id
+                st.lock_deadline_ms = deadline
+                acquired.append(off)
+                counts[off] = st.delivery_count
+            if len(acquired) >= max_records:
+                break
+        self._advance_start()
+        return _runs(acquired, counts)
+
+    def _archive_new(self, offsets: range) -> None:
+        for off in offsets:
+            if off >= self._next_new:
+                self._cache[off] = InFlightState(RecordState.ARCHIVED, 0)
+                self._next_new = off + 1
+
+    @staticmethod
+    def _aborted_offsets(batches: Sequence[FetchedBatch], aborted: Sequence[AbortedTransaction]) -> set[int]:
+        """The offsets of data batches that belong to aborted transactions (the consumer's read_committed walk)."""
+        if not aborted:
+            return set()
+        pending = sorted(aborted, key=lambda a: a.first_offset)
+        i = 0
+        ongoing: set[int] = set()
+        out: set[int] = set()
+        for b in batches:
+            while i < len(pending) and pending[i].first_offset <= b.last_offset:
+                ongoing.add(pending[i].producer_id)
+                i += 1
+            if b.is_control:
+                if b.is_abort_marker:
+                    ongoing.discard(b.producer_id)
+                continue
+            if b.is_transactional and b.producer_id in ongoing:
+                out.update(range(b.base_offset, b.last_offset + 1))
+        return out
+
+    # ---------------------------------------------------------------- acknowledge
+
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch], *, now_ms: int) -> list[int]:
+        """Apply a member's acknowledgements atomically; return the offsets whose state changed.
+
+        Every offset must be cached and ACQUIRED by ``member_id``, else nothing is applied and
+        INVALID_RECORD_STATE is raised (a malformed batch raises INVALID_REQUEST). ACCEPT
+        acknowledges, REJECT and GAP archive, RELEASE makes the record available again (archived
+        once its delivery count reached the limit), RENEW restarts its lock.
+        """
+        plan: list[_Transition] = []
+        seen: set[int] = set()
+        for b in batches:
+            if b.first_offset > b.last_offset or b.first_offset < 0:
+                raise InvalidRequestError(f"bad acknowledgement batch {b.first_offset}-{b.last_offset}")
+            n = b.last_offset - b.first_offset + 1
+            if len(b.acknowledge_types) not in (1, n):
+                raise InvalidRequestError(f"acknowledgement batch {b.first_offset}-{b.last_offset} has "
+                                          f"{len(b.acknowledge_types)} types for {n} offsets")
+            for i, off in enumerate(range(b.first_offset, b.last_offset + 1)):
+                ack = AcknowledgeType(b.acknowledge_types[0 if len(b.acknowledge_types) == 1 else i])
+                if off in seen:
+                    raise InvalidRequestError(f"offset {off} acknowledged twice in one request")
+                seen.add(off)
+                st = self._cache.get(off)
+                if st is None or st.state is not RecordState.ACQUIRED or st.member_id != member_id:
+                    raise InvalidRecordStateError(
+                        f"offset {off} is not acquired by member {member_id} "
+                        f"({'not in flight' if st is None else st.state.name})")
+                plan.append(_Transition(off, ack))
+        changed: list[int] = []
+        for t in plan:
+            st = self._cache[t.offset]
+            if t.ack is AcknowledgeType.RENEW:
+                st.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
+                continue
+            if t.ack is AcknowledgeType.ACCEPT:
+                self._finish(st, RecordState.ACKNOWLEDGED)
+            elif t.ack is AcknowledgeType.RELEASE:
+                self._make_available(st)
+            else:  # REJECT, GAP
+                self._finish(st, RecordState.ARCHIVED)
+            changed.append(t.offset)
+        self._advance_start()
+        return changed
+
+    def release_acquired_records(self, member_id: str, *, decrease_delivery_count: bool = False) -> list[int]:
+        """Release every record ``member_id`` holds (it left the group, or its session closed).
+
+        ``decrease_delivery_count`` undoes the acquire's count for records that never reached
+        the member (Kafka's DeliveryCountOps.DECREASE); such records go back AVAILABLE.
+        """
+        changed: list[int] = []
+        for off, st in self._cache.items():
+            if st.state is RecordState.ACQUIRED and st.member_id == member_id:
+                if decrease_delivery_count:
+                    st.delivery_count = max(0, st.delivery_count - 1)
+                    st.state = RecordState.AVAILABLE
+                    st.member_id = EMPTY_MEMBER_ID
+                    st.lock_deadline_ms = -1
+                else:
+                    self._make_available(st)
+                changed.append(off)
+        self._advance_start()
+        return changed
+
+    # ---------------------------------------------------------------- locks and log start
+
+    def next_lock_deadline(self) -> int | None:
+        """The earliest acquisition-lock deadline (ms), None when no record is acquired."""
+        deadlines = [s.lock_deadline_ms for s in self._cache.values() if s.state is RecordState.ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    def expire_locks(self, now_ms: int) -> list[int]:
+        """Time out every lock whose deadline is <= now_ms: AVAILABLE, or ARCHIVED at the delivery limit."""
+        changed: list[int] = []
+        for off, st in self._cache.items():
+            if st.state is RecordState.ACQUIRED and st.lock_deadline_ms <= now_ms:
+                self._make_available(st)
+                changed.append(off)
+        if changed:
+            logger.debug("acquisition locks expired for %d records", len(changed))
+        self._advance_start()
+        return changed
+
+    def update_log_start_offset(self, log_start_offset: int) -> None:
+        """The log's start moved (retention, DeleteRecords): records below it are gone, so archived."""
+        if log_start_offset <= self._start:
+            return
+        for off in range(self._start, min(log_start_offset, self._next_new)):
+            st = self._cache.get(off)
+            if st is not None:
+                self._finish(st, RecordState.ARCHIVED)
+        if log_start_offset >= self._next_new:
+            self._cache.clear()
+            self._start = self._next_new = log_start_offset
+            return
+        self._advance_start()
+
+    # ---------------------------------------------------------------- persistence
+
+    def state_batches(self) -> list[PersisterStateBatch]:
+        """The cached state as Kafka's persister writes it: runs of equal (state, delivery count).
+
+        ACQUIRED is written as AVAILABLE: a lock does not outlive the broker that granted it.
+        """
+        out: list[PersisterStateBatch] = []
+        for off in range(self._start, self._next_new):
+            st = self._cache[off]
+            state = RecordState.AVAILABLE if st.state is RecordState.ACQUIRED else st.state
+            if out and out[-1].last_offset == off - 1 and out[-1].delivery_state == state \
+                    and out[-1].delivery_count == st.delivery_count:
+                prev = out[-1]
+                out[-1] = PersisterStateBatch(prev.first_offset, off, prev.delivery_state, prev.delivery_count)
+            else:
+                out.append(PersisterStateBatch(off, off, int(state), st.delivery_count))
+        return out
+
+    # ---------------------------------------------------------------- internals
+
+    def _make_available(self, st: InFlightState) -> None:
+        # Kafka's tryUpdateState: back to AVAILABLE unless the delivery limit is reached.
+        if st.delivery_count >= self.config.delivery_count_limit:
+            self._finish(st, RecordState.ARCHIVED)
+            return
+        st.state = RecordState.AVAILABLE
+        st.member_id = EMPTY_MEMBER_ID
+        st.lock_deadline_ms = -1
+
+    @staticmethod
+    def _finish(st: InFlightState, state: RecordState) -> None:
+        st.state = state
+        st.member_id = EMPTY_MEMBER_ID
+        st.lock_deadline_ms = -1
+
+    def _advance_start(self) -> None:
+        while self._start < self._next_new:
+            st = self._cache[self._start]
+            if st.state is not RecordState.ACKNOWLEDGED and st.state is not RecordState.ARCHIVED:
+                break
+            del self._cache[self._start]
+            self._start += 1
+
+
+def _runs(offsets: list[int], counts: dict[int, int]) -> list[AcquiredRecords]:
+    """Contiguous offsets with one delivery count, as ShareFetch reports AcquiredRecords."""
+    out: list[AcquiredRecords] = []
+    for off in offsets:
+        c = counts[off]
+        if out and out[-1].last_offset == off - 1 and out[-1].delivery_count == c:
+            out[-1] = AcquiredRecords(out[-1].first_offset, off, c)
+        else:
+            out.append(AcquiredRecords(off, off, c))
+    return out
+
+
+__all__ = [
+    "EMPTY_MEMBER_ID", "AbortedTransaction", "AcknowledgeType", "AcknowledgementBatch", "AcquiredRecords",
+    "AutoOffsetReset", "FetchedBatch", "InFlightState", "IsolationLevel", "PersisterStateBatch",
+    "RecordState", "ShareAutoOffsetReset", "SharePartition", "SharePartitionConfig", "parse_java_duration_ms",
+]
