@@ -37,7 +37,11 @@ _THREAD = "kafka_streams_stream_thread_metrics"
 
 
 class StreamsMetrics(Collector):
-    """Reads the application's stream threads on each scrape."""
+    """Reads the application's stream threads on each scrape.
+
+    The scrape runs on the HTTP server's thread and takes no lock: each counter is a plain int
+    that only its own stream thread writes and that is read whole, so a scrape may see counters
+    of one thread a batch apart, never a torn value."""
 
     def __init__(self, client_id: str, threads: Callable[[], Sequence[StreamThread]]) -> None:
         self.client_id = client_id
