@@ -6,15 +6,13 @@ which creates the SCRAM users) and a SASL_SSL listener (TLS from a throwaway CA 
 by Kafka's names (``sasl.jaas.config`` with ScramLoginModule, a PEM ``ssl.truststore.location``),
 as a Java client, a worker properties file or a Spark option would hold them — the runtimes
 must translate them. :func:`basic_auth_jaas` writes a Connect credentials file and the JAAS file
-naming it; :func:`rest_call` is a small https client with basic credentials; :func:`make_rest_pki` makes the
-certificates of a mutual-TLS REST test.
+naming it; :func:`rest_call` is a small https client with basic credentials. Certificates,
+those of a mutual-TLS REST test included, come from :mod:`tls_certs`.
 """
 
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 import json
 import ssl
 import urllib.error
@@ -30,10 +28,6 @@ from confluent_kafka.admin import (
     UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from secure_broker import jaas_scram, listener_ports
 from tls_certs import Pki, make_pki
 
@@ -87,45 +81,6 @@ class ScramBroker:
         of the translation under test)."""
         return {"bootstrap.servers": self.secure, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
                 "sasl.username": user, "sasl.password": self.users[user], "ssl.ca.location": str(self.pki.ca_cert)}
-
-
-def make_rest_pki(directory: Path) -> tuple[Path, Path, Path]:
-    """(CA, worker key store, client key store) PEM files for mutual-TLS REST tests. The worker's
-    certificate serves both ends (serverAuth and clientAuth), as a Connect worker's key store must
-    when it forwards to a leader that asks for client certificates; SAN 127.0.0.1 and localhost."""
-    directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-
-    def cert(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name, issuer_key: ec.EllipticCurvePrivateKey,
-             usages: list[x509.ObjectIdentifier] | None) -> x509.Certificate:
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=2))
-                   .add_extension(x509.BasicConstraints(ca=usages is None, path_length=None), critical=True))
-        if usages is not None:
-            builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False).add_extension(
-                x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                             x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        return builder.sign(issuer_key, hashes.SHA256())
-
-    def pem(key: ec.EllipticCurvePrivateKey, *certs: x509.Certificate) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption()) + b"".join(
-            c.public_bytes(serialization.Encoding.PEM) for c in certs)
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "connect test CA")])
-    ca = cert("connect test CA", ca_key, ca_name, ca_key, None)
-    worker_key, client_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    worker = cert("worker", worker_key, ca_name, ca_key,
-                  [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])
-    client = cert("operator", client_key, ca_name, ca_key, [ExtendedKeyUsageOID.CLIENT_AUTH])
-    paths = directory / "ca.pem", directory / "worker.keystore.pem", directory / "client.keystore.pem"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(pem(worker_key, worker, ca))
-    paths[2].write_bytes(pem(client_key, client))
-    return paths
 
 
 def basic_auth_jaas(directory: Path, users: dict[str, str]) -> Path:

@@ -3,6 +3,7 @@
 :func:`make_pki` writes a CA, a server certificate for 127.0.0.1/localhost and client
 certificates (one per subject given) as PEM files into a directory, and returns their paths.
 Keys are EC P-256 (fast to make); a key may be encrypted with a password (``ssl.key.password``).
+:func:`make_rest_pki` makes the key stores of a mutual-TLS Connect REST test.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None) -> bytes:
 
 
 def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
-          issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False, server: bool = False) -> x509.Certificate:
+          issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False, server: bool = False,
+          usages: list[x509.ObjectIdentifier] | None = None) -> x509.Certificate:
+    """A certificate signed by ``issuer_key``: a CA, a server's (SAN 127.0.0.1 and localhost) or a
+    client's; ``usages`` overrides the extended key usage (serverAuth or clientAuth)."""
     now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
@@ -59,7 +63,7 @@ def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name
             critical=True)
     else:
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages or [usage]), critical=False)
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName(
             [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
@@ -90,3 +94,23 @@ def make_pki(directory: Path, clients: dict[str, str] | None = None, *, key_pass
         key_path.write_bytes(_key_pem(key, None))
         pki.clients[name] = (cert_path, key_path)
     return pki
+
+
+def make_rest_pki(directory: Path) -> tuple[Path, Path, Path]:
+    """(CA, worker key store, client key store) PEM files for mutual-TLS REST tests. The worker's
+    certificate serves both ends (serverAuth and clientAuth), as a Connect worker's key store must
+    when it forwards to a leader that asks for client certificates; SAN 127.0.0.1 and localhost."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("CN=connect test CA")
+    ca = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
+    worker_key, client_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    worker = _cert(_name("CN=worker"), worker_key, ca_name, ca_key, server=True,
+                   usages=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])
+    client = _cert(_name("CN=operator"), client_key, ca_name, ca_key)
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+    paths = directory / "ca.pem", directory / "worker.keystore.pem", directory / "client.keystore.pem"
+    paths[0].write_bytes(ca_pem)
+    paths[1].write_bytes(_key_pem(worker_key, None) + worker.public_bytes(serialization.Encoding.PEM) + ca_pem)
+    paths[2].write_bytes(_key_pem(client_key, None) + client.public_bytes(serialization.Encoding.PEM))
+    return paths

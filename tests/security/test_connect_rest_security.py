@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 from cluster_util import Cluster, datagen
-from secure_broker_helpers import BASIC_AUTH_EXTENSION, basic_auth_jaas, make_rest_pki, rest_call
-from tls_certs import Pki, make_pki
+from secure_broker_helpers import BASIC_AUTH_EXTENSION, basic_auth_jaas, rest_call
+from tls_certs import Pki, make_pki, make_rest_pki
 
 from strom.connect.exceptions import ConfigException
 from strom.connect.rest import RestServer
