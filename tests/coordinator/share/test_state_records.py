@@ -1,0 +1,95 @@
+"""``__share_group_state`` records: byte-for-byte Kafka 4.3.1's, and the state merge of updates."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from strom.core.coordinator.runtime import java_hash_partition
+from strom.core.coordinator.share.share_partition import PersisterStateBatch, RecordState
+from strom.core.coordinator.share.state_records import (
+    ShareGroupOffset,
+    ShareSnapshotKey,
+    ShareSnapshotValue,
+    ShareUpdateKey,
+    ShareUpdateValue,
+    StateBatch,
+    coordinator_key,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    merge_state_batches,
+    topic_id_string,
+)
+from strom.core.errors import CorruptMessageError
+
+TOPIC_ID = uuid.UUID(bytes=bytes(range(1, 17)))
+
+# Written by Kafka 4.3.1's generated classes (kafka-share-coordinator-4.3.1.jar) through
+# MessageUtil.toCoordinatorTypePrefixedBytes (keys) and toVersionPrefixedBytes(0, value), for
+# the same field values as below.
+GOLDEN_SNAPSHOT_KEY = "0000000267310102030405060708090a0b0c0d0e0f1000000003"
+GOLDEN_UPDATE_KEY = "0001000267310102030405060708090a0b0c0d0e0f1000000003"
+GOLDEN_SNAPSHOT_VALUE = ("0000000000020000000100000005000000000000006400000000000003e800000000000007d0020000000000"
+                         "00006400000000000000680200010001000400000007")
+GOLDEN_UPDATE_VALUE = "00000000000200000005ffffffffffffffff02000000000000006900000000000000690400030000"
+SNAPSHOT = ShareSnapshotValue(snapshot_epoch=2, state_epoch=1, leader_epoch=5, start_offset=100,
+                              delivery_complete_count=7, create_timestamp=1000, write_timestamp=2000,
+                              state_batches=[StateBatch(100, 104, 2, 1)])
+UPDATE = ShareUpdateValue(snapshot_epoch=2, leader_epoch=5, start_offset=-1,
+                          state_batches=[StateBatch(105, 105, 4, 3)])
+
+
+def test_bytes_are_kafkas() -> None:
+    assert encode_key(ShareSnapshotKey("g1", TOPIC_ID, 3)).hex() == GOLDEN_SNAPSHOT_KEY
+    assert encode_key(ShareUpdateKey("g1", TOPIC_ID, 3)).hex() == GOLDEN_UPDATE_KEY
+    assert (encode_value(SNAPSHOT) or b"").hex() == GOLDEN_SNAPSHOT_VALUE
+    assert (encode_value(UPDATE) or b"").hex() == GOLDEN_UPDATE_VALUE
+    assert encode_value(None) is None
+
+
+def test_decode_round_trip() -> None:
+    skey = decode_key(bytes.fromhex(GOLDEN_SNAPSHOT_KEY))
+    ukey = decode_key(bytes.fromhex(GOLDEN_UPDATE_KEY))
+    assert skey == ShareSnapshotKey("g1", TOPIC_ID, 3) and ukey == ShareUpdateKey("g1", TOPIC_ID, 3)
+    assert decode_value(skey, bytes.fromhex(GOLDEN_SNAPSHOT_VALUE)) == SNAPSHOT
+    assert decode_value(ukey, bytes.fromhex(GOLDEN_UPDATE_VALUE)) == UPDATE
+    assert decode_value(skey, None) is None
+    assert decode_key(b"\x00\x07rest") is None  # a record type of a later version: skipped
+    with pytest.raises(CorruptMessageError):
+        decode_key(b"\x00")
+    with pytest.raises(CorruptMessageError):
+        decode_value(skey, bytes.fromhex(GOLDEN_SNAPSHOT_VALUE)[:-5])
+
+
+def test_coordinator_key_is_kafkas() -> None:
+    assert topic_id_string(TOPIC_ID) == "AQIDBAUGBwgJCgsMDQ4PEA"  # Kafka's Uuid.toString()
+    assert coordinator_key("g1", TOPIC_ID, 3) == "g1:AQIDBAUGBwgJCgsMDQ4PEA:3"
+    assert 0 <= java_hash_partition(coordinator_key("g1", TOPIC_ID, 3), 50) < 50
+
+
+def b(first: int, last: int, state: RecordState, count: int) -> PersisterStateBatch:
+    return PersisterStateBatch(first, last, int(state), count)
+
+
+def test_merge_newer_batches_win_offset_by_offset() -> None:
+    cur = [b(0, 9, RecordState.AVAILABLE, 1)]
+    got = merge_state_batches(cur, [b(3, 4, RecordState.ACKNOWLEDGED, 1), b(9, 12, RecordState.ARCHIVED, 2)], 0)
+    assert got == [b(0, 2, RecordState.AVAILABLE, 1), b(3, 4, RecordState.ACKNOWLEDGED, 1),
+                   b(5, 8, RecordState.AVAILABLE, 1), b(9, 12, RecordState.ARCHIVED, 2)]
+    # The start offset cuts everything below it; equal neighbours join.
+    got = merge_state_batches(got, [b(5, 8, RecordState.ACKNOWLEDGED, 1)], 4)
+    assert got == [b(4, 8, RecordState.ACKNOWLEDGED, 1), b(9, 12, RecordState.ARCHIVED, 2)]
+    assert merge_state_batches(got, [], 13) == []
+
+
+def test_share_group_offset_applies_updates() -> None:
+    s = ShareGroupOffset.from_snapshot(SNAPSHOT)
+    assert s.to_snapshot() == SNAPSHOT
+    s2 = s.apply_update(UPDATE)
+    assert s2.start_offset == 100
+    assert s2.state_batches == (b(100, 104, RecordState.ACKNOWLEDGED, 1), b(105, 105, RecordState.ARCHIVED, 3))
+    s3 = s2.apply_update(ShareUpdateValue(2, -1, 105, -1, []))
+    assert (s3.start_offset, s3.leader_epoch, s3.state_batches) == (105, 5, (b(105, 105, RecordState.ARCHIVED, 3),))
