@@ -52,6 +52,8 @@ DEFAULT_THREADS = 4
 DEFAULT_GET_TIMEOUT_MS = 10_000
 
 ChunkKey = tuple[str, int]  # (the .log object's key, chunk id)
+# A chunk as fetched: S3 bodies are read into a bytearray of their own (never changed after).
+ChunkData = bytes | bytearray
 
 _HEADER = struct.Struct(">4sQI")  # magic, data length, CRC-32C of the data
 _MAGIC = b"STCC"
@@ -83,7 +85,7 @@ class ChunkCache:
         with self._lock:
             return key in self._entries
 
-    def get(self, key: ChunkKey) -> bytes | None:
+    def get(self, key: ChunkKey) -> ChunkData | None:
         """The chunk, or ``None`` (not cached, expired, or a disk copy failing its check)."""
         now = time.monotonic()
         with self._lock:
@@ -107,7 +109,7 @@ class ChunkCache:
             self.hits += 1
         return data
 
-    def put(self, key: ChunkKey, data: bytes) -> None:
+    def put(self, key: ChunkKey, data: ChunkData) -> None:
         """Cache ``data`` under ``key``, evicting the least recently read chunks past the bound. A
         chunk larger than the whole bound is not cached."""
         if self.size is not None and len(data) > self.size:
@@ -158,10 +160,10 @@ class ChunkCache:
         for k in keys:
             self._drop(k)
 
-    def _load(self, key: ChunkKey) -> bytes | None:
+    def _load(self, key: ChunkKey) -> ChunkData | None:
         raise NotImplementedError
 
-    def _store(self, key: ChunkKey, data: bytes) -> None:
+    def _store(self, key: ChunkKey, data: ChunkData) -> None:
         raise NotImplementedError
 
     def _drop(self, key: ChunkKey) -> None:
@@ -173,12 +175,12 @@ class MemoryChunkCache(ChunkCache):
 
     def __init__(self, size: int | None, retention_s: float | None = None) -> None:
         super().__init__(size, retention_s)
-        self._data: dict[ChunkKey, bytes] = {}
+        self._data: dict[ChunkKey, ChunkData] = {}
 
-    def _load(self, key: ChunkKey) -> bytes | None:
+    def _load(self, key: ChunkKey) -> ChunkData | None:
         return self._data.get(key)
 
-    def _store(self, key: ChunkKey, data: bytes) -> None:
+    def _store(self, key: ChunkKey, data: ChunkData) -> None:
         self._data[key] = data
 
     def _drop(self, key: ChunkKey) -> None:
@@ -209,7 +211,7 @@ class DiskChunkCache(ChunkCache):
         name = hashlib.sha256(f"{key[0]}\0{key[1]}".encode()).hexdigest()
         return self.cache_dir / name
 
-    def _load(self, key: ChunkKey) -> bytes | None:
+    def _load(self, key: ChunkKey) -> ChunkData | None:
         path = self.file_of(key)
         try:
             raw = path.read_bytes()
@@ -224,7 +226,7 @@ class DiskChunkCache(ChunkCache):
                     path, key[1], key[0])
         return None
 
-    def _store(self, key: ChunkKey, data: bytes) -> None:
+    def _store(self, key: ChunkKey, data: ChunkData) -> None:
         path = self.file_of(key)
         tmp = self.temp_dir / f"{path.name}.{threading.get_ident()}"
         try:

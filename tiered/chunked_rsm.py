@@ -55,6 +55,7 @@ from strom.tiered.chunk_cache import (
     DEFAULT_GET_TIMEOUT_MS,
     DEFAULT_THREADS,
     ChunkCache,
+    ChunkData,
     ChunkKey,
     MemoryChunkCache,
     chunk_cache_from_config,
@@ -94,7 +95,7 @@ class ChunkedRemoteStorageManager:
         self._storage: ObjectStorage | None = None
         self.chunk_cache: ChunkCache | None = None
         self._indexes_cache = MemoryChunkCache(DEFAULT_INDEXES_CACHE_BYTES)
-        self._inflight: dict[ChunkKey, Future[bytes]] = {}  # chunks a GET is bringing
+        self._inflight: dict[ChunkKey, Future[ChunkData]] = {}  # chunks a GET is bringing
         self._fetchers: ThreadPoolExecutor | None = None
         self.configure(configs)
 
@@ -256,7 +257,7 @@ class ChunkedRemoteStorageManager:
         end = chunks[cid].original_position + chunks[cid].original_size + self.prefetch_max_size - 1
         return min(end // manifest.chunk_index.original_chunk_size, len(chunks) - 1)
 
-    def _chunk(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], cid: int) -> bytes:
+    def _chunk(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], cid: int) -> ChunkData:
         cache = self.chunk_cache
         assert cache is not None
         data = cache.get((key, cid))
@@ -289,7 +290,7 @@ class ChunkedRemoteStorageManager:
         return cache is not None and (key, cid) in cache
 
     def _start_run(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], first: int, last: int, *,
-                   first_required: bool) -> Future[bytes] | None:
+                   first_required: bool) -> Future[ChunkData] | None:
         """Claim chunks ``first..last`` up to the first one cached or being fetched, and fetch
         them with one GET on a fetcher thread. With ``first_required`` chunk ``first`` is
         claimed even if cached (its reader just missed it) and its future is returned."""
@@ -297,7 +298,7 @@ class ChunkedRemoteStorageManager:
         if cache is None or fetchers is None:
             raise RemoteStorageError("remote storage manager is closed")
         run: list[Chunk] = []
-        futures: list[Future[bytes]] = []
+        futures: list[Future[ChunkData]] = []
         with self._lock:
             existing = self._inflight.get((key, first))
             if existing is not None:
@@ -306,7 +307,7 @@ class ChunkedRemoteStorageManager:
                 ck = (key, cid)
                 if ck in self._inflight or ((cid > first or not first_required) and ck in cache):
                     break
-                future: Future[bytes] = Future()
+                future: Future[ChunkData] = Future()
                 self._inflight[ck] = future
                 run.append(chunks[cid])
                 futures.append(future)
@@ -320,7 +321,7 @@ class ChunkedRemoteStorageManager:
         return futures[0]
 
     def _fetch_run(self, key: str, manifest: SegmentManifest, manifest_chunks: list[Chunk], run: list[Chunk],
-                   futures: list[Future[bytes]]) -> None:
+                   futures: list[Future[ChunkData]]) -> None:
         cache = self.chunk_cache
         decompressor = zstandard.ZstdDecompressor() if manifest.compression else None
         parts = self.storage.fetch_sized(key, run[0].transformed_position, [c.transformed_size for c in run],
@@ -348,7 +349,7 @@ class ChunkedRemoteStorageManager:
         finally:
             parts.close()
 
-    def _fail_run(self, key: str, run: list[Chunk], futures: list[Future[bytes]], error: Exception) -> None:
+    def _fail_run(self, key: str, run: list[Chunk], futures: list[Future[ChunkData]], error: Exception) -> None:
         with self._lock:
             for chunk, future in zip(run, futures, strict=True):
                 if not future.done():
