@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from secure_broker import consume_values
 from secure_broker_helpers import ScramBroker
 
 from strom.client_security import to_librdkafka
@@ -57,22 +58,7 @@ def _produce(scram: ScramBroker, topic: str, values: list[str]) -> None:
 
 
 def _consume(scram: ScramBroker, topic: str, n: int, timeout: float = 60) -> list[str]:
-    consumer = Consumer({**scram.librdkafka_props("alice"), "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[str] = []
-
-    def poll() -> bool:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append((msg.value() or b"").decode())
-        return len(got) >= n
-
-    try:
-        wait_for(poll, timeout=timeout, what=f"{n} records in {topic} over SASL_SSL", interval=0)
-    finally:
-        consumer.close()
-    return got
+    return [v.decode() for v in consume_values(scram.librdkafka_props("alice"), topic, n, timeout=timeout)]
 
 
 def test_translation_of_kafka_names(tmp_path: Path) -> None:

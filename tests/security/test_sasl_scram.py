@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from secure_broker import jaas_scram, listener_ports
+from secure_broker import consume_values, jaas_scram, listener_ports
 from tls_certs import Pki, make_pki
 
 from strom.core.testing import BrokerProcess, wait_for
@@ -87,21 +87,7 @@ def _produce_consume(config: dict[str, Any], topic: str, n: int = 5) -> list[byt
     for i in range(n):
         producer.produce(topic, f"v{i}".encode())
     assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-
-    def poll() -> bool:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value() or b"")
-        return len(got) >= n
-
-    try:
-        wait_for(poll, timeout=30, what=f"{n} records consumed over SASL_SSL", interval=0)
-    finally:
-        consumer.close()
-    return got
+    return consume_values(config, topic, n)
 
 
 def _auth_error(config: dict[str, Any]) -> KafkaError:

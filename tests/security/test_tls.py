@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
 )
 from confluent_kafka.admin import ResourceType as CkResourceType
-from secure_broker import listener_ports
+from secure_broker import consume_values, listener_ports
 from tls_certs import Pki, make_pki
 
 from strom.core.testing import BrokerProcess, wait_for
@@ -99,28 +99,10 @@ def _produce(config: dict[str, Any], topic: str, n: int = 3) -> list[KafkaError 
     return results
 
 
-def _consume(config: dict[str, Any], topic: str, n: int) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-
-    def poll() -> bool:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value() or b"")
-        return len(got) >= n
-
-    try:
-        wait_for(poll, timeout=30, what=f"{n} records over TLS", interval=0)
-    finally:
-        consumer.close()
-    return got
-
-
 def test_ssl_listener_serves_confluent_kafka(tls: TlsCluster) -> None:
     topic = f"tls-{uuid.uuid4().hex[:8]}"
     assert _produce(tls.client(mtls=False), topic) == [None] * 3  # ANONYMOUS: a super user here
-    assert _consume(tls.client(mtls=False), topic, 3) == [b"v0", b"v1", b"v2"]
+    assert consume_values(tls.client(mtls=False), topic, 3) == [b"v0", b"v1", b"v2"]
 
 
 def test_a_plaintext_client_on_the_tls_listener_is_closed(tls: TlsCluster) -> None:
@@ -154,7 +136,7 @@ def test_principal_from_certificate_mapping_rules(tls: TlsCluster) -> None:
     assert denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
     tls.grant("User:CN=mallory,OU=ops,O=strom", topic)
     assert _produce(tls.client("mallory"), topic, 1) == [None]
-    assert _consume(tls.client("alice"), topic, 5) == [b"v0", b"v0", b"v1", b"v2", b"v0"]  # plain, alice, mallory
+    assert consume_values(tls.client("alice"), topic, 5) == [b"v0", b"v0", b"v1", b"v2", b"v0"]  # plain, alice, mallory
 
 
 def test_mtls_with_kafka_python_and_aiokafka(tls: TlsCluster) -> None:
@@ -181,7 +163,7 @@ def test_mtls_with_kafka_python_and_aiokafka(tls: TlsCluster) -> None:
             await p.stop()
 
     asyncio.run(aio())
-    assert sorted(_consume(tls.client("alice"), topic, 3)) == [b"aiokafka", b"kafka-python", b"v0"]
+    assert sorted(consume_values(tls.client("alice"), topic, 3)) == [b"aiokafka", b"kafka-python", b"v0"]
 
 
 def test_requested_client_auth_takes_a_certificate_when_sent(tls: TlsCluster) -> None:
