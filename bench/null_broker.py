@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import itertools
 import logging
 import sys
@@ -70,7 +71,12 @@ class _Features:
     The null broker answers ApiVersions with that handler, so its feature list is strom's."""
 
     def __init__(self, transaction_version: int) -> None:
-        levels = {TRANSACTION_VERSION_FEATURE: transaction_version} if transaction_version > 0 else {}
+        # A freshly formatted broker's levels (group.version, eligible.leader.replicas.version,
+        # ...), with transaction.version as asked.
+        levels = {name: level for name, level in default_levels(LATEST_METADATA_VERSION).items()
+                  if name != TRANSACTION_VERSION_FEATURE}
+        if transaction_version > 0:
+            levels[TRANSACTION_VERSION_FEATURE] = transaction_version
         self.image = types.SimpleNamespace(features=levels)
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
@@ -98,12 +104,25 @@ class NullBroker:
         self.handlers: dict[int, Callable[[int, Any], Any]] = {
             0: self.produce, 3: self.metadata, 10: self.find_coordinator, 18: self.api_versions,
             19: self.create_topics, 22: self.init_producer_id, 24: self.add_partitions_to_txn,
-            25: self.no_error, 26: self.end_txn, 28: self.txn_offset_commit}
+            25: self.no_error, 26: self.end_txn, 28: self.txn_offset_commit,
+            71: self.get_telemetry_subscriptions}
 
     # -- requests ---------------------------------------------------------------------------------
 
     def api_versions(self, version: int, _request: Any) -> Any:
         return api_versions.build(cast(Any, self.features), version)  # only the parts of a Broker build() reads
+
+    def get_telemetry_subscriptions(self, version: int, request: Any) -> Any:
+        """No metrics wanted (KIP-714): librdkafka asks as soon as the API is advertised (strom's
+        broker serves it), and a request left unserved would close its connection."""
+        m = response_messages(71, version)
+        instance = request.client_instance_id
+        if instance == uuid.UUID(int=0):
+            instance = uuid.uuid4()
+        return m.make("GetTelemetrySubscriptionsResponse", throttle_time=0, error_code=0,
+                      client_instance_id=instance, subscription_id=0, accepted_compression_types=(),
+                      push_interval=datetime.timedelta(minutes=5), telemetry_max_bytes=1 << 20,
+                      delta_temporality=True, requested_metrics=())
 
     def metadata(self, version: int, request: Any) -> Any:
         m = response_messages(3, version)
