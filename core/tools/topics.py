@@ -22,11 +22,11 @@ from strom.core.tools.common import (
     ToolError,
     UsageError,
     add_client_args,
-    check_bootstrap,
+    admin_client,
     client_config,
+    kafka_failure,
     parse_kv,
     parse_kv_list,
-    unreachable_hint,
 )
 
 if TYPE_CHECKING:
@@ -145,25 +145,6 @@ def split_config_assignments(text: str, flag: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _admin(args: argparse.Namespace) -> AdminClient:
-    from confluent_kafka.admin import AdminClient
-
-    check_bootstrap(args.bootstrap_server)
-    return AdminClient(client_config(args))
-
-
-def _fail(args: argparse.Namespace, what: str, exc: Exception) -> ToolError:
-    """A ToolError for a client exception; unreachable brokers get the hint to start one."""
-    from confluent_kafka import KafkaError
-
-    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-    if err is not None and err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                                          KafkaError._ALL_BROKERS_DOWN):
-        return ToolError(f"{what}: {unreachable_hint(args.bootstrap_server)}")
-    detail = f"{err.name()}: {err.str()}" if err is not None else str(exc)
-    return ToolError(f"{what}: {detail}")
-
-
 def _error_code(exc: Exception) -> int | None:
     from confluent_kafka import KafkaError
 
@@ -178,7 +159,7 @@ def _metadata(admin: AdminClient, args: argparse.Namespace, topic: str | None = 
     try:
         return admin.list_topics(topic=topic, timeout=METADATA_TIMEOUT_S)
     except KafkaException as e:
-        raise _fail(args, "cannot fetch metadata", e) from None
+        raise kafka_failure(args, "cannot fetch metadata", e) from None
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -191,7 +172,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     configs = parse_kv_list(args.config, "--config")
     for key, value in configs.items():
         check_topic_config(key, value)  # a bad key/value is a ConfigError naming it, before any I/O
-    admin = _admin(args)
+    admin = admin_client(args)
     new = NewTopic(args.topic, num_partitions=args.partitions or -1,
                    replication_factor=args.replication_factor or -1, config=configs)
     future = admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)[args.topic]
@@ -202,13 +183,13 @@ def cmd_create(args: argparse.Namespace) -> int:
             return 0
         if _error_code(e) == KafkaError.TOPIC_ALREADY_EXISTS:
             raise ToolError(f"topic {args.topic!r} already exists (pass --if-not-exists to accept that)") from None
-        raise _fail(args, f"cannot create topic {args.topic!r}", e) from None
+        raise kafka_failure(args, f"cannot create topic {args.topic!r}", e) from None
     print(f"Created topic {args.topic}.")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    md = _metadata(_admin(args), args)
+    md = _metadata(admin_client(args), args)
     for name in sorted(md.topics):
         if args.exclude_internal and name.startswith("__"):
             continue
@@ -230,7 +211,7 @@ def _topic_configs(admin: AdminClient, args: argparse.Namespace, names: list[str
         try:
             entries = future.result()
         except KafkaException as e:
-            raise _fail(args, f"cannot describe configs of topic {resource.name!r}", e) from None
+            raise kafka_failure(args, f"cannot describe configs of topic {resource.name!r}", e) from None
         # Only the topic's own overrides: a cluster-wide dynamic default (Kafka 4's controller
         # writes min.insync.replicas for the cluster) or a broker's static config is not a
         # property of this topic, and listing it on every topic reads as if someone set it.
@@ -243,7 +224,7 @@ def _topic_configs(admin: AdminClient, args: argparse.Namespace, names: list[str
 def cmd_describe(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
-    admin = _admin(args)
+    admin = admin_client(args)
     if args.topic:
         names = [args.topic]
     else:
@@ -259,7 +240,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         except KafkaException as e:
             if _error_code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise ToolError(f"topic {name!r} does not exist (list them with `strom topics list`)") from None
-            raise _fail(args, f"cannot describe topic {name!r}", e) from None
+            raise kafka_failure(args, f"cannot describe topic {name!r}", e) from None
     configs = _topic_configs(admin, args, names)
     tiered = [d for d in descriptions if "remote.storage.enable=true" in configs.get(d.name, "").split(",")]
     extra = _tiered_partition_details(admin, args, tiered) if tiered else {}
@@ -441,7 +422,7 @@ def format_topic_description(desc: Any, configs: str, extra: dict[tuple[str, int
 def cmd_delete(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaError, KafkaException
 
-    admin = _admin(args)
+    admin = admin_client(args)
     future = admin.delete_topics([args.topic], request_timeout=REQUEST_TIMEOUT_S)[args.topic]
     try:
         future.result()
@@ -450,7 +431,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
             if args.if_exists:
                 return 0
             raise ToolError(f"topic {args.topic!r} does not exist (pass --if-exists to accept that)") from None
-        raise _fail(args, f"cannot delete topic {args.topic!r}", e) from None
+        raise kafka_failure(args, f"cannot delete topic {args.topic!r}", e) from None
     return 0
 
 
@@ -458,7 +439,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewPartitions
 
-    admin = _admin(args)
+    admin = admin_client(args)
     future = admin.create_partitions([NewPartitions(args.topic, args.partitions)],
                                      request_timeout=REQUEST_TIMEOUT_S)[args.topic]
     try:
@@ -466,7 +447,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
     except KafkaException as e:
         if _error_code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise ToolError(f"topic {args.topic!r} does not exist (list them with `strom topics list`)") from None
-        raise _fail(args, f"cannot add partitions to topic {args.topic!r}", e) from None
+        raise kafka_failure(args, f"cannot add partitions to topic {args.topic!r}", e) from None
     return 0
 
 
@@ -490,12 +471,12 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
     resource = ConfigResource(ResourceType.TOPIC, args.topic, incremental_configs=entries)
-    admin = _admin(args)
+    admin = admin_client(args)
     futures = admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
     try:
         next(iter(futures.values())).result()
     except KafkaException as e:
-        raise _fail(args, f"cannot alter the config of topic {args.topic!r}", e) from None
+        raise kafka_failure(args, f"cannot alter the config of topic {args.topic!r}", e) from None
     print(f"Completed updating config for topic {args.topic}.")
     return 0
 
