@@ -309,7 +309,9 @@ class BrokerProcess(ManagedProcess):
             cmd += ["--feature", f"{name}={level}"]
         # PYTHONSAFEPATH: `python -m` would put the working directory first on sys.path, and a
         # directory holding a folder named strom (the clone's parent) then shadows the package.
-        self.spawn(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", **self.env},
+        # Not for a launcher script: it imports modules beside it (bench/txn_timeline.py).
+        safe_path = {"PYTHONSAFEPATH": "1"} if self.launcher[1:3] == ["-m", "strom.core.cli"] else {}
+        self.spawn(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1", **safe_path, **self.env},
                    ready=lambda line: line.startswith(READY_PREFIX))
         if not self.wait_ready(self.startup_timeout):
             log = self.log_text()
