@@ -589,8 +589,8 @@ async def set_logger(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    from strom.connect.runtime.metrics import ConnectMetrics
-    from strom.core.server.metrics import CONTENT_TYPE
+    # Not the broker's constant: Connect imports nothing of core but its config (the layering).
+    from strom.connect.runtime.metrics import CONTENT_TYPE, ConnectMetrics
 
     body = await call(request, ConnectMetrics(herder_of(request)).exposition)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

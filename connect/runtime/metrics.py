@@ -34,6 +34,8 @@ from strom.connect.runtime.worker_source_task import WorkerSourceTask
 
 log = logging.getLogger(__name__)
 
+# Prometheus' text format 0.0.4, which generate_latest writes (the broker's /metrics says the same).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TASK_STATES = (State.RUNNING, State.PAUSED, State.FAILED, State.UNASSIGNED, State.RESTARTING, State.DESTROYED)
 _WORKER = "kafka_connect_connect_worker_metrics"
 _SOURCE = "kafka_connect_source_task_metrics"
