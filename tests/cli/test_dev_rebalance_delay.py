@@ -9,19 +9,14 @@ with source DEFAULT_CONFIG.
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_broker import broker_start
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
-from strom.core.testing import READY_PREFIX, BrokerProcess
+from strom.core.testing import BrokerProcess
 
 KEY = "group.initial.rebalance.delay.ms"
 
@@ -49,39 +44,8 @@ def test_an_override_wins_over_the_dev_default(tmp_path: Path) -> None:
 def started_broker(tmp_path: Path) -> Iterator[str]:
     """``strom broker start`` on a formatted node whose properties leave the delay unset; its
     bootstrap address."""
-    props = tmp_path / "server.properties"
-    props.write_text(
-        "process.roles=broker,controller\n"
-        "node.id=1\n"
-        "listeners=PLAINTEXT://127.0.0.1:0\n"
-        "controller.quorum.voters=1@127.0.0.1:0\n"
-        f"log.dirs={tmp_path / 'logs'}\n"
-        f"metadata.log.dir={tmp_path / 'meta'}\n")
-    cli = [sys.executable, "-m", "strom.core.cli"]
-    formatted = subprocess.run([*cli, "storage", "format", "--config", str(props)], capture_output=True,
-                               text=True, timeout=120, check=False)
-    assert formatted.returncode == 0, formatted.stderr
-    proc = subprocess.Popen([*cli, "broker", "start", "--config", str(props)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            start_new_session=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        while not (line := lines.get(timeout=60)).startswith(READY_PREFIX):
-            pass
-        yield line.strip()[len(READY_PREFIX):]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with broker_start(tmp_path) as bootstrap:
+        yield bootstrap
 
 
 def test_broker_start_keeps_kafkas_default(started_broker: str) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from cli_broker import broker_start
+
 from strom.core.config import parse_properties
-from strom.core.testing import READY_PREFIX, BrokerProcess
+from strom.core.testing import BrokerProcess
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -46,42 +44,9 @@ def test_dev_formats_on_first_run_and_keeps_the_cluster_id(fresh_broker: BrokerP
 
 
 def test_broker_start_runs_a_formatted_node(strom: Run, tmp_path: Path) -> None:
-    props = tmp_path / "server.properties"
-    props.write_text(
-        "process.roles=broker,controller\n"
-        "node.id=1\n"
-        "listeners=PLAINTEXT://127.0.0.1:0\n"
-        "controller.quorum.voters=1@127.0.0.1:0\n"
-        f"log.dirs={tmp_path / 'logs'}\n"
-        f"metadata.log.dir={tmp_path / 'meta'}\n")
-    res = strom("storage", "format", "--config", str(props))
-    assert res.returncode == 0, res.stderr
-
-    proc = subprocess.Popen([sys.executable, "-m", "strom.core.cli", "broker", "start", "--config", str(props)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        bootstrap = ""
-        while not bootstrap:
-            line = lines.get(timeout=60)
-            if line.startswith(READY_PREFIX):
-                bootstrap = line.strip()[len(READY_PREFIX):]
+    with broker_start(tmp_path) as bootstrap:
         res = strom("topics", "create", "--topic", "from-config", "--bootstrap-server", bootstrap)
         assert res.returncode == 0, res.stderr
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert (tmp_path / "logs" / "from-config-0").is_dir()
 
 
