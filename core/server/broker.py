@@ -34,6 +34,7 @@ from strom.core.controller.quorum_controller import CreatableTopic, QuorumContro
 from strom.core.coordinator.group.coordinator import GroupCoordinator
 from strom.core.coordinator.producer_ids import ProducerIdManager
 from strom.core.coordinator.runtime import CoordinatorRuntime
+from strom.core.coordinator.share.coordinator import ShareCoordinator
 from strom.core.coordinator.txn.coordinator import TransactionCoordinator
 from strom.core.exceptions import ConfigError, KafkaError
 from strom.core.log.manager import LogManager
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
         QuorumDeps,
         ReplicaDeps,
         RequestDeps,
+        ShareCoordinatorDeps,
         TxnDeps,
     )
     from strom.core.server.handlers.find_coordinator import FindCoordinatorDeps
@@ -225,6 +227,7 @@ class Broker:
         self.coordinator_runtime = CoordinatorRuntime(self)
         self.txn_coordinator = TransactionCoordinator(self)
         self.group_coordinator = GroupCoordinator(self)
+        self.share_coordinator = ShareCoordinator(self)  # __share_group_state (KIP-932)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.incarnation_id = uuid.uuid4()
@@ -263,6 +266,7 @@ class Broker:
                                                        self.incarnation_id)
         await self.txn_coordinator.start(self.coordinator_runtime)
         await self.group_coordinator.start(self.coordinator_runtime)
+        await self.share_coordinator.start(self.coordinator_runtime)
         self._tasks.append(asyncio.create_task(self._maintenance_loop(), name="log-maintenance"))
         # The ports were bound before anything else; clients that connected meanwhile waited
         # in the backlog and are served from now on.
@@ -549,9 +553,10 @@ if TYPE_CHECKING:
         find_coordinator_deps: FindCoordinatorDeps = broker
         txn_offset_commit_deps: TxnOffsetCommitDeps = broker
         coordinator_host: CoordinatorHost = broker
+        share_coordinator_deps: ShareCoordinatorDeps = broker
         del (api_versions_deps, acl_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
              metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, request_deps, txn_deps,
-             find_coordinator_deps, txn_offset_commit_deps, coordinator_host)
+             find_coordinator_deps, txn_offset_commit_deps, coordinator_host, share_coordinator_deps)
 
 
 def _api_label(api_key: int, api_version: int) -> str:

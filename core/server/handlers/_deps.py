@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from strom.core.coordinator.group.coordinator import GroupCoordinator
     from strom.core.coordinator.producer_ids import ProducerIdManager
     from strom.core.coordinator.runtime import CoordinatorRuntime
+    from strom.core.coordinator.share.coordinator import ShareCoordinator
     from strom.core.coordinator.txn.coordinator import TransactionCoordinator
     from strom.core.metadata.image import MetadataImage
     from strom.core.raft.client import RaftClient
@@ -167,6 +168,13 @@ class CoordinatorRuntimeDeps(RequestDeps, Protocol):
 
     @property
     def coordinator_runtime(self) -> CoordinatorRuntime: ...
+
+
+class ShareCoordinatorDeps(RequestDeps, Protocol):
+    """The share coordinator's state APIs (Initialize/Read/Write/Delete ShareGroupState, ReadShareGroupStateSummary)."""
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator: ...
 
 
 class ApiVersionsDeps(ImageDeps, Protocol):

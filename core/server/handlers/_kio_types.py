@@ -111,6 +111,8 @@ import kio.schema.delete_records.v1.request
 import kio.schema.delete_records.v1.response
 import kio.schema.delete_records.v2.request
 import kio.schema.delete_records.v2.response
+import kio.schema.delete_share_group_state.v0.request
+import kio.schema.delete_share_group_state.v0.response
 import kio.schema.delete_topics.v1.request
 import kio.schema.delete_topics.v1.response
 import kio.schema.delete_topics.v2.request
@@ -275,6 +277,8 @@ import kio.schema.init_producer_id.v4.request
 import kio.schema.init_producer_id.v4.response
 import kio.schema.init_producer_id.v5.request
 import kio.schema.init_producer_id.v5.response
+import kio.schema.initialize_share_group_state.v0.request
+import kio.schema.initialize_share_group_state.v0.response
 import kio.schema.join_group.v0.request
 import kio.schema.join_group.v0.response
 import kio.schema.join_group.v1.request
@@ -451,6 +455,12 @@ import kio.schema.produce.v13.request
 import kio.schema.produce.v13.response
 import kio.schema.push_telemetry.v0.request
 import kio.schema.push_telemetry.v0.response
+import kio.schema.read_share_group_state.v0.request
+import kio.schema.read_share_group_state.v0.response
+import kio.schema.read_share_group_state_summary.v0.request
+import kio.schema.read_share_group_state_summary.v0.response
+import kio.schema.read_share_group_state_summary.v1.request
+import kio.schema.read_share_group_state_summary.v1.response
 import kio.schema.sasl_authenticate.v0.request
 import kio.schema.sasl_authenticate.v0.response
 import kio.schema.sasl_authenticate.v1.request
@@ -491,6 +501,10 @@ import kio.schema.update_features.v1.request
 import kio.schema.update_features.v1.response
 import kio.schema.update_features.v2.request
 import kio.schema.update_features.v2.response
+import kio.schema.write_share_group_state.v0.request
+import kio.schema.write_share_group_state.v0.response
+import kio.schema.write_share_group_state.v1.request
+import kio.schema.write_share_group_state.v1.response
 import kio.schema.write_txn_markers.v1.request
 import kio.schema.write_txn_markers.v1.response
 import kio.schema.write_txn_markers.v2.request
@@ -1418,4 +1432,58 @@ DescribeTopicPartitionsRequest: TypeAlias = (
 # API key 75, versions 0..0
 DescribeTopicPartitionsResponse: TypeAlias = (
     kio.schema.describe_topic_partitions.v0.response.DescribeTopicPartitionsResponse
+)
+
+# API key 83, versions 0..0
+InitializeShareGroupStateRequest: TypeAlias = (
+    kio.schema.initialize_share_group_state.v0.request.InitializeShareGroupStateRequest
+)
+
+# API key 83, versions 0..0
+InitializeShareGroupStateResponse: TypeAlias = (
+    kio.schema.initialize_share_group_state.v0.response.InitializeShareGroupStateResponse
+)
+
+# API key 84, versions 0..0
+ReadShareGroupStateRequest: TypeAlias = (
+    kio.schema.read_share_group_state.v0.request.ReadShareGroupStateRequest
+)
+
+# API key 84, versions 0..0
+ReadShareGroupStateResponse: TypeAlias = (
+    kio.schema.read_share_group_state.v0.response.ReadShareGroupStateResponse
+)
+
+# API key 85, versions 0..1
+WriteShareGroupStateRequest: TypeAlias = (
+    kio.schema.write_share_group_state.v0.request.WriteShareGroupStateRequest
+    | kio.schema.write_share_group_state.v1.request.WriteShareGroupStateRequest
+)
+
+# API key 85, versions 0..1
+WriteShareGroupStateResponse: TypeAlias = (
+    kio.schema.write_share_group_state.v0.response.WriteShareGroupStateResponse
+    | kio.schema.write_share_group_state.v1.response.WriteShareGroupStateResponse
+)
+
+# API key 86, versions 0..0
+DeleteShareGroupStateRequest: TypeAlias = (
+    kio.schema.delete_share_group_state.v0.request.DeleteShareGroupStateRequest
+)
+
+# API key 86, versions 0..0
+DeleteShareGroupStateResponse: TypeAlias = (
+    kio.schema.delete_share_group_state.v0.response.DeleteShareGroupStateResponse
+)
+
+# API key 87, versions 0..1
+ReadShareGroupStateSummaryRequest: TypeAlias = (
+    kio.schema.read_share_group_state_summary.v0.request.ReadShareGroupStateSummaryRequest
+    | kio.schema.read_share_group_state_summary.v1.request.ReadShareGroupStateSummaryRequest
+)
+
+# API key 87, versions 0..1
+ReadShareGroupStateSummaryResponse: TypeAlias = (
+    kio.schema.read_share_group_state_summary.v0.response.ReadShareGroupStateSummaryResponse
+    | kio.schema.read_share_group_state_summary.v1.response.ReadShareGroupStateSummaryResponse
 )
