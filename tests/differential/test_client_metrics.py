@@ -10,7 +10,6 @@ metrics when the broker advertises the two APIs, pushes them to strom successful
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 import uuid
 from typing import Any
@@ -18,24 +17,14 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient, kio_schema
-from kafka_ref import KafkaRef, classpath, ensure_jars
-from ref_fixtures import HasBootstrap, skip_without_java
+from diff_wire import incremental_alter_configs as alter
+from kafka_ref import KafkaRef
+from ref_fixtures import HasBootstrap, kafka_tool_output
 
 from strom.core.testing import wait_for
 
 CLIENT_METRICS, GROUP = 16, 32
 SET, APPEND = 0, 2
-
-
-def alter(bootstrap: str, rtype: int, name: str, ops: list[tuple[str, int, str | None]]) -> tuple[int, str | None]:
-    m = kio_schema("incremental_alter_configs", 1)
-    req = m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
-        resource_type=rtype, resource_name=name,
-        configs=tuple(m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),),
-        validate_only=False)
-    with WireClient(bootstrap) as c:
-        r = c.request(req).responses[0]
-    return int(r.error_code), r.error_message
 
 
 def describe(bootstrap: str, name: str) -> tuple[int, str | None, dict[str, tuple[Any, ...]]]:
@@ -111,12 +100,7 @@ def _check_subscriptions(run: str, strom: HasBootstrap, kafka: KafkaRef) -> None
 
 def client_metrics_tool(bootstrap: str, *args: str) -> str:
     """Kafka's kafka-client-metrics.sh (org.apache.kafka.tools.ClientMetricsCommand)."""
-    skip_without_java()
-    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()),
-           "org.apache.kafka.tools.ClientMetricsCommand", "--bootstrap-server", bootstrap, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}"
-    return proc.stdout
+    return kafka_tool_output("org.apache.kafka.tools.ClientMetricsCommand", "--bootstrap-server", bootstrap, *args)
 
 
 def test_kafka_client_metrics_tool(strom: HasBootstrap, kafka: KafkaRef) -> None:

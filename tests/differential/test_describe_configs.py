@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from diff_wire import WireClient, kio_schema
+from diff_wire import WireClient, incremental_alter_configs, kio_schema
 from kafka_ref import KafkaRef
 from ref_fixtures import HasBootstrap
 
@@ -144,14 +144,7 @@ def describe_raw(bootstrap: str, rtype: int, name: str, keys: list[str] | None =
 
 def alter_raw(bootstrap: str, rtype: int, name: str, ops: list[tuple[str, int, str | None]]) -> tuple[int, str | None]:
     """IncrementalAlterConfigs v1 of one resource, by wire: (error code, message)."""
-    m = kio_schema("incremental_alter_configs", 1)
-    req = m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
-        resource_type=rtype, resource_name=name,
-        configs=tuple(m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),),
-        validate_only=False)
-    with WireClient(bootstrap) as c:
-        r = c.request(req).responses[0]
-    return int(r.error_code), r.error_message
+    return incremental_alter_configs(bootstrap, rtype, name, ops)
 
 
 def legacy_alter_raw(bootstrap: str, rtype: int, name: str, configs: dict[str, str]) -> tuple[int, str | None]:

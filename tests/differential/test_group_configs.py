@@ -22,9 +22,9 @@ from datetime import timedelta
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
-from diff_wire import WireClient, kio_schema
-from kafka_ref import KafkaRef, classpath, ensure_jars
-from ref_fixtures import HasBootstrap, skip_without_java
+from diff_wire import WireClient, incremental_alter_configs, kio_schema
+from kafka_ref import KafkaRef
+from ref_fixtures import HasBootstrap, kafka_tool_output
 
 from strom.core.testing import BrokerProcess, wait_for
 
@@ -35,14 +35,7 @@ Entry = tuple[object, ...]
 
 
 def alter(bootstrap: str, name: str, ops: list[tuple[str, int, str | None]]) -> tuple[int, str | None]:
-    m = kio_schema("incremental_alter_configs", 1)
-    req = m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
-        resource_type=GROUP, resource_name=name,
-        configs=tuple(m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),),
-        validate_only=False)
-    with WireClient(bootstrap) as c:
-        r = c.request(req).responses[0]
-    return int(r.error_code), r.error_message
+    return incremental_alter_configs(bootstrap, GROUP, name, ops)
 
 
 def legacy_alter(bootstrap: str, name: str, configs: dict[str, str]) -> tuple[int, str | None]:
@@ -112,12 +105,7 @@ def test_group_configs_are_checked_and_described_as_kafka(strom: HasBootstrap, k
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
     """Kafka's kafka-configs.sh (kafka.admin.ConfigCommand) of the reference's jars."""
-    skip_without_java()
-    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()),
-           "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}"
-    return proc.stdout
+    return kafka_tool_output("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args)
 
 
 def test_kafka_configs_tool_on_groups(strom: HasBootstrap, kafka: KafkaRef) -> None:

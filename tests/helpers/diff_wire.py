@@ -335,6 +335,20 @@ def kio_schema(api: str, version: int, kind: str = "request") -> Any:
     return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
 
 
+def incremental_alter_configs(bootstrap: str, resource_type: int, name: str,
+                              ops: list[tuple[str, int, str | None]]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs v1 of one resource, (key, operation, value) each (operation: 0 SET,
+    1 DELETE, 2 APPEND, 3 SUBTRACT): the broker's (error code, error message)."""
+    m = kio_schema("incremental_alter_configs", 1)
+    req = m.IncrementalAlterConfigsRequest(resources=(m.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=tuple(m.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops)),),
+        validate_only=False)
+    with WireClient(bootstrap) as c:
+        r = c.request(req).responses[0]
+    return int(r.error_code), r.error_message
+
+
 class _RawReader:
     """Decodes flexible responses by hand where kio's types refuse valid values (DescribeTransactions
     answers a start time of -1 for a transactional id with nothing in flight)."""
