@@ -11,13 +11,14 @@ twice is a no-op). Without a usable Java (17+) the fixtures skip with the reason
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 from java_client import JavaClient
-from kafka_ref import KafkaRef, KafkaRefError, ensure_jars, java_problem
+from kafka_ref import KafkaRef, KafkaRefError, classpath, ensure_jars, java_problem
 
 # Broker settings both strom and Kafka get in tests that compare them: the cleaner looks for
 # work every half second instead of every 15 s so compaction tests finish quickly. No setting
@@ -37,6 +38,21 @@ def skip_without_java() -> None:
     problem = java_problem()
     if problem is not None:
         pytest.skip(f"reference Apache Kafka needs Java: {problem}")
+
+
+def kafka_tool(main_class: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """One run of a Kafka command-line tool (``kafka.admin.ConfigCommand``...) from the reference
+    jars, output captured; skips the test without Java."""
+    skip_without_java()
+    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()), main_class, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def kafka_tool_output(main_class: str, *args: str, timeout: float = 180) -> str:
+    """:func:`kafka_tool`'s standard output; the tool must exit 0."""
+    proc = kafka_tool(main_class, *args, timeout=timeout)
+    assert proc.returncode == 0, f"{main_class} {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    return proc.stdout
 
 
 def tools_jar() -> Path | None:

@@ -10,7 +10,6 @@ refused with TopicAuthorizationException without an ACL and delivers once the to
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +18,7 @@ import pytest
 from acl_broker import AclBroker
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_client import JavaClient
-from kafka_ref import classpath, ensure_jars
-from ref_fixtures import needs_tools
+from ref_fixtures import kafka_tool_output, needs_tools
 
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 pytestmark = pytest.mark.broker  # AclBroker starts strom's broker (the tier markers see only known names)
@@ -30,11 +28,8 @@ def kafka_acls(cluster: AclBroker, config_dir: Path, *args: str) -> str:
     """Run kafka-acls.sh as the super user with ``args``; its standard output (it must exit 0)."""
     command_config = config_dir / "admin.properties"
     command_config.write_text("".join(f"{k}={v}\n" for k, v in cluster.java_client("admin").items()))
-    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()), ACL_COMMAND,
-           "--bootstrap-server", cluster.sasl, "--command-config", str(command_config), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, f"kafka-acls {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    return kafka_tool_output(ACL_COMMAND, "--bootstrap-server", cluster.sasl, "--command-config", str(command_config),
+                             *args, timeout=120)
 
 
 @pytest.fixture(scope="module")

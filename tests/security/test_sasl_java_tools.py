@@ -9,15 +9,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from java_client import ClientRun, JavaClient
-from kafka_ref import classpath, ensure_jars
-from ref_fixtures import java_client, skip_without_java
+from ref_fixtures import java_client, kafka_tool
 from secure_broker import client_keystore, jaas_scram, listener_ports
 from tls_certs import Pki, make_pki
 
@@ -54,10 +52,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(broker, pki)
 
 
-def kafka_tool(main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
-    skip_without_java()
-    cmd = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath(ensure_jars()), main_class, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
 def _ok(run: ClientRun) -> ClientRun:
