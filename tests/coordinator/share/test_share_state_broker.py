@@ -73,7 +73,7 @@ def batches_of(result: Any) -> list[tuple[int, int, int, int]]:
 
 def topic_id_of(wire: WireClient, topic: str) -> uuid.UUID:
     md = wire.metadata([topic])
-    return md.topics[0].topic_id  # type: ignore[no-any-return]
+    return md.topics[0].topic_id
 
 
 def test_state_apis_answer_as_kafka(fresh_broker: BrokerProcess) -> None:
