@@ -77,6 +77,11 @@ DEFAULT_INDEXES_CACHE_RETENTION_MS = 600_000
 _INDEX_NUMBER = {t: n for n, t in enumerate(IndexType)}  # an index's slot in the indexes cache
 
 
+class NotCached(Exception):
+    """A ``cached_only`` read needed something not in this process's memory (never a storage
+    error: the caller reads again off its event loop)."""
+
+
 def object_key_main_path(metadata: RemoteLogSegmentMetadata) -> str:
     """Aiven's ``ObjectKeyFactory.mainPath``: ``<topic>-<topicId>/<partition>/<20-digit offset>-<uuid>``."""
     tip = metadata.topic_id_partition
@@ -188,13 +193,16 @@ class ChunkedRemoteStorageManager:
     def _manifest(self, metadata: RemoteLogSegmentMetadata) -> SegmentManifest:
         return self._manifest_and_chunks(metadata)[0]
 
-    def _manifest_and_chunks(self, metadata: RemoteLogSegmentMetadata) -> tuple[SegmentManifest, list[Chunk]]:
+    def _manifest_and_chunks(self, metadata: RemoteLogSegmentMetadata,
+                             cached_only: bool = False) -> tuple[SegmentManifest, list[Chunk]]:
         key = self.object_key(metadata, MANIFEST_SUFFIX)
         with self._lock:
             cached = self._manifests.get(key)
             if cached is not None:
                 self._manifests.move_to_end(key)
                 return cached
+        if cached_only:
+            raise NotCached(key)
         try:
             manifest = SegmentManifest.from_json_bytes(self.storage.fetch(key))
         except (ValueError, KeyError, TypeError) as e:
@@ -212,17 +220,33 @@ class ChunkedRemoteStorageManager:
         return io.BufferedReader(_PiecesReader(pieces), buffer_size=min(self.chunk_size, 1024 * 1024))
 
     def fetch_log_segment_pieces(self, metadata: RemoteLogSegmentMetadata, start_position: int,
-                                 end_position: int | None = None) -> Generator[memoryview, None, None]:
+                                 end_position: int | None = None, *,
+                                 cached_only: bool = False) -> Generator[memoryview, None, None]:
         """Original bytes ``start_position..end_position`` (inclusive; to the segment's end when
         ``None``) as views of the chunks, pulled lazily: the copy-free form of
-        :meth:`fetch_log_segment` (each view is valid for as long as the caller keeps it)."""
+        :meth:`fetch_log_segment` (each view is valid for as long as the caller keeps it).
+
+        ``cached_only``: from this process's memory alone (a memory chunk cache), never waiting
+        on S3 or a disk: the manifest or a chunk not in memory raises :class:`NotCached` (from the
+        call, or while iterating), so a caller on an event loop can take the read to a thread."""
         if start_position < 0 or (end_position is not None and end_position < start_position):
             raise ValueError(f"bad byte range [{start_position}, {end_position}]")
-        manifest, chunks = self._manifest_and_chunks(metadata)
+        if cached_only and not isinstance(self.chunk_cache, MemoryChunkCache):
+            raise NotCached("no memory chunk cache")
+        manifest, chunks = self._manifest_and_chunks(metadata, cached_only)
         last = manifest.chunk_index.original_file_size - 1 if end_position is None else end_position
         if self.chunk_cache is None:
             return self._range_pieces(metadata, manifest, start_position, last)
-        return self._cached_pieces(metadata, manifest, chunks, start_position, last)
+        return self._cached_pieces(metadata, manifest, chunks, start_position, last, cached_only)
+
+    def cached_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes | None:
+        """The index from the segment indexes cache, or ``None`` (never fetched here)."""
+        with self._lock:
+            entry = self._manifests.get(self.object_key(metadata, MANIFEST_SUFFIX))
+        if entry is None or index_type not in entry[0].indexes:
+            return None
+        cached = self._indexes_cache.get((self.object_key(metadata, INDEXES_SUFFIX), _INDEX_NUMBER[index_type]))
+        return None if cached is None else bytes(cached)
 
     def prefetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int) -> None:
         """Start fetching the chunks from ``start_position`` (and the prefetch window after it)
@@ -239,13 +263,13 @@ class ChunkedRemoteStorageManager:
     # -- the chunk cache's side -------------------------------------------------------------
 
     def _cached_pieces(self, metadata: RemoteLogSegmentMetadata, manifest: SegmentManifest, chunks: list[Chunk],
-                       first: int, last: int) -> Generator[memoryview, None, None]:
+                       first: int, last: int, cached_only: bool = False) -> Generator[memoryview, None, None]:
         key = self.object_key(metadata, LOG_SUFFIX)
         size = manifest.chunk_index.original_chunk_size
         last = min(last, manifest.chunk_index.original_file_size - 1)
         for cid in range(first // size, last // size + 1):
             chunk = chunks[cid]
-            data = self._chunk(key, manifest, chunks, cid)
+            data = self._chunk(key, manifest, chunks, cid, cached_only)
             lo = max(first - chunk.original_position, 0)
             hi = min(last - chunk.original_position + 1, chunk.original_size)
             yield memoryview(data)[lo:hi]
@@ -257,10 +281,13 @@ class ChunkedRemoteStorageManager:
         end = chunks[cid].original_position + chunks[cid].original_size + self.prefetch_max_size - 1
         return min(end // manifest.chunk_index.original_chunk_size, len(chunks) - 1)
 
-    def _chunk(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], cid: int) -> ChunkData:
+    def _chunk(self, key: str, manifest: SegmentManifest, chunks: list[Chunk], cid: int,
+               cached_only: bool = False) -> ChunkData:
         cache = self.chunk_cache
         assert cache is not None
         data = cache.get((key, cid))
+        if data is None and cached_only:
+            raise NotCached(f"chunk {cid} of {key}")
         if data is None:
             future = self._start_run(key, manifest, chunks, cid, self._window_last(manifest, chunks, cid),
                                      first_required=True)

@@ -43,9 +43,11 @@ from strom.plugins.manager import (
     load_remote_log_metadata_manager,
     load_remote_storage_manager,
 )
+from strom.tiered.chunked_rsm import NotCached
 from strom.tiered.config_values import ConfigReader
 from strom.tiered.remote_log_manager import RemoteLogManager, TieredLog
 from strom.tiered.rlm_quota import RLMQuotaManager
+from strom.tiered.topic_based_rlmm import TopicBasedRemoteLogMetadataManager
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,12 @@ class PieceReadingStorageManager(Protocol):
     prefetch_max_size: int  # bytes fetched ahead of a reader (0: none)
 
     def fetch_log_segment_pieces(self, metadata: RemoteLogSegmentMetadata, start_position: int,
-                                 end_position: int | None = None) -> Generator[memoryview, None, None]: ...
+                                 end_position: int | None = None, *,
+                                 cached_only: bool = False) -> Generator[memoryview, None, None]: ...
 
     def prefetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int) -> None: ...
+
+    def cached_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes | None: ...
 
 
 def load_storage_manager(pm: pluggy.PluginManager, config: BrokerConfig) -> RemoteStorageManager:
@@ -105,6 +110,11 @@ class RemoteLogBinding:
         self.max_wait_s = max_wait_s
         self.fetch_quota = fetch_quota if fetch_quota is not None else RLMQuotaManager(2**63 - 1)
         self._pieces_rsm = rsm if isinstance(rsm, PieceReadingStorageManager) else None
+        # A read whose every piece is in memory (strom's metadata cache, the indexes and chunk
+        # caches) is served on the event loop, as a local read is: a sequential consumer's reads
+        # are prefetched hits, and the two thread hops of a pooled read cost more than the read.
+        self._inline_reads = self._pieces_rsm is not None and isinstance(rlmm, TopicBasedRemoteLogMetadataManager)
+        self.reads_in_memory = self.reads_pooled = 0  # logged at close (bench/tiered_fetch.py shows them)
         # Segments whose successor was prefetched already (each read near a segment's end asks).
         self._prefetched: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
         self._prefetched_lock = threading.Lock()
@@ -144,14 +154,29 @@ class RemoteLogBinding:
         """Event loop: snapshot what the read needs of the log, read on a reader thread."""
         with part.log.lock:
             epochs = part.log.epoch_cache.entries()
+        if self._inline_reads:
+            done: Future[RemoteRead] = Future()
+            try:
+                done.set_result(self._read_or_storage_error(part, epochs, offset, max_bytes, min_one_message,
+                                                            read_committed, cached_only=True))
+                self.reads_in_memory += 1
+                return done
+            except NotCached as e:  # something to fetch: on a reader thread
+                log.debug("remote read of %s-%d at offset %d goes to a reader thread: %s not in memory",
+                          part.topic, part.index, offset, e)
+            except Exception as e:  # the same answer a reader thread gives (OFFSET_OUT_OF_RANGE, ...)
+                done.set_exception(e)
+                return done
+        self.reads_pooled += 1
         return self._readers.submit(self._read_or_storage_error, part, epochs, offset, max_bytes, min_one_message,
                                     read_committed)
 
     def _read_or_storage_error(self, part: Partition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
-                               min_one_message: bool, read_committed: bool) -> RemoteRead:
+                               min_one_message: bool, read_committed: bool, *,
+                               cached_only: bool = False) -> RemoteRead:
         tip = topic_id_partition(part)
         try:
-            meta, records = self._read(tip, epochs, offset, max_bytes, min_one_message)
+            meta, records = self._read(tip, epochs, offset, max_bytes, min_one_message, cached_only)
             self.fetch_quota.record(len(records))
             if not read_committed:
                 return records, None
@@ -161,7 +186,7 @@ class RemoteLogBinding:
                 base, length = _BATCH_START.unpack_from(records, pos)
                 upper = base + _LAST_OFFSET_DELTA.unpack_from(records, pos + 23)[0] + 1
                 pos += _BATCH_START.size + length
-            return records, self._aborted(part, tip, epochs, meta, offset, upper)
+            return records, self._aborted(part, tip, epochs, meta, offset, upper, cached_only)
         except RemoteStorageError as e:
             # A retriable answer (clients retry KAFKA_STORAGE_ERROR): S3 down for a while, or the
             # partition's remote metadata not loaded yet after a leadership change.
@@ -179,10 +204,19 @@ class RemoteLogBinding:
                 return found
         raise OffsetOutOfRangeError(f"{tip}: no remote segment holds offset {offset}")
 
-    def _position(self, meta: RemoteLogSegmentMetadata, offset: int) -> int:
+    def _index(self, meta: RemoteLogSegmentMetadata, index_type: IndexType, cached_only: bool) -> bytes:
+        """A segment's index, fetched; or with ``cached_only`` from memory (else NotCached)."""
+        if not cached_only:
+            with self.rsm.fetch_index(meta, index_type) as stream:
+                return stream.read()
+        cached = self._pieces_rsm.cached_index(meta, index_type) if self._pieces_rsm is not None else None
+        if cached is None:
+            raise NotCached(f"{index_type.name} index of {meta.segment_id}")
+        return cached
+
+    def _position(self, meta: RemoteLogSegmentMetadata, offset: int, cached_only: bool = False) -> int:
         """The position of the last offset index entry at or below ``offset`` (0 without one)."""
-        with self.rsm.fetch_index(meta, IndexType.OFFSET) as stream:
-            data = stream.read()
+        data = self._index(meta, IndexType.OFFSET, cached_only)
         entries = len(data) // _INDEX_ENTRY.size
         relative = offset - meta.start_offset
         # Binary search over the entries (increasing relative offsets); a preallocated index's
@@ -198,7 +232,8 @@ class RemoteLogBinding:
         return _INDEX_ENTRY.unpack_from(data, (lo - 1) * _INDEX_ENTRY.size)[1] if lo else 0
 
     def _aborted(self, part: Partition, tip: TopicIdPartition, epochs: list[tuple[int, int]],
-                 meta: RemoteLogSegmentMetadata, offset: int, upper: int) -> list[tuple[int, int]]:
+                 meta: RemoteLogSegmentMetadata, offset: int, upper: int,
+                 cached_only: bool = False) -> list[tuple[int, int]]:
         """Kafka's ``RemoteLogManager.collectAbortedTransactions``: (producer id, first offset) of
         the aborted transactions overlapping ``[offset, upper)``, from the transaction indexes of
         this remote segment and the following ones, then of the local log, until an entry's last
@@ -207,8 +242,7 @@ class RemoteLogBinding:
         segment: RemoteLogSegmentMetadata | None = meta
         while segment is not None:
             if not segment.txn_index_empty:
-                with self.rsm.fetch_index(segment, IndexType.TRANSACTION) as stream:
-                    data = stream.read()
+                data = self._index(segment, IndexType.TRANSACTION, cached_only)
                 for n in range(len(data) // _ABORTED_TXN.size):
                     _, producer_id, first, last, lso = _ABORTED_TXN.unpack_from(data, n * _ABORTED_TXN.size)
                     if last >= offset and first < upper:
@@ -233,15 +267,15 @@ class RemoteLogBinding:
         return None
 
     def _read(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
-              min_one_message: bool) -> tuple[RemoteLogSegmentMetadata, bytes]:
+              min_one_message: bool, cached_only: bool = False) -> tuple[RemoteLogSegmentMetadata, bytes]:
         """Kafka's RemoteLogReader: whole batches of one remote segment from the one holding
         ``offset``, at most ``max_bytes`` but the first (KIP-74).
 
         The segment's bytes come as pieces (views of cached chunks, or of the response body) and
         only the batch headers are read from them; the batches returned are joined once."""
         meta = self._segment_for(tip, epochs, offset)
-        start = self._position(meta, offset)
-        buf = _Pieces(self._segment_pieces(meta, start, max_bytes + READ_SLACK_BYTES))
+        start = self._position(meta, offset, cached_only)
+        buf = _Pieces(self._segment_pieces(meta, start, max_bytes + READ_SLACK_BYTES, cached_only))
         try:
             pos, first = 0, -1
             while buf.fill(pos + _HEADER_NEEDED):
@@ -274,8 +308,8 @@ class RemoteLogBinding:
                 self._readers.submit(self._prefetch_next, tip, epochs, meta, max(rsm.prefetch_max_size, max_bytes))
         return meta, records
 
-    def _segment_pieces(self, meta: RemoteLogSegmentMetadata, start: int,
-                        first_range: int) -> Generator[bytes | memoryview, None, None]:
+    def _segment_pieces(self, meta: RemoteLogSegmentMetadata, start: int, first_range: int,
+                        cached_only: bool = False) -> Generator[bytes | memoryview, None, None]:
         """The segment's bytes from ``start`` on, as pieces: the first ``first_range`` bytes in one
         ranged read, then ranges twice as long each (a reader that needs more: a large first
         batch, many batches before the offset) until the segment's end."""
@@ -286,7 +320,7 @@ class RemoteLogBinding:
             got = 0
             pieces: Iterator[bytes | memoryview]
             if self._pieces_rsm is not None:
-                pieces = self._pieces_rsm.fetch_log_segment_pieces(meta, pos, last)
+                pieces = self._pieces_rsm.fetch_log_segment_pieces(meta, pos, last, cached_only=cached_only)
             else:
                 pieces = _stream_pieces(self.rsm, meta, pos, last)
             try:
@@ -345,6 +379,8 @@ class RemoteLogBinding:
 
     def close(self) -> None:
         """Stop the copy task and the managers (blocking)."""
+        log.info("remote reads: %d served from memory on the event loop, %d on reader threads",
+                 self.reads_in_memory, self.reads_pooled)
         self._events.shutdown(wait=True, cancel_futures=True)
         self._readers.shutdown(wait=True, cancel_futures=True)
         self.manager.close()
