@@ -84,3 +84,23 @@ def test_add_scram_arguments_as_kafka_storage_takes_them() -> None:
                          ("SCRAM-SHA-256=[name=a,password=b,colour=red]", "Unknown SCRAM configurations: colour")]:
         with pytest.raises(ScramFormatError, match=message):
             parse_add_scram(bad)
+
+
+def test_scram_publisher_follows_a_snapshot_that_drops_a_user() -> None:
+    """A snapshot load replays into a delta over an empty image: a user the snapshot no longer
+    holds must leave the store even though no record of the delta names it."""
+    from strom.core.metadata.delta import MetadataDelta
+    from strom.core.metadata.image import MetadataImage
+    from strom.core.metadata.records import UserScramCredentialRecord
+    from strom.core.security.sasl.scram import ScramPublisher
+
+    c = credential_from_password("SCRAM-SHA-256", "alice-secret", iterations=4096)
+    store = ScramCredentialStore()
+    publisher = ScramPublisher(store)
+    delta = MetadataDelta(MetadataImage())
+    delta.replay(UserScramCredentialRecord("alice", 1, c.salt, c.stored_key, c.server_key, c.iterations))
+    publisher.on_metadata_update(delta, delta.apply(1, 1))
+    assert store.get("alice", "SCRAM-SHA-256") is not None
+    snapshot = MetadataDelta(MetadataImage())  # as MetadataLoader.handle_load_snapshot builds it
+    publisher.on_metadata_update(snapshot, snapshot.apply(5, 1))
+    assert store.get("alice", "SCRAM-SHA-256") is None and len(store) == 0

@@ -23,6 +23,7 @@ from strom.core.security.sasl import SaslAuthenticationError, SaslCredentialErro
 if TYPE_CHECKING:
     from strom.core.metadata.delta import MetadataDelta
     from strom.core.metadata.image import MetadataImage
+    from strom.core.metadata.records import UserScramCredentialRecord
 
 # Kafka's ScramMechanism: name -> (type id in records and the admin API, hash, min iterations).
 MECHANISMS: dict[str, tuple[int, str]] = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
@@ -191,11 +192,14 @@ class ScramPublisher:
 
     def __init__(self, store: ScramCredentialStore) -> None:
         self.store = store
-        self._loaded = False
+        # The image's credential map the store was loaded from: the image keeps that object
+        # until a credential changes, and a snapshot load (a delta over an empty image) brings a
+        # new one even when none of its records names a dropped user.
+        self._scram: Mapping[tuple[str, int], UserScramCredentialRecord] | None = None
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        if self._loaded and not delta.changed_scram:
+        if image.scram is self._scram:
             return
-        self._loaded = True
+        self._scram = image.scram
         self.store.load((r.name, r.mechanism, r.salt, r.stored_key, r.server_key, r.iterations)
                         for r in image.scram.values())
