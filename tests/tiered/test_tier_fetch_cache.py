@@ -101,6 +101,29 @@ def test_a_sequential_consumer_reads_every_record_once_through_the_disk_cache(
         assert sum(f.stat().st_size for f in cached) <= 4 * 1024 * 1024 + len(cached) * 16
 
 
+def test_reads_found_in_the_memory_cache_are_served_from_memory_and_return_every_record(
+        tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+    # A read whose chunks, offset index and metadata are all in memory is served on the event loop
+    # (no reader-thread hops); the records must be the same as through the reader threads, for
+    # read_committed (the transaction indexes from memory too) and read_uncommitted.
+    config = tier_config(s3_rsm_config(s3_bucket, **{
+        "fetch_chunk_cache_class": "memory", "fetch_chunk_cache_size": str(4 * 1024 * 1024),
+        "fetch_chunk_cache_prefetch_max_size": "40000"}))
+    with BrokerProcess(tmp_path / "broker", config=config) as broker:
+        sent = tiered_topic(broker.bootstrap, 3000)
+        assert local_start(broker.data_dir) > 2000
+        for isolation in ("read_committed", "read_uncommitted", "read_committed"):
+            got = consume_all(broker.bootstrap, len(sent), **{"isolation.level": isolation,
+                                                              "max.partition.fetch.bytes": 50_000})
+            assert [o for o, _, _ in got] == list(range(len(sent)))
+            assert [(k, v) for _, k, v in got] == sent
+    # The broker says at close how its remote reads went: the second and third passes find
+    # everything cached, so most reads were served from memory.
+    line = next(ln for ln in broker.log_text().splitlines() if "remote reads: " in ln)
+    from_memory = int(line.split("remote reads: ")[1].split()[0])
+    assert from_memory > 0, line
+
+
 def fetch_v12(client: WireClient, partitions: list[tuple[str, int]]) -> dict[str, tuple[int, int]]:
     """One Fetch v12 from offset 0 of each (topic, partition): topic -> (error code, record bytes)."""
     m = kio_schema("fetch", 12)
