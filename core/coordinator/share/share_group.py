@@ -1,0 +1,163 @@
+"""A share group's membership (KIP-932's ShareGroupHeartbeat), without I/O.
+
+As Kafka's ``GroupMetadataManager.shareGroupHeartbeat``: a member joins with epoch 0 and the
+topics it subscribes to, heartbeats with the epoch it was given, leaves with epoch -1. Any change
+of membership, subscriptions or the subscribed topics' partition counts bumps the *group epoch*
+and recomputes the *target assignment* with the share assignor; share groups have no revocation
+phase (a partition may be read by several members at once), so each member takes its target at
+once and its member epoch becomes the assignment epoch. A heartbeat with another epoch than the
+member's is FENCED_MEMBER_EPOCH, an unknown member with an epoch > 0 UNKNOWN_MEMBER_ID, a member
+silent for ``group.share.session.timeout.ms`` is removed (:meth:`ShareGroup.expire_members`),
+and ``group.share.max.size`` members at most (GROUP_MAX_SIZE_REACHED).
+
+The caller resolves topic names to ids and partition counts from the metadata image
+(``topics``) and persists the group as it sees fit; this class holds the state machine only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from strom.core.coordinator.share.assignor import Assignment, SimpleAssignor
+from strom.core.errors import (
+    FencedMemberEpochError,
+    GroupMaxSizeReachedError,
+    InvalidRequestError,
+    UnknownMemberIdError,
+)
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+DEFAULT_SESSION_TIMEOUT_MS = 45_000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
+DEFAULT_MAX_SIZE = 200
+
+
+@dataclass(slots=True)
+class ShareGroupMember:
+    """One member: its subscriptions, its epoch and what it is assigned."""
+
+    member_id: str
+    member_epoch: int
+    subscribed_topic_names: tuple[str, ...]
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    assignment: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    last_heartbeat_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """ShareGroupHeartbeatResponse's content: ``assignment`` is None when unchanged (not sent)."""
+
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: dict[uuid.UUID, set[int]] | None
+
+
+class ShareGroup:
+    """Membership, group epoch and target assignment of one share group."""
+
+    def __init__(self, group_id: str, *, assignor: SimpleAssignor | None = None,
+                 session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+                 max_size: int = DEFAULT_MAX_SIZE) -> None:
+        self.group_id = group_id
+        self.assignor = assignor or SimpleAssignor()
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ShareGroupMember] = {}
+        self.target: Assignment = {}
+        # The partition counts the target was computed with (topic id -> count).
+        self._topic_metadata: dict[uuid.UUID, int] = {}
+
+    @property
+    def state(self) -> str:
+        """ShareGroupDescribe's GroupState: Empty or Stable (share groups never rebalance)."""
+        return "Empty" if not self.members else "Stable"
+
+    def subscribed_topic_names(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    def heartbeat(self, member_id: str, member_epoch: int, subscribed_topic_names: Sequence[str] | None, *,
+                  topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int, rack_id: str | None = None,
+                  client_id: str = "", client_host: str = "") -> HeartbeatResult:
+        """Handle one ShareGroupHeartbeat. ``topics``: name -> (topic id, partitions) of existing topics.
+
+        ``subscribed_topic_names`` None means unchanged (the field is nullable on the wire).
+        """
+        if not member_id:
+            raise InvalidRequestError("MemberId can't be empty.")
+        if member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
+            raise InvalidRequestError("MemberEpoch is invalid.")
+        if member_epoch == 0 and not subscribed_topic_names:
+            raise InvalidRequestError("SubscribedTopicNames must be set in first request.")
+        if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            return self._leave(member_id)
+
+        member = self.members.get(member_id)
+        changed = False
+        if member is None:
+            if member_epoch != 0:
+                raise UnknownMemberIdError(f"Member {member_id} is not a member of group {self.group_id}.")
+            if len(self.members) >= self.max_size:
+                raise GroupMaxSizeReachedError(f"The share group has reached its maximum capacity of "
+                                               f"{self.max_size} members.")
+            member = ShareGroupMember(member_id, 0, tuple(subscribed_topic_names or ()))
+            self.members[member_id] = member
+            changed = True
+        elif member_epoch != member.member_epoch and member_epoch != 0:
+            raise FencedMemberEpochError(f"The share group member has a smaller member epoch ({member_epoch}) "
+                                         f"than the one known by the group coordinator ({member.member_epoch}).")
+        if subscribed_topic_names is not None and tuple(subscribed_topic_names) != member.subscribed_topic_names:
+            member.subscribed_topic_names = tuple(subscribed_topic_names)
+            changed = True
+        member.rack_id, member.client_id, member.client_host = rack_id, client_id, client_host
+        member.last_heartbeat_ms = now_ms
+
+        metadata = self._subscribed_metadata(topics)
+        if changed or metadata != self._topic_metadata:
+            self.group_epoch += 1
+        if self.assignment_epoch != self.group_epoch:
+            self._compute_target(topics, metadata)
+
+        new_assignment = {t: set(ps) for t, ps in self.target.get(member_id, {}).items()}
+        send = member_epoch == 0 or new_assignment != member.assignment
+        member.assignment = new_assignment
+        member.member_epoch = self.assignment_epoch
+        return HeartbeatResult(member_id, member.member_epoch, self.heartbeat_interval_ms,
+                               new_assignment if send else None)
+
+    def expire_members(self, now_ms: int) -> list[str]:
+        """Remove the members whose session timed out; the group epoch moves if any went."""
+        gone = [m.member_id for m in self.members.values()
+                if now_ms - m.last_heartbeat_ms >= self.session_timeout_ms]
+        for member_id in gone:
+            del self.members[member_id]
+        if gone:
+            self.group_epoch += 1
+        return gone
+
+    def _leave(self, member_id: str) -> HeartbeatResult:
+        if self.members.pop(member_id, None) is None:
+            raise UnknownMemberIdError(f"Member {member_id} is not a member of group {self.group_id}.")
+        self.group_epoch += 1
+        self.target.pop(member_id, None)
+        return HeartbeatResult(member_id, LEAVE_GROUP_MEMBER_EPOCH, self.heartbeat_interval_ms, None)
+
+    def _subscribed_metadata(self, topics: Mapping[str, tuple[uuid.UUID, int]]) -> dict[uuid.UUID, int]:
+        return {topics[n][0]: topics[n][1] for n in sorted(self.subscribed_topic_names()) if n in topics}
+
+    def _compute_target(self, topics: Mapping[str, tuple[uuid.UUID, int]], metadata: dict[uuid.UUID, int]) -> None:
+        subscriptions = {m.member_id: [topics[n][0] for n in m.subscribed_topic_names if n in topics]
+                         for m in self.members.values()}
+        current = {m.member_id: m.assignment for m in self.members.values()}
+        self.target = self.assignor.assign(subscriptions, metadata, current)
+        self._topic_metadata = metadata
+        self.assignment_epoch = self.group_epoch
