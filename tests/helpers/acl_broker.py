@@ -68,8 +68,7 @@ class AclBroker:
     def java_client(self, user: str) -> dict[str, str]:
         """The same for Kafka's Java clients (kafka-acls.sh --command-config, ClientCheck --prop)."""
         return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                                    f'username="{user}" password="{USERS[user]}";'}
+                "sasl.jaas.config": jaas_plain({}, username=user, password=USERS[user])}
 
 
 def sasl_wire_client(bootstrap: str, user: str) -> WireClient:

@@ -27,9 +27,11 @@ def listener_ports(broker: BrokerProcess) -> dict[str, int]:
 
 
 def jaas_plain(users: dict[str, str], *, username: str = "admin", password: str = "admin-secret") -> str:
-    options = " ".join(f'user_{name}="{pw}"' for name, pw in users.items())
+    """PlainLoginModule with the client credentials ``username``/``password`` and, for a broker's
+    listener, the ``user_<name>`` options of ``users`` (none: a client's config)."""
+    options = "".join(f' user_{name}="{pw}"' for name, pw in users.items())
     return (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{username}" '
-            f'password="{password}" {options};')
+            f'password="{password}"{options};')
 
 
 def jaas_scram(username: str, password: str) -> str:
