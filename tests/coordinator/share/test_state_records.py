@@ -7,7 +7,16 @@ import uuid
 import pytest
 
 from strom.core.coordinator.runtime import java_hash_partition
-from strom.core.coordinator.share.share_partition import PersisterStateBatch, RecordState
+from strom.core.coordinator.share.share_partition import (
+    AcknowledgementBatch,
+    AcknowledgeType,
+    AcquiredRecords,
+    FetchedBatch,
+    PersisterStateBatch,
+    RecordState,
+    SharePartition,
+    SharePartitionConfig,
+)
 from strom.core.coordinator.share.state_records import (
     ShareGroupOffset,
     ShareSnapshotKey,
@@ -93,3 +102,21 @@ def test_share_group_offset_applies_updates() -> None:
     assert s2.state_batches == (b(100, 104, RecordState.ACKNOWLEDGED, 1), b(105, 105, RecordState.ARCHIVED, 3))
     s3 = s2.apply_update(ShareUpdateValue(2, -1, 105, -1, []))
     assert (s3.start_offset, s3.leader_epoch, s3.state_batches) == (105, 5, (b(105, 105, RecordState.ARCHIVED, 3),))
+
+
+def test_share_partition_state_survives_the_persisted_form() -> None:
+    """What a SharePartition writes (start offset + state batches, as a ShareUpdate folded into the
+    snapshot) rebuilds the same in-flight state: acknowledged stays done, released is redelivered."""
+    cfg = SharePartitionConfig(record_lock_duration_ms=1000)
+    sp = SharePartition(cfg, 0)
+    sp.acquire("m", [FetchedBatch(0, 9)], max_records=10, now_ms=0)
+    sp.acknowledge("m", [AcknowledgementBatch(0, 3, (AcknowledgeType.ACCEPT,)),
+                         AcknowledgementBatch(5, 5, (AcknowledgeType.RELEASE,)),
+                         AcknowledgementBatch(6, 6, (AcknowledgeType.REJECT,))], now_ms=1)
+    stored = ShareGroupOffset(0, 1, 0, 0).apply_update(
+        ShareUpdateValue(0, 0, sp.start_offset, -1, [StateBatch(b.first_offset, b.last_offset, b.delivery_state,
+                                                                b.delivery_count) for b in sp.state_batches()]))
+    back = SharePartition(cfg, stored.start_offset, stored.state_batches)
+    assert (back.start_offset, back.end_offset) == (4, 9)
+    assert back.acquire("n", [FetchedBatch(4, 12)], max_records=100, now_ms=2) == [
+        AcquiredRecords(4, 5, 2), AcquiredRecords(7, 9, 2), AcquiredRecords(10, 12, 1)]
