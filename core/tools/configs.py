@@ -16,7 +16,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.core.tools.common import ToolError, UsageError, add_client_args, admin_client, kafka_failure
-from strom.core.tools.topics import split_config_assignments
+from strom.core.tools.topics import config_changes
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource
@@ -231,15 +231,7 @@ def _alter(args: argparse.Namespace, admin: AdminClient, entity: tuple[str, str]
     from strom.core.config import TOPIC_CONFIGS, check_topic_config, unknown_topic_config
 
     kind, name = entity
-    to_set: dict[str, str] = {}
-    for text in args.add_config:
-        to_set.update(split_config_assignments(text, "--add-config"))
-    to_delete = [k.strip() for text in args.delete_config for k in text.split(",") if k.strip()]
-    if not to_set and not to_delete:
-        raise UsageError("--alter needs --add-config K=V and/or --delete-config K")
-    both = sorted(set(to_set) & set(to_delete))
-    if both:
-        raise UsageError(f"{', '.join(both)} given to both --add-config and --delete-config")
+    to_set, to_delete = config_changes(args.add_config, args.delete_config, "--alter")
     if kind == "topics":
         # Checked here so a typo is named before any request (the broker would say less).
         for key, value in to_set.items():

@@ -145,6 +145,21 @@ def split_config_assignments(text: str, flag: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def config_changes(add_config: list[str], delete_config: list[str], command: str) -> tuple[dict[str, str], list[str]]:
+    """The keys to set (``--add-config K=V,...``) and to delete (``--delete-config K,...``) of an
+    alter command; a UsageError when there are none or a key is given to both."""
+    to_set: dict[str, str] = {}
+    for text in add_config:
+        to_set.update(split_config_assignments(text, "--add-config"))
+    to_delete = [k.strip() for text in delete_config for k in text.split(",") if k.strip()]
+    if not to_set and not to_delete:
+        raise UsageError(f"{command} needs --add-config K=V and/or --delete-config K")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise UsageError(f"{', '.join(both)} given to both --add-config and --delete-config")
+    return to_set, to_delete
+
+
 def _error_code(exc: Exception) -> int | None:
     from confluent_kafka import KafkaError
 
@@ -455,15 +470,7 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    to_set: dict[str, str] = {}
-    for text in args.add_config:
-        to_set.update(split_config_assignments(text, "--add-config"))
-    to_delete = [k.strip() for text in args.delete_config for k in text.split(",") if k.strip()]
-    if not to_set and not to_delete:
-        raise UsageError("alter-config needs --add-config K=V and/or --delete-config K")
-    both = sorted(set(to_set) & set(to_delete))
-    if both:
-        raise UsageError(f"{', '.join(both)} given to both --add-config and --delete-config")
+    to_set, to_delete = config_changes(args.add_config, args.delete_config, "alter-config")
     for key, value in to_set.items():
         check_topic_config(key, value)
     for key in to_delete:
