@@ -8,7 +8,7 @@ use); ``text`` blocks are output shown to the reader and are not run. Each page 
 bottom in its own temporary working directory. A ``daemon`` block (``strom dev``, a Connect
 worker) starts in the background and the page waits until every ``port=N`` it names accepts
 connections; daemons stop when the page ends. The well-known ports a page uses (9092, 9093,
-8083, 8084, 9404) are replaced by free ports before anything runs, so a page never collides
+8083, 8084, 9404, 5000) are replaced by free ports before anything runs, so a page never collides
 with another broker on the machine. ``java`` blocks need a JVM (Spark) and are skipped, with the
 reason, where there is none. ``timeout=S`` bounds a block (default 90 s).
 
@@ -34,7 +34,7 @@ import pytest
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide"
 RUN_LANGS = frozenset({"bash", "python"})
 SHOWN_LANGS = frozenset({"text"})  # output shown to the reader; nothing to run
-WELL_KNOWN_PORTS = ("9092", "9093", "8083", "8084", "9404")
+WELL_KNOWN_PORTS = ("9092", "9093", "8083", "8084", "9404", "5000")
 DEFAULT_TIMEOUT = 90.0
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.S | re.M)
 
