@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     configs.register(sub)
     config_list.register(sub)
     perf.register(sub)
+    from strom.console import cli as console_cli
+
+    console_cli.register(sub)  # `strom console`
+    console_cli.add_dev_flags(sub)  # `strom dev --no-console / --console-port N`
     # `strom connect ...` is parsed by strom.connect.cli (imported only when used, so the broker's
     # commands never import Connect); this entry only lists it in `strom --help`.
     sub.add_parser("connect", help="run Kafka Connect workers: `strom connect standalone|distributed ...`",
