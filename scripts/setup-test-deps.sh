@@ -25,6 +25,9 @@ if [[ "$(java_major)" -lt 17 ]] || ! command -v javac >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
 fi
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# headless Chromium and its WebDriver for the web console's browser tests (tests/console)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 # A real PostgreSQL server for the Connect JDBC sink tests (the suite starts it with initdb/pg_ctl).
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     missing+=(postgresql)
