@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,6 @@ class Cluster:
         return self._list_offsets(tps, latest=True)
 
     def _list_offsets(self, tps: list[TopicPartition], latest: bool) -> dict[tuple[str, int], int]:
-        from confluent_kafka import OffsetSpec
-
         if not tps:
             return {}
         spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
@@ -160,7 +159,9 @@ class Cluster:
         return sizes
 
     def topic(self, name: str) -> JSON:
-        md = self.admin.list_topics(topic=name, timeout=TIMEOUT_S)
+        # Not list_topics(topic=name): a Metadata request naming a topic auto-creates it on a broker
+        # with auto.create.topics.enable, so a deleted topic's page would bring it back.
+        md = self.admin.list_topics(timeout=TIMEOUT_S)
         t = md.topics.get(name)
         if t is None or t.error is not None:
             raise ConsoleError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {name} does not exist"

@@ -92,9 +92,12 @@ class Console:
             raise ConsoleError(f"Connect worker {self.connect_url} unreachable: {e or type(e).__name__}") from None
 
 
+CONSOLE: web.AppKey[Console] = web.AppKey("console", Console)
+
+
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    console: Console = request.app["console"]
+    console: Console = request.app[CONSOLE]
     if request.path.startswith("/api/") and request.method not in ("GET", "HEAD") and console.read_only:
         return web.json_response({"error": "the console is read-only (--read-only)"}, status=403)
     try:
@@ -111,7 +114,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _c(request: web.Request) -> Console:
-    console: Console = request.app["console"]
+    console: Console = request.app[CONSOLE]
     return console
 
 
@@ -262,7 +265,7 @@ async def index(request: web.Request) -> web.FileResponse:
 
 def make_app(console: Console, sample: bool = True) -> web.Application:
     app = web.Application(middlewares=[errors])
-    app["console"] = console
+    app[CONSOLE] = console
     r = app.router
     r.add_get("/", index)
     r.add_get("/api/info", info)
