@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import requests
@@ -54,3 +58,50 @@ def start_console(bootstrap: str, connect_url: str | None = None, read_only: boo
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess) -> Iterator[RunningConsole]:
     yield from start_console(broker.bootstrap)
+
+
+CONNECT_READY = "strom connect worker started: "
+
+
+@dataclass
+class ConnectWorker:
+    """A ``strom connect standalone`` worker subprocess; its REST URL is the one it prints once ready."""
+
+    proc: subprocess.Popen[str]
+    url: str
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_worker(tmp: Path, bootstrap: str) -> ConnectWorker:
+    props = tmp / "worker.properties"
+    props.write_text("\n".join([
+        f"bootstrap.servers={bootstrap}", "listeners=http://127.0.0.1:0",
+        "key.converter=org.apache.kafka.connect.storage.StringConverter",
+        "value.converter=org.apache.kafka.connect.storage.StringConverter",
+        f"offset.storage.file.filename={tmp / 'offsets.dat'}", "offset.flush.interval.ms=500"]) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "strom.connect.cli", "standalone", str(props)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if CONNECT_READY in line and not url:
+                url.append(line.split(CONNECT_READY, 1)[1].strip().rstrip("/"))
+                ready.set()
+        ready.set()
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(60) or not url:
+        proc.kill()
+        raise AssertionError("Connect worker did not start")
+    return ConnectWorker(proc, url[0])

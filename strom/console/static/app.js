@@ -121,7 +121,8 @@ const routes = {
     if (q.get("time")) p.set("timestamp", new Date(q.get("time")).getTime());
     if (q.get("search")) p.set("search", q.get("search"));
     const d = await api(`/topics/${encodeURIComponent(name)}/messages?${p}`);
-    const show = (x) => `<pre>${esc(x[fmt] ?? (x.text === null && x.hex === null ? "null" : x.hex))}</pre>`;
+    // A key that is not JSON shows as text in JSON mode, and bytes that are not UTF-8 as hex.
+    const show = (x) => `<pre>${esc(x[fmt] ?? x.text ?? x.hex ?? "null")}</pre>`;
     document.getElementById("records").innerHTML =
       `<p class="muted">Offsets ${d.low}–${d.high}; read ${d.scanned} from ${d.start}${q.get("search") ? " (search window bounded)" : ""}.</p>` +
       table([["Offset", (m) => m.offset], ["Timestamp", (m) => new Date(m.timestamp).toISOString()], ["Key", (m) => show(m.key), true],
