@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -105,3 +107,60 @@ def start_worker(tmp: Path, bootstrap: str) -> ConnectWorker:
         proc.kill()
         raise AssertionError("Connect worker did not start")
     return ConnectWorker(proc, url[0])
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+needs_chromium = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
+                                reason="needs Debian's chromium and chromium-driver (scripts/setup-test-deps.sh)")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    pytest.importorskip("selenium")
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup-test-deps.sh)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1280,1000", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(fn: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            v = fn()
+        except Exception:
+            v = None
+        if v:
+            return v
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def open_page(driver: Any, url: str, route: str) -> dict[str, Any]:
+    """Open a route and wait for its render to finish; returns window.lastRender."""
+    driver.execute_script("window.lastRender = null;")
+    driver.get(url)
+    result: dict[str, Any] = wait(lambda: driver.execute_script(
+        "return window.lastRender && window.lastRender.route === arguments[0] ? window.lastRender : null;",
+        route), f"page {route} rendered")
+    return result
+
+
+def shot(driver: Any, shots: Path, name: str) -> None:
+    path = shots / f"{name}.png"
+    driver.save_screenshot(str(path))
+    print(f"screenshot: {path}")

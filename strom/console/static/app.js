@@ -188,6 +188,8 @@ async function render() {
   try {
     showError("");
     await fn(arg, query);
+    // Counted up to the frame after the DOM change, so layout and paint are in the figure.
+    await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
     window.lastRender = { route: name, ms: performance.now() - t0 };
   } catch (err) {
     page.innerHTML = "";
