@@ -70,8 +70,8 @@ def add_dev_flags(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 def start_dev_console(broker_port: int, console_port: int) -> bool:
     """Start the console in a daemon thread; a taken port is one line and the broker goes on."""
     if broker_port == 0:
-        print("strom dev: web console not started (--port 0: its port is known only once bound)",
-              file=sys.stderr, flush=True)
+        # The broker's port is known only once bound (test brokers run this way): no console.
+        log.debug("web console not started: --port 0")
         return False
     # Checked here so a taken port is reported at once rather than from the thread.
     with socket.socket() as s:

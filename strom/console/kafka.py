@@ -67,9 +67,16 @@ class Cluster:
     extra: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000}
-        conf.update(self.extra or {})
-        self.admin = AdminClient(conf)
+        self._admin: AdminClient | None = None
+
+    @property
+    def admin(self) -> AdminClient:
+        # Made on first use: a console nobody opens (the one `strom dev` starts) opens no connection.
+        if self._admin is None:
+            conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000}
+            conf.update(self.extra or {})
+            self._admin = AdminClient(conf)
+        return self._admin
 
     def _consumer(self, group: str | None = None) -> Consumer:
         conf: dict[str, Any] = {

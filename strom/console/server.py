@@ -42,6 +42,17 @@ class Console:
         self.throughput: collections.deque[dict[str, float]] = collections.deque(maxlen=HISTORY)
         self.lag_history: dict[str, collections.deque[dict[str, float]]] = {}
         self._last_end: tuple[float, int] | None = None
+        self._sampler: asyncio.Task[None] | None = None
+
+    def start_sampling(self) -> None:
+        """Sample from the first API call on: an unopened console makes no calls to the cluster."""
+        if self._sampler is None:
+            self._sampler = asyncio.get_running_loop().create_task(self.sampler())
+
+    def stop_sampling(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            self._sampler = None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -93,11 +104,14 @@ class Console:
 
 
 CONSOLE: web.AppKey[Console] = web.AppKey("console", Console)
+SAMPLE: web.AppKey[bool] = web.AppKey("sample", bool)
 
 
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     console: Console = request.app[CONSOLE]
+    if request.path.startswith("/api/") and request.app[SAMPLE]:
+        console.start_sampling()
     if request.path.startswith("/api/") and request.method not in ("GET", "HEAD") and console.read_only:
         return web.json_response({"error": "the console is read-only (--read-only)"}, status=403)
     try:
@@ -286,12 +300,11 @@ def make_app(console: Console, sample: bool = True) -> web.Application:
     r.add_post("/api/connectors/{name}/{action}", connector_action)
     r.add_static("/static/", STATIC)
 
-    if sample:
-        async def start_sampler(app: web.Application) -> Any:
-            task = asyncio.create_task(console.sampler())
-            yield
-            task.cancel()
-        app.cleanup_ctx.append(start_sampler)
+    app[SAMPLE] = sample
+
+    async def stop_sampler(app: web.Application) -> None:
+        console.stop_sampling()
+    app.on_cleanup.append(stop_sampler)
     return app
 
 
