@@ -8,7 +8,8 @@ use); ``text`` blocks are output shown to the reader and are not run. Each page 
 bottom in its own temporary working directory. A ``daemon`` block (``strom dev``, a Connect
 worker) starts in the background and the page waits until every ``port=N`` it names accepts
 connections; daemons stop when the page ends. The well-known ports a page uses (9092, 9093,
-8083, 8084, 9404, 5000), where written as ``host:PORT``, ``--port PORT`` or ``-p PORT``, are
+8083, 8084, 9404, 5000, 8080), where written as ``host:PORT``, ``--port PORT``,
+``--console-port PORT`` or ``-p PORT``, are
 replaced by free ports before anything runs, so a page never collides
 with another broker on the machine. ``java`` blocks need a JVM (Spark) and are skipped, with the
 reason, where there is none. ``timeout=S`` bounds a block (default 90 s).
@@ -35,7 +36,7 @@ import pytest
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide"
 RUN_LANGS = frozenset({"bash", "python"})
 SHOWN_LANGS = frozenset({"text"})  # output shown to the reader; nothing to run
-WELL_KNOWN_PORTS = ("9092", "9093", "8083", "8084", "9404", "5000")
+WELL_KNOWN_PORTS = ("9092", "9093", "8083", "8084", "9404", "5000", "8080")
 DEFAULT_TIMEOUT = 90.0
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.S | re.M)
 
@@ -129,10 +130,10 @@ class PageRun:
         self.daemons: list[tuple[Block, subprocess.Popen[bytes], Path]] = []
 
     def rewrite(self, text: str) -> str:
-        # only where a port is written (host:PORT, --port PORT, -p PORT), so that a count such
+        # only where a port is written (host:PORT, --port PORT, --console-port PORT, -p PORT), so that a count such
         # as --max-messages 5000 stays as it is
         for known, free in self.ports.items():
-            text = re.sub(rf"(?:(?<=:)|(?<=--port )|(?<=-p )){known}\b", free, text)
+            text = re.sub(rf"(?:(?<=:)|(?<=-port )|(?<=-p )){known}\b", free, text)
         return text
 
     def _argv(self, block: Block, index: int) -> list[str]:
