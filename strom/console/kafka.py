@@ -9,14 +9,16 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -170,9 +172,10 @@ class Cluster:
         # with auto.create.topics.enable, so a deleted topic's page would bring it back.
         md = self.admin.list_topics(timeout=TIMEOUT_S)
         t = md.topics.get(name)
-        if t is None or t.error is not None:
-            raise ConsoleError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {name} does not exist"
-                               if t is None or t.error.code() == 3 else str(t.error))
+        if t is None:
+            raise ConsoleError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {name} does not exist")
+        if t.error is not None:
+            raise ConsoleError(str(t.error))
         tps = [TopicPartition(name, p) for p in t.partitions]
         lo = self._list_offsets(tps, latest=False)
         hi = self._list_offsets(tps, latest=True)
@@ -229,27 +232,29 @@ class Cluster:
             out: list[JSON] = []
             seen = 0
             needle = search.encode() if search else None
-            import time as _time
-
-            deadline = _time.monotonic() + TIMEOUT_S
+            deadline = time.monotonic() + TIMEOUT_S
             pos = start
-            while seen < scan and pos < hi and _time.monotonic() < deadline:
+            while seen < scan and pos < hi and time.monotonic() < deadline:
                 m = c.poll(0.5)
                 if m is None:
                     continue
-                if m.error() is not None:
-                    if m.error().code() == -191:  # _PARTITION_EOF
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         break
-                    raise ConsoleError(m.error().str())
+                    raise ConsoleError(err.str())
                 seen += 1
                 pos = (m.offset() or 0) + 1
-                headers = m.headers() or []
-                if needle is not None and not (needle in (m.key() or b"") or needle in (m.value() or b"")
+                # confluent-kafka returns headers as a list of (name, value) pairs on a consumed message.
+                raw = cast("list[tuple[str, str | bytes | None]]", m.headers() or [])
+                headers = [(str(k), _bytes(v)) for k, v in raw]
+                key, value = _bytes(m.key()), _bytes(m.value())
+                if needle is not None and not (needle in (key or b"") or needle in (value or b"")
                                                or any(needle in (v or b"") or needle in k.encode()
                                                       for k, v in headers)):
                     continue
                 out.append({"partition": m.partition(), "offset": m.offset(),
-                            "timestamp": m.timestamp()[1], "key": _show(m.key()), "value": _show(m.value()),
+                            "timestamp": m.timestamp()[1], "key": _show(key), "value": _show(value),
                             "headers": [{"key": k, **_show(v)} for k, v in headers]})
                 if len(out) >= limit:
                     break
@@ -318,6 +323,10 @@ def is_streams(group: str, members: list[JSON]) -> bool:
 
 def _name(v: object) -> str:
     return str(getattr(v, "name", v)) if v is not None else ""
+
+
+def _bytes(v: str | bytes | None) -> bytes | None:
+    return v.encode() if isinstance(v, str) else v
 
 
 def _show(b: bytes | None) -> JSON:

@@ -49,17 +49,17 @@ def test_topic_create_configs_partitions_messages_delete(console: RunningConsole
         p.produce(name, key=f"k{i}", value=json.dumps({"n": i, "tag": "needle" if i == 17 else "hay"}),
                   partition=1, headers=[("h", b"\x00\x01")])
     assert p.flush(20) == 0
-    d = requests.get(f"{console.url}/api/topics/{name}/messages", params={"partition": 1, "offset": 5, "limit": 3},
+    d = requests.get(f"{console.url}/api/topics/{name}/messages", params={"partition": "1", "offset": "5", "limit": "3"},
                      timeout=20).json()
     assert [m["offset"] for m in d["records"]] == [5, 6, 7]
     assert json.loads(d["records"][0]["value"]["json"]) == {"n": 5, "tag": "hay"}
     assert d["records"][0]["headers"][0]["hex"] == "00 01"
-    d = requests.get(f"{console.url}/api/topics/{name}/messages", params={"partition": 1, "search": "needle"},
+    d = requests.get(f"{console.url}/api/topics/{name}/messages", params={"partition": "1", "search": "needle"},
                      timeout=20).json()
     assert [m["key"]["text"] for m in d["records"]] == ["k17"]
     # A window shorter than the needle's offset finds nothing: the search is bounded.
     d = requests.get(f"{console.url}/api/topics/{name}/messages",
-                     params={"partition": 1, "search": "needle", "window": 10}, timeout=20).json()
+                     params={"partition": "1", "search": "needle", "window": "10"}, timeout=20).json()
     assert d["records"] == [] and d["scanned"] == 10
 
     r = requests.delete(f"{console.url}/api/topics/{name}", timeout=20)
@@ -86,7 +86,7 @@ def test_group_lag_and_reset_of_an_empty_group(console: RunningConsole, broker: 
         if m is not None and m.error() is None:
             got += 1
             if got == 4:
-                c.commit(m, asynchronous=False)
+                c.commit(message=m, asynchronous=False)
     r = requests.post(f"{console.url}/api/groups/{group}/reset-offsets", json={"to": "earliest"}, timeout=20)
     assert r.status_code == 400 and "active member" in r.json()["error"]
     c.close()

@@ -77,7 +77,7 @@ def test_every_page_shows_what_is_in_the_cluster(browser: Any, worker_console: R
                   "enable.auto.commit": False})
     c.subscribe([topic])
     m = wait(lambda: (x := c.poll(0.5)) is not None and x.error() is None and x, "a record consumed")
-    c.commit(m, asynchronous=False)
+    c.commit(message=m, asynchronous=False)
     c.close()
     open_page(browser, f"{url}/#/group/{group}", "group")
     assert browser.find_element("id", "total-lag").text == "19"
