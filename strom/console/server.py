@@ -239,7 +239,8 @@ async def streams(request: web.Request) -> web.Response:
             d = await c.call(c.cluster.group, g["group"])
         except ConsoleError:
             continue
-        if d["streams"]:
+        # KIP-1071 groups report type STREAMS; classic/KIP-848 ones are found by their members' client ids.
+        if d["streams"] or g["type"].upper() == "STREAMS":
             apps.append({"application_id": g["group"], "state": d["state"], "members": d["members"],
                          "lag": d["lag"], "total_lag": sum(r["lag"] for r in d["lag"])})
     return web.json_response(apps)
