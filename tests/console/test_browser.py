@@ -8,6 +8,7 @@ under the test's tmp dir (the path is printed). Skipped when chromium/chromedriv
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,9 @@ def test_every_page_shows_what_is_in_the_cluster(browser: Any, worker_console: R
     c.close()
     open_page(browser, f"{url}/#/group/{group}", "group")
     assert browser.find_element("id", "total-lag").text == "19"
+    # The lag chart appears once the sampler has two points for the group (sampled every 0.5 s here).
+    wait(lambda: open_page(browser, f"{url}/#/group/{group}?r={time.monotonic()}", "group") and
+         browser.find_elements("css selector", "svg.chart polyline"), "lag chart drawn")
     shot(browser, shots, "group")
     open_page(browser, url + "/#/groups", "groups")
     assert group in browser.find_element("id", "groups").text
@@ -98,6 +102,12 @@ def test_every_page_shows_what_is_in_the_cluster(browser: Any, worker_console: R
     wait(lambda: "PAUSED" in (open_page(browser, url + "/#/connect", "connect") and
                               browser.find_element("id", "connectors").text), "connector paused")
     shot(browser, shots, "connect")
+
+    # An error is the broker's message on the page, never a stack trace.
+    r = open_page(browser, url + "/#/topic/no-such-topic-here", "topic")
+    box = browser.find_element("id", "error").text
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in box and "Traceback" not in box and r["error"]
+    shot(browser, shots, "error")
 
     open_page(browser, url + "/#/streams", "streams")
     assert "Kafka Streams applications" in browser.find_element("id", "page").text
