@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve strom's web console: cluster overview, topics, a message browser, consumer "
                     "groups with lag, Kafka Connect connectors and Kafka Streams applications. Works "
                     "against any Kafka cluster. Stop with Ctrl-C.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                   help="the Kafka cluster to show (any Kafka, not only strom)")
     p.add_argument("--connect-url", metavar="URL", help="a Kafka Connect worker's REST URL (e.g. http://localhost:8083)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="N", help=f"HTTP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
