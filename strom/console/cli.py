@@ -62,10 +62,21 @@ def add_dev_flags(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     run_dev: Callable[[argparse.Namespace], int] = dev.get_default("func")
 
     def dev_with_console(args: argparse.Namespace) -> int:
-        if not args.no_console:
+        # A broker port in use fails `strom dev` with its own one-line error: no console line before it.
+        if not args.no_console and _free(args.port):
             start_dev_console(args.port, args.console_port)
         return run_dev(args)
     dev.set_defaults(func=dev_with_console)
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((DEFAULT_HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def start_dev_console(broker_port: int, console_port: int) -> bool:
