@@ -99,9 +99,16 @@ def test_every_page_shows_what_is_in_the_cluster(browser: Any, worker_console: R
     open_page(browser, url + "/#/connect", "connect")
     wait(lambda: "RUNNING" in browser.find_element("id", "connectors").text, "connector running")
     browser.find_element("css selector", "button[data-c='file-src'][data-a='pause']").click()
-    wait(lambda: "PAUSED" in (open_page(browser, url + "/#/connect", "connect") and
+    # A new hash each time: reopening the same one fires no hashchange, so nothing would re-render.
+    wait(lambda: "PAUSED" in (open_page(browser, f"{url}/#/connect?n={time.monotonic()}", "connect") and
                               browser.find_element("id", "connectors").text), "connector paused")
     shot(browser, shots, "connect")
+    for action, state in (("resume", "RUNNING"), ("restart", "RUNNING")):
+        requests.post(f"{url}/api/connectors/file-src/{action}", timeout=30).raise_for_status()
+        wait(lambda s=state: s in (open_page(browser, f"{url}/#/connect?n={time.monotonic()}", "connect") and  # type: ignore[misc]
+                                   browser.find_element("id", "connectors").text), f"connector {state}")
+    requests.post(f"{url}/api/connectors/file-src/delete", timeout=30).raise_for_status()
+    wait(lambda: requests.get(f"{url}/api/connectors", timeout=30).json() == {}, "connector deleted")
 
     # An error is the broker's message on the page, never a stack trace.
     r = open_page(browser, url + "/#/topic/no-such-topic-here", "topic")
