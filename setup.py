@@ -1,7 +1,7 @@
 """Only maps the repository onto the ``strom`` import package; metadata lives in pyproject.toml.
 
 ``strom/`` is the package root, and ``strom/core``, ``strom/plugins``, ``strom/connect``,
-``strom/streams``, ``strom/tiered`` and ``strom/spark_bridge`` are relative symlinks to the
+``strom/streams``, ``strom/tiered``, ``strom/spark_bridge`` and ``strom/console`` are relative symlinks to the
 top-level folders, so the source tree itself is the ``strom`` package for every tool that reads
 it (mypy, IDEs, call-graph tools), not only for the installed copy. setuptools follows the links:
 a wheel holds real files under ``strom/``, and an editable install maps ``strom`` to ``strom/``.

@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python}
-to_real_paths() { sed -E 's#^strom/(core|plugins|connect|streams|tiered|spark_bridge)/#\1/#'; }
+to_real_paths() { sed -E 's#^strom/(core|plugins|connect|streams|tiered|spark_bridge|console)/#\1/#'; }
 
 ruff_out=$($PY -m ruff check --output-format concise --quiet . 2>&1)
 ruff_rc=$?
