@@ -148,23 +148,30 @@ class Cluster:
         return out
 
     def _sizes(self) -> dict[tuple[str, int], int]:
-        """Partition sizes from DescribeLogDirs (the leader's replica; 0 when a broker does not say)."""
+        """Partition sizes from DescribeLogDirs asked of every broker (the largest replica's; none
+        when a broker does not answer). confluent-kafka 2.x has no DescribeLogDirs, so the request
+        goes over its own socket: PLAINTEXT listeners only, as `strom topics describe` does."""
+        from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+        from kio.schema.describe_log_dirs.v4.response import DescribeLogDirsResponse
+
+        from strom import kafka_wire
+
         sizes: dict[tuple[str, int], int] = {}
-        # confluent-kafka 2.x has no DescribeLogDirs yet: sizes appear once the client grows it.
-        describe = getattr(self.admin, "describe_log_dirs", None)
-        if describe is None:
+        if not kafka_wire.plaintext(self.extra or {}):
             return sizes
-        try:
-            md = self.admin.list_topics(timeout=TIMEOUT_S)
-            for b in md.brokers:
-                res = describe([b], request_timeout=TIMEOUT_S)
-                for fut in res.values():
-                    for d in fut.result(timeout=TIMEOUT_S):
-                        for tp in getattr(d, "topic_partitions", []) or []:
-                            key = (tp.topic, tp.partition)
-                            sizes[key] = max(sizes.get(key, 0), getattr(tp, "size", 0))
-        except Exception as e:
-            log.debug("DescribeLogDirs failed: %s", e)
+        md = self.admin.list_topics(timeout=TIMEOUT_S)
+        for broker in md.brokers.values():
+            try:
+                response = kafka_wire.call(str(broker.host), int(broker.port), 35, 4, DescribeLogDirsRequest(topics=None),
+                                           DescribeLogDirsResponse, client_id="strom-console", timeout=TIMEOUT_S)
+            except (OSError, ValueError) as e:
+                log.debug("DescribeLogDirs of broker %s failed: %s", broker.id, e)
+                continue
+            for result in response.results:
+                for t in result.topics:
+                    for p in t.partitions:
+                        key = (str(t.name), int(p.partition_index))
+                        sizes[key] = max(sizes.get(key, 0), int(p.partition_size))
         return sizes
 
     def topic(self, name: str) -> JSON:

@@ -113,35 +113,18 @@ DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 def _wire_call(args: argparse.Namespace, api_key: int, version: int, request: Entity,
                response_type: type[_Response]) -> _Response:
     """One flexible-version request to the first bootstrap server; its decoded response."""
-    import io
-    import socket
-    import struct
-
-    from kio.serial import entity_reader, entity_writer
-
+    from strom import kafka_wire
     from strom.core.tools.common import client_config, unreachable_hint
-    from strom.core.tools.topics import _recv_exact
 
-    conf = client_config(args)
-    if str(conf.get("security.protocol", "plaintext")).lower() != "plaintext":
+    if not kafka_wire.plaintext(client_config(args)):
         raise ToolError("--entity-default works over PLAINTEXT listeners only (confluent-kafka cannot address "
                         "the cluster default); use kafka-configs.sh --entity-default on a secured listener")
     host, _, port = args.bootstrap_server.split(",")[0].strip().rpartition(":")
-    body = io.BytesIO()
-    entity_writer(type(request))(body, request)
-    client_id = b"strom-configs"
-    # Request header v2: api key, version, correlation id, client id, no tagged fields.
-    frame = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id + b"\x00" + body.getvalue()
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=10) as sock:
-            sock.settimeout(REQUEST_TIMEOUT_S)
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-            payload = _recv_exact(sock, size)
+        response = kafka_wire.call(host, int(port), api_key, version, request, response_type,
+                                   client_id="strom-configs", timeout=REQUEST_TIMEOUT_S)
     except OSError:
         raise ToolError(unreachable_hint(args.bootstrap_server)) from None
-    # Response header v1: correlation id (4 bytes), then an empty tagged-field section.
-    response, _ = entity_reader(response_type)(payload, 5)
     return response
 
 

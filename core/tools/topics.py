@@ -294,8 +294,9 @@ def _leader_offsets(args: argparse.Namespace, descriptions: list[Any]) -> dict[t
     the tool opens its own socket; with TLS or SASL configured the offsets are not shown)."""
     import socket
 
-    conf = client_config(args)
-    if str(conf.get("security.protocol", "plaintext")).lower() != "plaintext":
+    from strom import kafka_wire
+
+    if not kafka_wire.plaintext(client_config(args)):
         return {}
     by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
     for desc in descriptions:
@@ -319,14 +320,12 @@ def _leader_offsets(args: argparse.Namespace, descriptions: list[Any]) -> dict[t
 
 def _list_offsets(sock: Any, partitions: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
     """One ListOffsets v9 request on ``sock``: the offset of each partition answered without error."""
-    import io
-    import struct
-
     from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
     from kio.schema.list_offsets.v9.response import ListOffsetsResponse
     from kio.schema.types import BrokerId, TopicName
-    from kio.serial import entity_reader, entity_writer
     from kio.static.primitive import i8, i32, i64
+
+    from strom import kafka_wire
 
     topics: dict[str, list[int]] = {}
     for topic, index in partitions:
@@ -335,28 +334,9 @@ def _list_offsets(sock: Any, partitions: list[tuple[str, int]], timestamp: int) 
         ListOffsetsTopic(name=TopicName(t), partitions=tuple(ListOffsetsPartition(
             partition_index=i32(i), current_leader_epoch=i32(-1), timestamp=i64(timestamp)) for i in idx))
         for t, idx in topics.items()))
-    body = io.BytesIO()
-    entity_writer(ListOffsetsRequest)(body, request)
-    client_id = b"strom-topics"
-    # Request header v2 (ListOffsets v9 is flexible): api key, version, correlation id, client id, no tags.
-    frame = struct.pack(">hhih", 2, 9, 1, len(client_id)) + client_id + b"\x00" + body.getvalue()
-    sock.sendall(struct.pack(">i", len(frame)) + frame)
-    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-    payload = _recv_exact(sock, size)
-    # Response header v1: correlation id, then tagged fields (none: a zero count).
-    response, _ = entity_reader(ListOffsetsResponse)(payload, 5)
+    response = kafka_wire.send(sock, 2, 9, request, ListOffsetsResponse, "strom-topics")
     return {(t.name, p.partition_index): int(p.offset) for t in response.topics for p in t.partitions
             if p.error_code == 0}
-
-
-def _recv_exact(sock: Any, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise OSError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 def _remote_segments(admin: AdminClient, args: argparse.Namespace,

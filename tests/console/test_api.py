@@ -49,6 +49,15 @@ def test_topic_create_configs_partitions_messages_delete(console: RunningConsole
         p.produce(name, key=f"k{i}", value=json.dumps({"n": i, "tag": "needle" if i == 17 else "hay"}),
                   partition=1, headers=[("h", b"\x00\x01")])
     assert p.flush(20) == 0
+    # Sizes from DescribeLogDirs: partition 1's log holds the 30 records, as its files on disk say.
+    on_disk = sum(f.stat().st_size for f in broker.data_dir.rglob(f"{name}-1/*.log"))
+    assert on_disk > 0
+    sizes = _until(lambda: {q["partition"]: q["size"] for q in
+                            requests.get(f"{console.url}/api/topics/{name}", timeout=20).json()["partitions"]},
+                   "partition sizes")
+    assert sizes == {0: 0, 1: on_disk, 2: 0}
+    listed = {t["name"]: t["size"] for t in requests.get(console.url + "/api/topics", timeout=20).json()}
+    assert listed[name] == on_disk
     d = requests.get(f"{console.url}/api/topics/{name}/messages", params={"partition": "1", "offset": "5", "limit": "3"},
                      timeout=20).json()
     assert [m["offset"] for m in d["records"]] == [5, 6, 7]
