@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.connect.mirror.maker import READY_LINE
@@ -107,6 +107,13 @@ class Mirror:
             if md is None or md.error is not None:
                 return {}
             return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        except KafkaException as e:
+            # A topic just created by the mirror may not have its leader yet (NOT_LEADER on Kafka's
+            # broker): no offsets yet, the caller's wait goes on.
+            if e.args and e.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                                               KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT):
+                return {}
+            raise
         finally:
             c.close()
 
