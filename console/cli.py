@@ -8,6 +8,7 @@ import logging
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,26 @@ def add_dev_flags(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     run_dev: Callable[[argparse.Namespace], int] = dev.get_default("func")
 
     def dev_with_console(args: argparse.Namespace) -> int:
-        # A broker port in use fails `strom dev` with its own one-line error: no console line before it.
-        if not args.no_console and _free(args.port):
-            start_dev_console(args.port, args.console_port)
+        # The console starts once the broker answers on its port: a broker that fails to start (a
+        # port in use, a bad --override) reports its own one-line error, with no console line.
+        if not args.no_console and args.port != 0 and _free(args.port):
+            threading.Thread(target=_start_when_serving, args=(args.port, args.console_port),
+                             name="strom-console-start", daemon=True).start()
         return run_dev(args)
     dev.set_defaults(func=dev_with_console)
+
+
+def _start_when_serving(broker_port: int, console_port: int, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((DEFAULT_HOST, broker_port), timeout=1.0):
+                break
+        except OSError:
+            time.sleep(0.1)  # polling the broker's port until it listens
+    else:
+        return
+    start_dev_console(broker_port, console_port)
 
 
 def _free(port: int) -> bool:
