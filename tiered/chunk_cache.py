@@ -33,6 +33,7 @@ import shutil
 import struct
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from pathlib import Path
 
@@ -59,7 +60,7 @@ _HEADER = struct.Struct(">4sQI")  # magic, data length, CRC-32C of the data
 _MAGIC = b"STCC"
 
 
-class ChunkCache:
+class ChunkCache(ABC):
     """An LRU of chunks bounded by their total size (and by time since last read); thread-safe.
 
     Subclasses keep the bytes (:meth:`_load`, :meth:`_store`, :meth:`_drop`); this class keeps the
@@ -160,12 +161,15 @@ class ChunkCache:
         for k in keys:
             self._drop(k)
 
+    @abstractmethod
     def _load(self, key: ChunkKey) -> ChunkData | None:
         raise NotImplementedError
 
+    @abstractmethod
     def _store(self, key: ChunkKey, data: ChunkData) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def _drop(self, key: ChunkKey) -> None:
         raise NotImplementedError
 

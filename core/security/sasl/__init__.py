@@ -8,12 +8,14 @@ A mechanism is a :class:`SaslServer`: it takes the client's tokens one at a time
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 
 class SaslAuthenticationError(Exception):
     """Authentication failed; the message is what the client is told (Kafka's SaslAuthenticationException)."""
 
 
-class SaslServer:
+class SaslServer(ABC):
     """The server side of one SASL exchange (Kafka's ``javax.security.sasl.SaslServer``)."""
 
     mechanism = ""
@@ -24,6 +26,7 @@ class SaslServer:
         # Epoch ms at which the credential stops being valid (an OAUTHBEARER token's exp), or None.
         self.credential_expiry_ms: int | None = None
 
+    @abstractmethod
     def evaluate(self, token: bytes) -> bytes | None:
         """The response to the client's ``token`` (None: nothing to send)."""
         raise NotImplementedError
