@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from strom.core.metadata.image import MetadataImage
     from strom.core.raft.client import RaftClient
     from strom.core.replica.manager import ReplicaManager
+    from strom.core.share.share_partition_manager import SharePartitionManager
+    from strom.core.share.share_session import ShareSessionCache
     from strom.plugins.hookspecs.authorizers import Authorizer
     from strom.plugins.hookspecs.quotas import QuotaManager
 
@@ -175,6 +177,15 @@ class ShareCoordinatorDeps(RequestDeps, Protocol):
 
     @property
     def share_coordinator(self) -> ShareCoordinator: ...
+
+
+class ShareFetchDeps(ImageDeps, ConfigDeps, Protocol):
+    """ShareFetch / ShareAcknowledge (KIP-932): the share partitions and the share sessions."""
+
+    @property
+    def share_partition_manager(self) -> SharePartitionManager: ...
+    @property
+    def share_sessions(self) -> ShareSessionCache: ...
 
 
 class ApiVersionsDeps(ImageDeps, Protocol):
