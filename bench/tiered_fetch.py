@@ -350,7 +350,7 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
                        "produce_plain_mib_s": plain, "produce_tiered_mib_s": tiered, "produce_ratio": tiered / plain}
         # The broker logs at close how its remote reads went (from memory on the event loop, or pooled).
         for line in broker.log_text().splitlines():
-            if "remote reads: " in line:
+            if "remote reads: " in line or "S3 requests: " in line:
                 log.info("broker: %s", line)
         return figures
     finally:

@@ -35,10 +35,11 @@ import io
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import TypeVar, cast
 
 import zstandard
 
@@ -75,6 +76,10 @@ MANIFEST_CACHE_ENTRIES = 1000
 DEFAULT_INDEXES_CACHE_BYTES = 10 * 1024 * 1024  # Aiven's fetch.indexes.cache.size default
 DEFAULT_INDEXES_CACHE_RETENTION_MS = 600_000
 _INDEX_NUMBER = {t: n for n, t in enumerate(IndexType)}  # an index's slot in the indexes cache
+# A segment's indexes up to this size come in one GET (all of them); a larger .indexes object
+# (huge time or transaction indexes) is fetched index by index.
+WHOLE_INDEXES_MAX_BYTES = 8 * 1024 * 1024
+_T = TypeVar("_T")
 
 
 class NotCached(Exception):
@@ -101,6 +106,7 @@ class ChunkedRemoteStorageManager:
         self.chunk_cache: ChunkCache | None = None
         self._indexes_cache = MemoryChunkCache(DEFAULT_INDEXES_CACHE_BYTES)
         self._inflight: dict[ChunkKey, Future[ChunkData]] = {}  # chunks a GET is bringing
+        self._loading: dict[str, Future[object]] = {}  # manifests and indexes a GET is bringing
         self._fetchers: ThreadPoolExecutor | None = None
         self.configure(configs)
 
@@ -203,6 +209,9 @@ class ChunkedRemoteStorageManager:
                 return cached
         if cached_only:
             raise NotCached(key)
+        return self._single_flight(key, lambda: self._load_manifest(key))
+
+    def _load_manifest(self, key: str) -> tuple[SegmentManifest, list[Chunk]]:
         try:
             manifest = SegmentManifest.from_json_bytes(self.storage.fetch(key))
         except (ValueError, KeyError, TypeError) as e:
@@ -213,6 +222,30 @@ class ChunkedRemoteStorageManager:
             while len(self._manifests) > MANIFEST_CACHE_ENTRIES:
                 self._manifests.popitem(last=False)
         return entry
+
+    def _single_flight(self, key: str, load: Callable[[], _T]) -> _T:
+        """``load()``, run by one thread at a time per ``key``: a thread asking while another loads
+        waits for that result (a reader and the prefetch of the same segment made two GETs of
+        each small object). ``load`` caches what it fetched before it returns."""
+        mine: Future[object] = Future()
+        with self._lock:
+            running = self._loading.setdefault(key, mine)
+        if running is not mine:
+            try:
+                return cast("_T", running.result(self.get_timeout_s))
+            except FutureTimeout:
+                raise RemoteStorageError(f"{key} not fetched within {CACHE_KEY_PREFIX}get.timeout.ms") from None
+        try:
+            result = load()
+        except BaseException as e:
+            mine.set_exception(e)
+            raise
+        else:
+            mine.set_result(result)
+            return result
+        finally:
+            with self._lock:
+                self._loading.pop(key, None)
 
     def fetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                           end_position: int | None = None) -> io.BufferedReader:
@@ -422,19 +455,43 @@ class ChunkedRemoteStorageManager:
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> io.BytesIO:
         manifest = self._manifest(metadata)
-        where = manifest.indexes.get(index_type)
-        if where is None:
+        if manifest.indexes.get(index_type) is None:
             raise RemoteResourceNotFoundError(f"segment {metadata.segment_id} has no {index_type.name} index")
         key = self.object_key(metadata, INDEXES_SUFFIX)
         # Aiven's segment indexes cache: a consumer's every fetch looks up the offset index.
         cached = self._indexes_cache.get((key, _INDEX_NUMBER[index_type]))
-        if cached is not None:
-            return io.BytesIO(cached)
-        stored = self.storage.fetch(key, where.position, where.position + where.size - 1) if where.size else b""
-        if manifest.compression:
-            stored = zstandard.ZstdDecompressor().decompress(stored) if stored else b""
-        self._indexes_cache.put((key, _INDEX_NUMBER[index_type]), stored)
-        return io.BytesIO(stored)
+        if cached is None:
+            self._single_flight(key, lambda: self._load_indexes(key, manifest, index_type))
+            # The GET this thread waited for may have brought another index alone (a large
+            # .indexes object), or the cache dropped this one since: then fetch it here.
+            cached = self._indexes_cache.get((key, _INDEX_NUMBER[index_type]))
+            if cached is None:
+                cached = self._load_indexes(key, manifest, index_type)
+        return io.BytesIO(cached)
+
+    def _load_indexes(self, key: str, manifest: SegmentManifest, wanted: IndexType) -> bytes:
+        """Index ``wanted`` of a segment, fetched with the others in one GET of the ``.indexes``
+        object when it is small (a reader needs the offset index, a read_committed one the
+        transaction index, ListOffsets the time index: one request for all), cached."""
+        cached = self._indexes_cache.get((key, _INDEX_NUMBER[wanted]))
+        if cached is not None:  # loaded by the thread this one waited for
+            return bytes(cached)
+        present = {t: ix for t, ix in manifest.indexes.items() if ix is not None}
+        first = min(ix.position for ix in present.values())
+        end = max(ix.position + ix.size for ix in present.values())
+        if end - first > WHOLE_INDEXES_MAX_BYTES:
+            present = {wanted: present[wanted]}
+            first, end = present[wanted].position, present[wanted].position + present[wanted].size
+        blob = self.storage.fetch(key, first, end - 1) if end > first else b""
+        decompressor = zstandard.ZstdDecompressor() if manifest.compression else None
+        out = b""
+        for index_type, ix in present.items():
+            stored = blob[ix.position - first:ix.position - first + ix.size]
+            data = decompressor.decompress(stored) if decompressor is not None and stored else stored
+            self._indexes_cache.put((key, _INDEX_NUMBER[index_type]), data)
+            if index_type == wanted:
+                out = data
+        return out
 
     # -- delete -----------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ import http.client
 import logging
 import os
 import tempfile
+import threading
+from collections import Counter
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -37,6 +39,7 @@ BACKEND_ALIASES: Mapping[str, str] = {"s3": S3_STORAGE_CLASS, "filesystem": FILE
 MIB = 1024 * 1024
 DEFAULT_PART_SIZE = 25 * MIB  # Aiven's storage.s3.multipart.upload.part.size default
 MIN_PART_SIZE = 5 * MIB  # S3's smallest part but the last
+MAX_POOL_CONNECTIONS = 64
 
 
 class ObjectStorage(Protocol):
@@ -154,12 +157,28 @@ class S3Storage:
 
         self.bucket = bucket
         self.part_size = part_size
-        config = Config(retries={"max_attempts": 3, "mode": "standard"})
+        # Requests by (operation, object suffix) and the .log objects read: logged at close, so a
+        # run shows its GETs per segment (bench/tiered_fetch.py prints them).
+        self.requests: Counter[tuple[str, str]] = Counter()
+        self.logs_read: set[str] = set()
+        self._count_lock = threading.Lock()
+        # More pooled connections than botocore's 10: the chunk fetchers, the broker's remote
+        # log readers and the copier share this client, and a connection beyond the pool is
+        # closed after its request (a new TCP connection per GET under load).
+        config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=MAX_POOL_CONNECTIONS)
         if path_style_access is not None:  # else botocore's default (virtual-hosted where it can)
             config = config.merge(Config(s3={"addressing_style": "path" if path_style_access else "virtual"}))
         self.client: S3Client = boto3.client(
             "s3", region_name=region, endpoint_url=endpoint_url, aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key, config=config)
+
+    def _count(self, operation: str, key: str) -> None:
+        suffix = key.rsplit(".", 1)[-1]
+        with self._count_lock:
+            self.requests[operation, suffix] += 1
+            if operation == "GET" and suffix == "log":
+                self.logs_read.add(key)
+        log.debug("%s s3://%s/%s", operation, self.bucket, key)
 
     def _error(self, what: str, key: str, e: Exception) -> RemoteStorageError:
         from botocore.exceptions import ClientError
@@ -184,10 +203,12 @@ class S3Storage:
                 while len(pending) >= self.part_size * 2 or (upload_id is None and len(pending) > self.part_size):
                     # More than one part's worth: from here on this object is a multipart upload.
                     if upload_id is None:
+                        self._count("CreateMultipartUpload", key)
                         upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
                     self._put_part(key, upload_id, done, bytes(pending[:self.part_size]))
                     del pending[:self.part_size]
             if upload_id is None:
+                self._count("PUT", key)
                 self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(pending))
                 return size
             while pending:
@@ -210,6 +231,7 @@ class S3Storage:
 
     def _put_part(self, key: str, upload_id: str, done: list[dict[str, object]], body: bytes) -> None:
         number = len(done) + 1
+        self._count("UploadPart", key)
         etag = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
                                        Body=body)["ETag"]
         done.append({"ETag": etag, "PartNumber": number})
@@ -226,6 +248,7 @@ class S3Storage:
         from botocore.exceptions import BotoCoreError, ClientError
 
         rng = f"bytes={first}-" if last is None else f"bytes={first}-{last}"
+        self._count("GET", key)
         try:
             body = self.client.get_object(Bucket=self.bucket, Key=key, Range=rng)["Body"]
             try:
@@ -238,6 +261,7 @@ class S3Storage:
     def fetch_stream(self, key: str, first: int, last: int, piece_size: int) -> Iterator[bytes]:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        self._count("GET", key)
         try:
             body = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={first}-{last}")["Body"]
         except (BotoCoreError, ClientError) as e:
@@ -253,6 +277,7 @@ class S3Storage:
                     whole_object: bool = False) -> Generator[bytes | bytearray, None, None]:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        self._count("GET", key)
         try:
             if whole_object:
                 body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
@@ -295,6 +320,13 @@ class S3Storage:
                 raise RemoteStorageError(f"deleting from s3://{self.bucket} failed: {errors}")
 
     def close(self) -> None:
+        with self._count_lock:
+            counts = ", ".join(f"{op} {suffix} {n}" for (op, suffix), n in sorted(self.requests.items()))
+            segments = len(self.logs_read)
+            gets = sum(n for (op, _), n in self.requests.items() if op == "GET")
+        if counts:
+            log.info("S3 requests: %s; %d segments read, %.1f GETs per segment read", counts, segments,
+                     gets / segments if segments else 0.0)
         self.client.close()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from strom.plugins.hookspecs.storage import (
 )
 from strom.plugins.manager import get_plugin_manager, load_remote_storage_manager
 from strom.tiered.chunked_rsm import ChunkedRemoteStorageManager
+from strom.tiered.object_storage import S3Storage
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -149,3 +152,45 @@ def test_third_party_manager_selected_by_name_through_its_entry_point(
         assert stream.read() == seg.path(".timeindex").read_bytes()
     rsm.delete_log_segment_data(m)
     assert not any(tmp_path.rglob("*.log"))
+
+
+def test_a_sequential_read_makes_one_get_per_object_of_its_segment(
+        strom_segments: StromSegments, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+    """With the chunk cache and a prefetch window past the segment's end, a segment read from
+    start to end by several threads at once, with all its indexes, costs one GET of each of its
+    objects: the manifest and the .indexes object are fetched once (by one thread, the others wait
+    for it), every chunk comes in the one GET of the .log object. GETs are counted by botocore's
+    own event hook on the manager's client, whatever the manager counts itself."""
+    rsm = load(s3_rsm_config(s3_bucket, fetch_chunk_cache_class="memory", fetch_chunk_cache_size=str(64 * MIB),
+                             fetch_chunk_cache_prefetch_max_size=str(4 * MIB)))
+    assert isinstance(rsm, ChunkedRemoteStorageManager)
+    seg = next(s for s in strom_segments.txn if s.data().transaction_index is not None)
+    m = seg.metadata()
+    rsm.copy_log_segment_data(m, seg.data())
+    gets: list[str] = []
+    storage = rsm.storage
+    assert isinstance(storage, S3Storage)
+    storage.client.meta.events.register("before-call.s3.GetObject",
+                                        lambda params, **_: gets.append(params["url_path"].rsplit(".", 1)[1]))
+    local = seg.path(".log").read_bytes()
+    start = threading.Barrier(4)
+
+    def reader() -> tuple[bytes, dict[IndexType, bytes]]:
+        start.wait(10)
+        indexes = {}
+        for index_type in IndexType:
+            with rsm.fetch_index(m, index_type) as stream:
+                indexes[index_type] = stream.read()
+        data = b"".join(read_all(rsm, m, pos, pos + CHUNK - 1) for pos in range(0, len(local), CHUNK))
+        return data, indexes
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: reader(), range(4)))
+    data = seg.data()
+    assert data.transaction_index is not None
+    for got, indexes in results:
+        assert got == local
+        assert indexes[IndexType.OFFSET] == data.offset_index.read_bytes()
+        assert indexes[IndexType.TRANSACTION] == data.transaction_index.read_bytes()
+    assert sorted(gets) == ["indexes", "log", "rsm-manifest"], gets
+    rsm.close()
