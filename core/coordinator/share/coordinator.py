@@ -191,6 +191,11 @@ class ShareCoordinator:
             return None
         return ShareStateSummary(s.state_epoch, s.leader_epoch, s.start_offset, s.delivery_complete_count)
 
+    def group_partitions(self, group_id: str) -> list[tuple[uuid.UUID, int]]:
+        """Every share partition of ``group_id`` with state (DescribeShareGroupOffsets of all
+        topics, DeleteShareGroupOffsets), as (topic id, partition)."""
+        return [(topic_id, partition) for (g, topic_id, partition) in self.states if g == group_id]
+
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, *,
                                state_epoch: int, start_offset: int) -> None:
         """InitializeShareGroupState: a fresh snapshot at ``start_offset`` with no batches."""

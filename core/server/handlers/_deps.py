@@ -15,6 +15,7 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from strom.core.request_context import Authorizing, RequestContext
@@ -25,9 +26,11 @@ if TYPE_CHECKING:
     from strom.core.config import BrokerConfig
     from strom.core.controller.quorum_controller import QuorumController
     from strom.core.coordinator.group.coordinator import GroupCoordinator
+    from strom.core.coordinator.group.records import CoordinatorMessage
     from strom.core.coordinator.producer_ids import ProducerIdManager
     from strom.core.coordinator.runtime import CoordinatorRuntime
     from strom.core.coordinator.share.coordinator import ShareCoordinator
+    from strom.core.coordinator.share.share_group import ShareGroup
     from strom.core.coordinator.txn.coordinator import TransactionCoordinator
     from strom.core.metadata.image import MetadataImage
     from strom.core.raft.client import RaftClient
@@ -186,6 +189,29 @@ class ShareFetchDeps(ImageDeps, ConfigDeps, Protocol):
     def share_partition_manager(self) -> SharePartitionManager: ...
     @property
     def share_sessions(self) -> ShareSessionCache: ...
+
+
+class ShareGroupsView(Protocol):
+    """The group coordinator as the share-group offsets APIs see it: share groups by id (and
+    the other groups, which a share group id must not name), and whether it is serving."""
+
+    @property
+    def groups(self) -> MutableMapping[str, object]: ...
+    def check_available(self, group_id: str | None = None) -> None: ...
+    def share_group(self, group_id: str) -> ShareGroup | None: ...
+    async def append_records(self, group_id: str,
+                             records: list[tuple[CoordinatorMessage, CoordinatorMessage | None]]) -> int:
+        """Append a share group's records (ShareGroupMetadata, ShareGroupStatePartitionMetadata)."""
+        ...
+
+
+class ShareGroupOffsetsDeps(ShareCoordinatorDeps, ReplicaDeps, Protocol):
+    """DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets: the share
+    group (must be empty to change), the share coordinator's state and the partitions' high
+    watermarks (lag)."""
+
+    @property
+    def group_coordinator(self) -> ShareGroupsView: ...
 
 
 class ApiVersionsDeps(ImageDeps, Protocol):
