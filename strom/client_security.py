@@ -37,17 +37,16 @@ import base64
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import socket
 import ssl
 import struct
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from strom.exceptions import StromError
+from strom.pem_stores import load_key_store, load_trust_store
 
 log = logging.getLogger(__name__)
 
@@ -327,15 +326,6 @@ def security_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
 # -- Python ssl -------------------------------------------------------------------------------
 
 
-def _pem_file(text: str) -> str:
-    """Inline PEM (Kafka's ssl.keystore.key / certificate.chain) in a private temporary file:
-    Python's ``load_cert_chain`` reads only files."""
-    fd, path = tempfile.mkstemp(prefix="strom-pem-", suffix=".pem")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    return path
-
-
 def _load_key_store(ctx: ssl.SSLContext, conf: Mapping[str, Any], required: bool) -> None:
     password = conf.get("ssl.key.password") or None
     location = conf.get("ssl.keystore.location")
@@ -344,20 +334,16 @@ def _load_key_store(ctx: ssl.SSLContext, conf: Mapping[str, Any], required: bool
         if kind != "PEM":
             raise ClientSecurityError("ssl.keystore.type", f"{kind} key stores are not supported: use PEM")
         try:
-            ctx.load_cert_chain(str(location), str(location), password=password)
+            load_key_store(ctx, location=str(location), password=password)
         except (OSError, ssl.SSLError) as exc:
             raise ClientSecurityError("ssl.keystore.location", f"cannot load the key store: {exc}") from None
         return
     chain, key = conf.get("ssl.keystore.certificate.chain"), conf.get("ssl.keystore.key")
     if chain and key:
-        chain_path, key_path = _pem_file(str(chain)), _pem_file(str(key))
         try:
-            ctx.load_cert_chain(chain_path, key_path, password=password)
+            load_key_store(ctx, chain=str(chain), key=str(key), password=password)
         except ssl.SSLError as exc:
             raise ClientSecurityError("ssl.keystore.key", f"cannot load the key: {exc}") from None
-        finally:
-            os.unlink(chain_path)
-            os.unlink(key_path)
         return
     if required:
         raise ClientSecurityError("ssl.keystore.location", "an https listener needs a key store")
@@ -370,14 +356,11 @@ def _load_trust_store(ctx: ssl.SSLContext, conf: Mapping[str, Any]) -> bool:
         if kind != "PEM":
             raise ClientSecurityError("ssl.truststore.type", f"{kind} trust stores are not supported: use PEM")
         try:
-            ctx.load_verify_locations(cafile=str(location))
+            return load_trust_store(ctx, location=str(location))
         except (OSError, ssl.SSLError) as exc:
             raise ClientSecurityError("ssl.truststore.location", f"cannot load the trust store: {exc}") from None
-        return True
-    if conf.get("ssl.truststore.certificates"):
-        ctx.load_verify_locations(cadata=str(conf["ssl.truststore.certificates"]))
-        return True
-    return False
+    certificates = conf.get("ssl.truststore.certificates")
+    return load_trust_store(ctx, certificates=str(certificates) if certificates else None)
 
 
 def _min_version(ctx: ssl.SSLContext, conf: Mapping[str, Any]) -> None:
@@ -518,11 +501,9 @@ def open_socket(host: str, port: int, conf: Mapping[str, Any], timeout: float,
     try:
         if protocol in ("SSL", "SASL_SSL"):
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            if conf.get("ssl.ca.location"):
-                ctx.load_verify_locations(cafile=str(conf["ssl.ca.location"]))
-            elif conf.get("ssl.ca.pem"):
-                ctx.load_verify_locations(cadata=str(conf["ssl.ca.pem"]))
-            else:
+            ca_location, ca_pem = conf.get("ssl.ca.location"), conf.get("ssl.ca.pem")
+            if not load_trust_store(ctx, location=str(ca_location) if ca_location else None,
+                                    certificates=str(ca_pem) if ca_pem else None):
                 ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
             if conf.get("ssl.certificate.location"):
                 ctx.load_cert_chain(str(conf["ssl.certificate.location"]),

@@ -24,11 +24,10 @@ from __future__ import annotations
 import contextlib
 import os
 import ssl
-import tempfile
-from collections.abc import Iterator
 
 from strom.core.exceptions import ConfigError
 from strom.core.security.settings import ListenerSettings
+from strom.pem_stores import load_key_store, load_trust_store
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -49,16 +48,9 @@ _TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA
                  "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256"}
 
 
-@contextlib.contextmanager
-def _pem_file(text: str) -> Iterator[str]:
-    """PEM text in a private temporary file (``ssl`` loads keys from files only), removed after."""
-    fd, path = tempfile.mkstemp(prefix="strom-pem-", suffix=".pem")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text.replace("\\n", "\n") if "\n" not in text else text)
-        yield path
-    finally:
-        os.unlink(path)
+def _unescape(text: str) -> str:
+    """Inline PEM written on one line with ``\\n`` escapes (as a properties value may carry it)."""
+    return text.replace("\\n", "\n") if "\n" not in text else text
 
 
 def _check_file(settings: ListenerSettings, key: str) -> str:
@@ -104,16 +96,14 @@ def _load_keystore(settings: ListenerSettings, ctx: ssl.SSLContext) -> None:
                           "ssl.keystore.certificate.chain with ssl.keystore.key")
     try:
         if location is not None:
-            path = _check_file(settings, "ssl.keystore.location")
-            ctx.load_cert_chain(path, password=password)
+            load_key_store(ctx, location=_check_file(settings, "ssl.keystore.location"), password=password)
             return
         if chain is None or key is None:
             missing = "ssl.keystore.key" if chain is not None else "ssl.keystore.certificate.chain"
             raise ConfigError(settings.key_used(missing), None,
                               "set together with " + ("ssl.keystore.certificate.chain" if chain is not None
                                                       else "ssl.keystore.key"))
-        with _pem_file(chain) as chain_path, _pem_file(key) as key_path:
-            ctx.load_cert_chain(chain_path, key_path, password=password)
+        load_key_store(ctx, chain=_unescape(chain), key=_unescape(key), password=password)
     except ssl.SSLError as e:
         # Wrong password, key not matching the certificate, not PEM: name what was read.
         key_name = settings.key_used("ssl.keystore.location" if location is not None else "ssl.keystore.key")
@@ -127,16 +117,12 @@ def _load_truststore(settings: ListenerSettings, ctx: ssl.SSLContext) -> bool:
     location = settings.get("ssl.truststore.location")
     certificates = settings.get("ssl.truststore.certificates")
     try:
-        if location is not None:
-            ctx.load_verify_locations(cafile=_check_file(settings, "ssl.truststore.location"))
-            return True
-        if certificates is not None:
-            ctx.load_verify_locations(cadata=certificates.replace("\\n", "\n"))
-            return True
+        return load_trust_store(
+            ctx, location=None if location is None else _check_file(settings, "ssl.truststore.location"),
+            certificates=None if certificates is None else certificates.replace("\\n", "\n"))
     except ssl.SSLError as e:
         key = "ssl.truststore.location" if location is not None else "ssl.truststore.certificates"
         raise settings.fail(key, f"PEM CA certificates ({e.reason or e})") from None
-    return False
 
 
 def _set_protocols(settings: ListenerSettings, ctx: ssl.SSLContext) -> None:
