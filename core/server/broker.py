@@ -37,6 +37,7 @@ from strom.core.coordinator.runtime import CoordinatorRuntime
 from strom.core.coordinator.share.coordinator import ShareCoordinator
 from strom.core.coordinator.txn.coordinator import TransactionCoordinator
 from strom.core.exceptions import ConfigError, KafkaError
+from strom.core.group_config import broker_value
 from strom.core.log.manager import LogManager
 from strom.core.metadata.image import MetadataImage
 from strom.core.protocol import codec
@@ -56,6 +57,8 @@ from strom.core.server.handlers.produce import ProduceResults
 from strom.core.server.metrics import FETCH_KEY, PRODUCE_KEY, BrokerMetrics, MetricsServer
 from strom.core.server.network import Listener, ListenerError, RateLimitedLog, SocketLimits
 from strom.core.server.purgatory import Purgatory
+from strom.core.share.share_partition_manager import SharePartitionManager
+from strom.core.share.share_session import DEFAULT_MAX_SHARE_SESSIONS, ShareSessionCache
 from strom.plugins.builtin.allow_all import AllowAllAuthorizer
 from strom.plugins.hookspecs.authorizers import (
     AclOperation,
@@ -92,6 +95,7 @@ if TYPE_CHECKING:
         ReplicaDeps,
         RequestDeps,
         ShareCoordinatorDeps,
+        ShareFetchDeps,
         TxnDeps,
     )
     from strom.core.server.handlers.find_coordinator import FindCoordinatorDeps
@@ -228,6 +232,10 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self)
         self.group_coordinator = GroupCoordinator(self)
         self.share_coordinator = ShareCoordinator(self)  # __share_group_state (KIP-932)
+        # KIP-932's data path: share sessions and the share partitions ShareFetch acquires from.
+        self.share_sessions = ShareSessionCache(
+            int(broker_value(config, "group.share.max.share.sessions") or DEFAULT_MAX_SHARE_SESSIONS))
+        self.share_partition_manager = SharePartitionManager(self)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.incarnation_id = uuid.uuid4()
@@ -267,6 +275,11 @@ class Broker:
         await self.txn_coordinator.start(self.coordinator_runtime)
         await self.group_coordinator.start(self.coordinator_runtime)
         await self.share_coordinator.start(self.coordinator_runtime)
+        # A member that leaves a share group gives its acquired records back (the group
+        # coordinator's share-member listener, when it has one).
+        add_listener = getattr(self.group_coordinator, "add_share_member_listener", None)
+        if add_listener is not None:
+            add_listener(self.share_partition_manager.on_share_member_left)
         self._tasks.append(asyncio.create_task(self._maintenance_loop(), name="log-maintenance"))
         # The ports were bound before anything else; clients that connected meanwhile waited
         # in the backlog and are served from now on.
@@ -305,6 +318,7 @@ class Broker:
             await listener.close()
         await self.txn_coordinator.close()
         await self.group_coordinator.close()
+        await self.share_partition_manager.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -554,6 +568,8 @@ if TYPE_CHECKING:
         txn_offset_commit_deps: TxnOffsetCommitDeps = broker
         coordinator_host: CoordinatorHost = broker
         share_coordinator_deps: ShareCoordinatorDeps = broker
+        share_fetch_deps: ShareFetchDeps = broker
+        del (share_fetch_deps,)
         del (api_versions_deps, acl_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
              metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, request_deps, txn_deps,
              find_coordinator_deps, txn_offset_commit_deps, coordinator_host, share_coordinator_deps)

@@ -471,6 +471,14 @@ import kio.schema.sasl_handshake.v0.request
 import kio.schema.sasl_handshake.v0.response
 import kio.schema.sasl_handshake.v1.request
 import kio.schema.sasl_handshake.v1.response
+import kio.schema.share_acknowledge.v1.request
+import kio.schema.share_acknowledge.v1.response
+import kio.schema.share_acknowledge.v2.request
+import kio.schema.share_acknowledge.v2.response
+import kio.schema.share_fetch.v1.request
+import kio.schema.share_fetch.v1.response
+import kio.schema.share_fetch.v2.request
+import kio.schema.share_fetch.v2.response
 import kio.schema.sync_group.v0.request
 import kio.schema.sync_group.v0.response
 import kio.schema.sync_group.v1.request
@@ -1432,6 +1440,30 @@ DescribeTopicPartitionsRequest: TypeAlias = (
 # API key 75, versions 0..0
 DescribeTopicPartitionsResponse: TypeAlias = (
     kio.schema.describe_topic_partitions.v0.response.DescribeTopicPartitionsResponse
+)
+
+# API key 78, versions 1..2
+ShareFetchRequest: TypeAlias = (
+    kio.schema.share_fetch.v1.request.ShareFetchRequest
+    | kio.schema.share_fetch.v2.request.ShareFetchRequest
+)
+
+# API key 78, versions 1..2
+ShareFetchResponse: TypeAlias = (
+    kio.schema.share_fetch.v1.response.ShareFetchResponse
+    | kio.schema.share_fetch.v2.response.ShareFetchResponse
+)
+
+# API key 79, versions 1..2
+ShareAcknowledgeRequest: TypeAlias = (
+    kio.schema.share_acknowledge.v1.request.ShareAcknowledgeRequest
+    | kio.schema.share_acknowledge.v2.request.ShareAcknowledgeRequest
+)
+
+# API key 79, versions 1..2
+ShareAcknowledgeResponse: TypeAlias = (
+    kio.schema.share_acknowledge.v1.response.ShareAcknowledgeResponse
+    | kio.schema.share_acknowledge.v2.response.ShareAcknowledgeResponse
 )
 
 # API key 83, versions 0..0

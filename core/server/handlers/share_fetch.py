@@ -1,0 +1,205 @@
+"""ShareFetch (key 78, KIP-932): a share consumer's fetch, with acknowledgements piggybacked.
+
+As Kafka's ``KafkaApis.handleShareFetchRequest``: READ on the group (else
+GROUP_AUTHORIZATION_FAILED for the whole request), an empty member id is INVALID_REQUEST; the
+share session is opened (epoch 0), advanced (the next epoch; partitions added by ``topics`` and
+removed by ``forgotten_topics_data``) or closed (epoch -1) by
+:class:`~strom.core.share.share_session.ShareSessionCache`, whose errors answer the whole request.
+Acknowledgements are applied first (their errors go to ``acknowledge_error_code``), then records
+of every partition of the session are acquired by the
+:class:`~strom.core.share.share_partition_manager.SharePartitionManager`, waiting up to
+``max_wait`` in the purgatory when there are none. A closing fetch (epoch -1) fetches nothing and
+releases the member's acquired records. A partition of an unknown topic id is UNKNOWN_TOPIC_ID,
+one of a topic the principal may not READ TOPIC_AUTHORIZATION_FAILED.
+
+The response of an opening fetch lists every partition; later ones list the partitions with
+records, an error or an acknowledgement result (Kafka's incremental share-session response).
+``acquisition_lock_timeout`` is the group's ``share.record.lock.duration.ms``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from strom.core.coordinator.share.share_partition import AcknowledgementBatch, AcknowledgeType
+from strom.core.errors import InvalidRequestError, KafkaError
+from strom.core.protocol.messages import Messages, ms, response_messages
+from strom.core.server.handlers._common import authorize_topics
+from strom.core.share.share_partition_manager import BATCH_OPTIMIZED, FetchedPartition, FetchTarget
+from strom.core.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from strom.core.server.context import RequestContext
+    from strom.core.server.handlers._deps import ShareFetchDeps
+    from strom.core.server.handlers._kio_types import ShareFetchRequest, ShareFetchResponse
+
+API_KEY = 78
+VERSIONS = (1, 2)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class _AckBatch:
+    """The fields of an AcknowledgementBatch (ShareFetch's and ShareAcknowledge's alike)."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+
+def ack_batches(batches: Iterable[_AckBatch]) -> list[AcknowledgementBatch]:
+    """The wire's acknowledgement batches as SharePartition takes them; a bad type is INVALID_REQUEST."""
+    out = []
+    for b in batches:
+        try:
+            types = tuple(AcknowledgeType(int(t)) for t in b.acknowledge_types)
+        except ValueError:
+            raise InvalidRequestError(f"unknown acknowledge type in {tuple(b.acknowledge_types)}") from None
+        if not types:
+            raise InvalidRequestError(f"acknowledgement batch {b.first_offset}-{b.last_offset} has no type")
+        out.append(AcknowledgementBatch(int(b.first_offset), int(b.last_offset), types))
+    return out
+
+
+def no_leader(m: Messages) -> object:
+    # Kafka fills CurrentLeader only for NOT_LEADER / FENCED_LEADER_EPOCH; -1/-1 otherwise.
+    return m.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+
+
+def error_response(m: Messages, code: int, message: str | None) -> ShareFetchResponse:
+    response: ShareFetchResponse = m.make("ShareFetchResponse", throttle_time=0, error_code=code,
+                                          error_message=message, acquisition_lock_timeout=0, responses=(),
+                                          node_endpoints=())
+    return response
+
+
+async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
+    m = response_messages(API_KEY, ctx.api_version)
+    group_id = request.group_id or ""
+    member_id = request.member_id or ""
+    epoch = int(request.share_session_epoch)
+    if not deps.authorize(ctx, "READ", "GROUP", [group_id])[0]:
+        return error_response(m, int(ErrorCode.group_authorization_failed), None)
+    if not member_id:
+        return error_response(m, int(ErrorCode.invalid_request), "The member id must not be empty")
+    image = deps.image
+    manager = deps.share_partition_manager
+
+    names: dict[uuid.UUID, str | None] = {}
+
+    def name_of(topic_id: uuid.UUID | None) -> str | None:
+        tid = topic_id or ZERO_UUID
+        if tid not in names:
+            names[tid] = image.topic_name(tid)
+        return names[tid]
+
+    added = [(t.topic_id or ZERO_UUID, int(p.partition_index)) for t in request.topics for p in t.partitions]
+    forgotten = [(t.topic_id or ZERO_UUID, int(p)) for t in request.forgotten_topics_data for p in t.partitions]
+    acks: dict[tuple[uuid.UUID, int], Sequence[_AckBatch]] = {
+        (t.topic_id or ZERO_UUID, int(p.partition_index)): p.acknowledgement_batches
+        for t in request.topics for p in t.partitions if p.acknowledgement_batches}
+    if epoch == FINAL_EPOCH and added and any(not p.acknowledgement_batches for t in request.topics
+                                              for p in t.partitions):
+        return error_response(m, int(ErrorCode.invalid_request),
+                              "A share fetch with the final epoch must not fetch partitions")
+    try:
+        session, replaced = deps.share_sessions.fetch_session(
+            group_id, member_id, epoch, added=added, forgotten=forgotten, has_acknowledgements=bool(acks),
+            connection_id=ctx.client_address)
+    except KafkaError as e:
+        return error_response(m, int(e.code), e.message or None)
+    if replaced is not None:
+        # A new session of the same member replaces the old one: what it held goes back.
+        manager.release(group_id, member_id, list(replaced.partitions))
+    if forgotten:
+        manager.release(group_id, member_id, forgotten)
+
+    topic_names = [n for tid in {tp[0] for tp in (*added, *(session.partitions if session else ()))}
+                   if (n := name_of(tid))]
+    denied = authorize_topics(deps, ctx, "READ", sorted(set(topic_names)))
+
+    rows: dict[tuple[uuid.UUID, int], dict[str, object]] = {}
+
+    def row(tp: tuple[uuid.UUID, int]) -> dict[str, object]:
+        r = rows.get(tp)
+        if r is None:
+            r = rows[tp] = {"error_code": 0, "error_message": None, "acknowledge_error_code": 0,
+                            "acknowledge_error_message": None, "records": b"", "acquired_records": ()}
+        return r
+
+    def refusal(tp: tuple[uuid.UUID, int]) -> tuple[int, str | None] | None:
+        name = name_of(tp[0])
+        if name is None:
+            return int(ErrorCode.unknown_topic_id), None
+        if name in denied:
+            return int(ErrorCode.topic_authorization_failed), None
+        topic = image.topics.get(name)
+        if topic is None or tp[1] not in topic.partitions:
+            return int(ErrorCode.unknown_topic_or_partition), None
+        return None
+
+    # Acknowledgements first (Kafka acknowledges before it fetches).
+    to_ack: dict[FetchTarget, list[AcknowledgementBatch]] = {}
+    for tp, batches in acks.items():
+        refused = refusal(tp)
+        if refused is not None:
+            r = row(tp)
+            r["acknowledge_error_code"], r["acknowledge_error_message"] = refused
+            continue
+        try:
+            to_ack[FetchTarget(tp[0], name_of(tp[0]) or "", tp[1])] = ack_batches(batches)
+        except KafkaError as e:
+            r = row(tp)
+            r["acknowledge_error_code"], r["acknowledge_error_message"] = int(e.code), e.message or None
+    if to_ack:
+        for t, (code, message) in (await manager.acknowledge(group_id, member_id, to_ack)).items():
+            r = row((t.topic_id, t.partition))
+            r["acknowledge_error_code"], r["acknowledge_error_message"] = code, message
+
+    if epoch == FINAL_EPOCH:
+        if session is not None:
+            deps.share_sessions.remove(group_id, member_id)
+            manager.release(group_id, member_id, list(session.partitions))
+    elif session is not None:
+        targets: list[FetchTarget] = []
+        for tp in session.partitions:
+            refused = refusal(tp)
+            if refused is not None:
+                r = row(tp)
+                r["error_code"], r["error_message"] = refused
+                continue
+            targets.append(FetchTarget(tp[0], name_of(tp[0]) or "", tp[1]))
+        if targets:
+            fetched = await manager.fetch(
+                group_id, member_id, targets, max_records=int(request.max_records), max_bytes=int(request.max_bytes),
+                max_wait_ms=ms(request.max_wait),
+                acquire_mode=int(getattr(request, "share_acquire_mode", BATCH_OPTIMIZED)))
+            for t, f in fetched.items():
+                _fill(row((t.topic_id, t.partition)), f, m)
+        if epoch == INITIAL_EPOCH:
+            for tp in session.partitions:
+                row(tp)
+
+    by_topic: dict[uuid.UUID, list[object]] = {}
+    for (tid, partition), r in rows.items():
+        by_topic.setdefault(tid, []).append(m.make(
+            "PartitionData", partition_index=partition, current_leader=no_leader(m), **r))
+    responses = tuple(m.make("ShareFetchableTopicResponse", topic_id=tid, partitions=tuple(parts))
+                      for tid, parts in by_topic.items())
+    response: ShareFetchResponse = m.make(
+        "ShareFetchResponse", throttle_time=0, error_code=0, error_message=None,
+        acquisition_lock_timeout=manager.record_lock_duration_ms(group_id), responses=responses, node_endpoints=())
+    return response
+
+
+def _fill(r: dict[str, object], f: FetchedPartition, m: Messages) -> None:
+    if f.error_code:
+        r["error_code"], r["error_message"] = f.error_code, f.error_message
+        return
+    r["records"] = f.records
+    r["acquired_records"] = tuple(m.make("AcquiredRecords", first_offset=a.first_offset, last_offset=a.last_offset,
+                                         delivery_count=a.delivery_count) for a in f.acquired)

@@ -1,0 +1,364 @@
+"""ShareFetch / ShareAcknowledge (KIP-932's data path) on strom's broker, over real sockets.
+
+The requests are the ones a share consumer sends (ShareFetch v2 with the share session epoch,
+acknowledgements piggybacked; ShareAcknowledge v2), driven raw so each case controls members,
+epochs and acknowledge types exactly. Records are produced with confluent-kafka. What is checked
+is what a client observes: acquired offsets, delivery counts, errors, and redelivery after a
+lock expires, a RELEASE, a closed session and a broker restart.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from diff_wire import WireClient, incremental_alter_configs
+from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v2 import request as ack_req
+from kio.schema.share_fetch.v2 import request as fetch_req
+from kio.static.primitive import i8, i32
+
+from strom.core.records.builder import decode_records
+from strom.core.testing import BrokerProcess
+
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+GROUP_RESOURCE = 32
+Acks = dict[int, list[tuple[int, int, int]]]  # partition -> [(first, last, type)]
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[bytes], partition: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for v in values:
+        p.produce(topic, v, partition=partition)
+    assert p.flush(30) == 0
+
+
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    code, message = incremental_alter_configs(bootstrap, GROUP_RESOURCE, group,
+                                              [(k, 0, v) for k, v in configs.items()])
+    assert code == 0, message
+
+
+class ShareMember:
+    """One share-group member's share session on one connection."""
+
+    def __init__(self, bootstrap: str, group: str, topic_id: uuid.UUID, partitions: Iterable[int] = (0,),
+                 member_id: str | None = None) -> None:
+        self.wire = WireClient(bootstrap)
+        self.group = group
+        self.topic_id = topic_id
+        self.partitions = list(partitions)
+        self.member_id = member_id or uuid.uuid4().hex[:22]
+        self.epoch = 0
+
+    def close(self) -> None:
+        self.wire.close()
+
+    def fetch(self, acks: Acks | None = None, *, max_wait_ms: int = 500, max_records: int = 500,
+              epoch: int | None = None, partitions: Iterable[int] | None = None, mode: int = 0) -> Any:
+        """A ShareFetch; the epoch advances when the broker accepted the session."""
+        acks = acks or {}
+        use_epoch = self.epoch if epoch is None else epoch
+        wanted = set(self.partitions if use_epoch == 0 else ()) | set(acks) | set(partitions or ())
+        parts = tuple(fetch_req.FetchPartition(
+            partition_index=i32(p), acknowledgement_batches=tuple(
+                fetch_req.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=(i8(t),))
+                for a, b, t in acks.get(p, []))) for p in sorted(wanted))
+        r = self.wire.request(fetch_req.ShareFetchRequest(
+            group_id=self.group, member_id=self.member_id, share_session_epoch=i32(use_epoch),
+            max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=i32(1), max_bytes=i32(1 << 20), max_records=i32(max_records),
+            batch_size=i32(max_records), share_acquire_mode=i8(mode),
+            topics=(fetch_req.FetchTopic(topic_id=self.topic_id, partitions=parts),) if parts else (),
+            forgotten_topics_data=()))
+        if r.error_code == 0 and epoch is None:
+            self.epoch = self.epoch + 1 if self.epoch >= 0 else self.epoch
+        return r
+
+    def acknowledge(self, acks: Acks, *, epoch: int | None = None) -> Any:
+        use_epoch = self.epoch if epoch is None else epoch
+        r = self.wire.request(ack_req.ShareAcknowledgeRequest(
+            group_id=self.group, member_id=self.member_id, share_session_epoch=i32(use_epoch),
+            topics=(ack_req.AcknowledgeTopic(topic_id=self.topic_id, partitions=tuple(
+                ack_req.AcknowledgePartition(partition_index=i32(p), acknowledgement_batches=tuple(
+                    ack_req.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=(i8(t),))
+                    for a, b, t in batches)) for p, batches in acks.items())),)))
+        if r.error_code == 0 and epoch is None:
+            self.epoch += 1
+        return r
+
+
+def acquired(response: Any) -> dict[int, list[tuple[int, int, int]]]:
+    """partition -> [(first, last, delivery count)] of a ShareFetch response."""
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for t in response.responses:
+        for p in t.partitions:
+            assert p.error_code == 0, (p.error_code, p.error_message)
+            out.setdefault(p.partition_index, []).extend(
+                (a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records)
+    return out
+
+
+def offsets_of(response: Any, partition: int = 0) -> list[int]:
+    return [o for a, b, _ in acquired(response).get(partition, []) for o in range(a, b + 1)]
+
+
+def values_of(response: Any, partition: int = 0) -> dict[int, bytes | None]:
+    """offset -> value of the acquired data records a response carries (control records left out)."""
+    wanted = set(offsets_of(response, partition))
+    out: dict[int, bytes | None] = {}
+    for t in response.responses:
+        for p in t.partitions:
+            if p.partition_index == partition and p.records:
+                for rec in decode_records(bytes(p.records)):
+                    if rec.offset in wanted and not rec.header.is_control:
+                        out[rec.offset] = rec.value
+    return out
+
+
+def fetch_until(member: ShareMember, condition: Callable[[Any], bool], timeout: float = 30.0,
+                acks: Acks | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = member.fetch(acks)
+        acks = None
+        assert r.error_code == 0, (r.error_code, r.error_message)
+        if condition(r):
+            return r
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+
+
+@pytest.fixture
+def share_topic(broker: BrokerProcess) -> tuple[str, str, uuid.UUID]:
+    """A fresh 1-partition topic and a group reading it from the earliest offset."""
+    topic = f"share-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as w:
+        w.create_topic(topic, 1)
+        w.wait_for_leaders(topic, 1)
+        topic_id = w.metadata([topic]).topics[0].topic_id
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    return topic, group, topic_id
+
+
+def test_fetch_acquires_and_accept_finishes(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [f"v{i}".encode() for i in range(10)])
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        r = fetch_until(m, lambda r: len(offsets_of(r)) == 10)
+        assert acquired(r)[0] == [(0, 9, 1)]
+        assert values_of(r) == {i: f"v{i}".encode() for i in range(10)}
+        assert r.acquisition_lock_timeout.total_seconds() == 30  # group.share.record.lock.duration.ms
+        # Accept all, piggybacked on the next fetch; nothing is left to acquire.
+        r = m.fetch({0: [(0, 9, ACCEPT)]}, max_wait_ms=200)
+        assert r.error_code == 0
+        parts = {p.partition_index: p for t in r.responses for p in t.partitions}
+        assert parts[0].acknowledge_error_code == 0
+        assert offsets_of(r) == []
+        # Accepting again is INVALID_RECORD_STATE: the records are no longer acquired.
+        r = m.acknowledge({0: [(0, 9, ACCEPT)]})
+        assert r.error_code == 0
+        assert r.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+    finally:
+        m.close()
+
+
+def test_session_epochs(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    _topic, group, topic_id = share_topic
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        # No session yet: a later epoch is SHARE_SESSION_NOT_FOUND; an acknowledge cannot open one.
+        assert m.fetch(epoch=1, max_wait_ms=0).error_code == ErrorCode.share_session_not_found
+        assert m.acknowledge({0: [(0, 0, ACCEPT)]}, epoch=0).error_code == ErrorCode.invalid_share_session_epoch
+        assert m.fetch(max_wait_ms=0).error_code == 0  # epoch 0 opens
+        assert m.fetch(epoch=5, max_wait_ms=0).error_code == ErrorCode.invalid_share_session_epoch
+        assert m.fetch(max_wait_ms=0).error_code == 0  # epoch 1
+        assert m.acknowledge({}).error_code == 0  # epoch 2
+        # Acknowledgements on an opening fetch are INVALID_REQUEST.
+        r = m.fetch({0: [(0, 0, ACCEPT)]}, epoch=0, max_wait_ms=0)
+        assert r.error_code == ErrorCode.invalid_request
+        # Epoch -1 closes; then the session is gone.
+        assert m.fetch(epoch=-1, partitions=(), max_wait_ms=0).error_code == 0
+        assert m.fetch(epoch=3, max_wait_ms=0).error_code == ErrorCode.share_session_not_found
+    finally:
+        m.close()
+
+
+def test_idle_fetch_waits_for_data(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """An idle member's fetch parks in the purgatory and returns as soon as a record arrives."""
+    topic, group, topic_id = share_topic
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        assert offsets_of(m.fetch(max_wait_ms=0)) == []
+        produce(broker.bootstrap, topic, [b"late"])
+        r = m.fetch(max_wait_ms=30_000)
+        assert offsets_of(r) == [0]
+    finally:
+        m.close()
+
+
+def test_records_shared_between_members_exactly_once(broker: BrokerProcess,
+                                                     share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """Three members take turns; every record is acquired by exactly one and accepted once.
+
+    The records are one batch, so the members share it in record-limit mode (share_acquire_mode
+    1); batch-optimized mode would hand the whole batch to one member, as Kafka does."""
+    topic, group, topic_id = share_topic
+    n = 3000
+    produce(broker.bootstrap, topic, [str(i).encode() for i in range(n)])
+    members = [ShareMember(broker.bootstrap, group, topic_id) for _ in range(3)]
+    seen: dict[int, str] = {}
+    pending: dict[str, Acks] = {m.member_id: {} for m in members}
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < n:
+            assert time.monotonic() < deadline, f"only {len(seen)} of {n} records acquired"
+            for m in members:
+                r = m.fetch(pending[m.member_id], max_records=200, max_wait_ms=100, mode=1)
+                assert r.error_code == 0
+                for t in r.responses:
+                    for p in t.partitions:
+                        assert p.acknowledge_error_code == 0
+                offs = offsets_of(r)
+                for o in offs:
+                    assert o not in seen, f"offset {o} acquired by {m.member_id} and {seen[o]}"
+                    seen[o] = m.member_id
+                pending[m.member_id] = {0: [(a, b, ACCEPT) for a, b, _ in acquired(r).get(0, [])]}
+        for m in members:
+            assert m.acknowledge(pending[m.member_id]).responses[0].partitions[0].error_code == 0
+        assert sorted(seen) == list(range(n))
+        assert len(set(seen.values())) == 3  # all three took part
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_release_and_reject(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"])
+    m1 = ShareMember(broker.bootstrap, group, topic_id)
+    m2 = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        fetch_until(m1, lambda r: offsets_of(r) == [0, 1, 2])
+        # Release 0, reject 1, accept 2: only 0 comes back, to the other member, delivery count 2.
+        r = m1.acknowledge({0: [(0, 0, RELEASE), (1, 1, REJECT), (2, 2, ACCEPT)]})
+        assert r.responses[0].partitions[0].error_code == 0
+        r = fetch_until(m2, lambda r: bool(offsets_of(r)))
+        assert acquired(r)[0] == [(0, 0, 2)]
+        assert values_of(r) == {0: b"a"}
+        assert offsets_of(m1.fetch(max_wait_ms=100)) == []
+    finally:
+        m1.close()
+        m2.close()
+
+
+def test_lock_expiry_redelivers_and_delivery_limit_archives(
+        broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """A member that never acknowledges loses its records when the lock expires; after
+    share.delivery.count.limit deliveries the poison record is archived, the next one flows."""
+    topic, group, topic_id = share_topic
+    set_group_configs(broker.bootstrap, group, {"share.record.lock.duration.ms": "15000",
+                                                "share.delivery.count.limit": "2"})
+    produce(broker.bootstrap, topic, [b"poison"])
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    other = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        r = fetch_until(m, lambda r: offsets_of(r) == [0])
+        assert acquired(r)[0] == [(0, 0, 1)]
+        started = time.monotonic()
+        # RENEW keeps the lock; the other member gets nothing meanwhile.
+        assert m.acknowledge({0: [(0, 0, RENEW)]}).responses[0].partitions[0].error_code == 0
+        assert offsets_of(other.fetch(max_wait_ms=0)) == []
+        # The lock expires (15 s, Kafka's minimum for the group config): the other member gets it.
+        r = other.fetch(max_wait_ms=30_000)
+        assert acquired(r)[0] == [(0, 0, 2)]
+        assert time.monotonic() - started >= 14
+        # Released at the limit (2 deliveries): archived, never delivered again.
+        assert other.acknowledge({0: [(0, 0, RELEASE)]}).responses[0].partitions[0].error_code == 0
+        produce(broker.bootstrap, topic, [b"next"])
+        r = fetch_until(m, lambda r: bool(offsets_of(r)))
+        assert offsets_of(r) == [1]
+    finally:
+        m.close()
+        other.close()
+
+
+def test_closing_session_releases_records(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [b"x", b"y"])
+    m1 = ShareMember(broker.bootstrap, group, topic_id)
+    m2 = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        fetch_until(m1, lambda r: offsets_of(r) == [0, 1])
+        assert m1.acknowledge({0: [(0, 0, ACCEPT)]}, epoch=-1).error_code == 0  # accept 0, close
+        r = fetch_until(m2, lambda r: bool(offsets_of(r)))
+        assert acquired(r)[0] == [(1, 1, 2)]
+    finally:
+        m1.close()
+        m2.close()
+
+
+def test_read_committed_skips_aborted(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    topic, group, topic_id = share_topic
+    set_group_configs(broker.bootstrap, group, {"share.isolation.level": "read_committed"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, f"aborted-{i}".encode(), partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, f"committed-{i}".encode(), partition=0)
+    p.commit_transaction(30)
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        got: dict[int, bytes | None] = {}
+        acks: Acks = {}
+        deadline = time.monotonic() + 30
+        while len(got) < 2:
+            assert time.monotonic() < deadline, got
+            r = m.fetch(acks, max_wait_ms=200)
+            assert r.error_code == 0
+            got.update(values_of(r))
+            # Control records are acquired too (a client acknowledges them as GAP); accepted here.
+            acks = {0: [(a, b, ACCEPT) for a, b, _ in acquired(r).get(0, [])]}
+        assert sorted(v for v in got.values() if v) == [b"committed-0", b"committed-1"]
+        assert offsets_of(m.fetch(acks, max_wait_ms=100)) == []  # the aborted records never come
+    finally:
+        m.close()
+
+
+def test_broker_restart_keeps_acknowledged_state(fresh_broker: BrokerProcess) -> None:
+    fresh_broker.start()
+    topic = "share-restart"
+    with WireClient(fresh_broker.bootstrap) as w:
+        w.create_topic(topic, 1)
+        w.wait_for_leaders(topic, 1)
+        topic_id = w.metadata([topic]).topics[0].topic_id
+    group = "g-restart"
+    set_group_configs(fresh_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(fresh_broker.bootstrap, topic, [str(i).encode() for i in range(10)])
+    m = ShareMember(fresh_broker.bootstrap, group, topic_id)
+    try:
+        fetch_until(m, lambda r: offsets_of(r) == list(range(10)))
+        # Accept 0-3 and 6; 4, 5, 7-9 stay acquired when the broker dies.
+        r = m.acknowledge({0: [(0, 3, ACCEPT), (6, 6, ACCEPT)]})
+        assert r.responses[0].partitions[0].error_code == 0
+    finally:
+        m.close()
+    fresh_broker.kill()
+    fresh_broker.start()
+    m = ShareMember(fresh_broker.bootstrap, group, topic_id)
+    try:
+        r = fetch_until(m, lambda r: bool(offsets_of(r)))
+        assert offsets_of(r) == [4, 5, 7, 8, 9]
+        assert values_of(r)[4] == b"4"
+    finally:
+        m.close()
