@@ -9,9 +9,10 @@ transaction) only when ``transaction.version`` is finalized at 2.
 
 The tables are Kafka 4.3.1's (``server-common`` ``MetadataVersion`` and ``Feature``). The level
 strom *supports* of each feature is the one whose behaviour it has: Kafka 4.3 defaults
-``share.version`` and ``streams.version`` to 1, but strom has neither share groups nor streams
-groups, so it supports only level 0 of them and never finalizes them by default; a log written
-by Kafka with those levels still loads (strom reports the finalized level it read).
+``share.version`` and ``streams.version`` to 1; strom has share groups (KIP-932), so it supports
+and finalizes ``share.version`` 1 as Kafka does, but no streams groups, so ``streams.version``
+stays at level 0 and is never finalized by default; a log written by Kafka with that level still
+loads (strom reports the finalized level it read).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ FEATURES: dict[str, FeatureSpec] = {
     # FeatureLevelRecord, and so does `kafka-storage format` with static voters: level 0.
     KRAFT_VERSION_FEATURE: FeatureSpec(KRAFT_VERSION_FEATURE, 0, 0, {}, kafka_max_level=1),
     # ShareVersion.java / StreamsVersion.java: share groups (KIP-932), streams groups (KIP-1071).
-    SHARE_VERSION_FEATURE: FeatureSpec(SHARE_VERSION_FEATURE, 0, 0, {IBP_4_2_IV0: 1}, kafka_max_level=1),
+    # ShareVersion.java: SV_1 (share groups GA) from 4.2-IV0, finalized by default there as here.
+    SHARE_VERSION_FEATURE: FeatureSpec(SHARE_VERSION_FEATURE, 0, 1, {IBP_4_2_IV0: 1}, kafka_max_level=1),
     STREAMS_VERSION_FEATURE: FeatureSpec(STREAMS_VERSION_FEATURE, 0, 0, {IBP_4_2_IV1: 1}, kafka_max_level=1),
 }
 

@@ -14,6 +14,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "unlimited_quotas": "strom.plugins.builtin.unlimited_quotas",
     "uniform_assignor": "strom.plugins.builtin.uniform_assignor",
     "range_assignor": "strom.plugins.builtin.range_assignor",
+    "simple_assignor": "strom.core.coordinator.share.assignor",  # share groups (KIP-932)
     "local_tier": "strom.plugins.builtin.local_tier",
     "s3_tier": "strom.plugins.builtin.s3_tier",
     "topic_based_rlmm": "strom.plugins.builtin.topic_based_rlmm",

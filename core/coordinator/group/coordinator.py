@@ -14,6 +14,11 @@ through ``ConsumerGroup(group_id)``, ``replay(key, value)`` for record types 3..
 ``validate_offset_fetch(member_id, member_epoch)`` and ``delete_records()``; their changes go
 through :meth:`GroupCoordinator.write_records` (append, then replay into the group).
 
+Share groups (KIP-932, ``share_group.ShareGroup``) live in the same map; their heartbeats,
+records (ShareGroup* types 10..15), expiry and deletion are ``share_group_service``'s
+(:attr:`GroupCoordinator.share`). A share group id is not a consumer group: the consumer and
+classic APIs answer GROUP_ID_NOT_FOUND / INCONSISTENT_GROUP_PROTOCOL for it, as Kafka.
+
 Offset commits to a KIP-848 group follow Kafka 4.3 (KIP-1251): an epoch older than the member's
 is checked per partition against the epoch the partition was assigned at, and one refused
 partition refuses the whole commit (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for TxnOffsetCommit),
@@ -33,12 +38,19 @@ from kio.schema.errors import ErrorCode
 from strom.core.coordinator.group import records as rec
 from strom.core.coordinator.group.classic import ClassicGroup, GroupState, JoinResult, SyncResult
 from strom.core.coordinator.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
+from strom.core.coordinator.group.share_group_service import (
+    SHARE_KEYS,
+    MemberListener,
+    ShareGroupService,
+    load_share_assignors,
+)
 from strom.core.coordinator.runtime import (
     OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
     CoordinatorNode,
     java_hash_partition,
 )
+from strom.core.coordinator.share.share_group import ShareGroup
 from strom.core.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -69,10 +81,16 @@ from strom.core.errors import (
 )
 
 if TYPE_CHECKING:
+    import uuid
+
     import pluggy
 
+    from strom.core.config import BrokerConfig
     from strom.core.coordinator.group.consumer_group import CommitPartitionValidator
     from strom.core.coordinator.runtime import CoordinatorRuntime
+    from strom.core.coordinator.share.coordinator import ShareCoordinator
+    from strom.core.metadata.image import MetadataImage
+    from strom.plugins.hookspecs.assignors import ConsumerGroupPartitionAssignor
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +129,8 @@ def _mark_deleted(group: Any) -> None:
     if isinstance(group, ClassicGroup):
         group.close()
         group.state = GroupState.DEAD
+    elif isinstance(group, ShareGroup):
+        group.deleted = True
     else:
         setattr(group, "deleted", True)  # noqa: B010 - a ConsumerGroup
 
@@ -141,6 +161,47 @@ class GroupCoordinator:
         self.loaded = False
         self._closed = False
         self._cleanup_task: asyncio.Task[None] | None = None
+        self.share = ShareGroupService(self)
+        self._share_assignors: dict[str, ConsumerGroupPartitionAssignor] | None = None
+
+    # -- share groups (KIP-932): what ShareFetch/ShareAcknowledge and the share admin APIs use --
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group ``group_id`` (its members, their assignments, epochs, state) or None."""
+        return self.share.group(group_id)
+
+    def share_group_member_assignment(self, group_id: str, member_id: str) -> dict[uuid.UUID, set[int]] | None:
+        """What a share-group member is assigned now (topic id -> partitions); None if unknown."""
+        return self.share.member_assignment(group_id, member_id)
+
+    def add_share_member_listener(self, callback: MemberListener) -> None:
+        """``callback(group_id, member_id)`` after a share-group member left or its session expired."""
+        self.share.add_listener(callback)
+
+    # What share_group_service's host protocol reads of the broker.
+    @property
+    def image(self) -> MetadataImage:
+        return self.broker.image
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.config
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator | None:
+        found: ShareCoordinator | None = getattr(self.broker, "share_coordinator", None)
+        return found
+
+    def share_assignors(self) -> dict[str, ConsumerGroupPartitionAssignor]:
+        if self._share_assignors is None:
+            # Plugins are asked once; heartbeats then use the objects directly.
+            self._share_assignors = load_share_assignors(self.broker.plugin_manager, self.broker.config)
+        return self._share_assignors
+
+    async def append_records(self, group_id: str,
+                             records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]]) -> int:
+        """Append records to the group's partition (share groups apply them themselves)."""
+        return await self._append(group_id, records)
 
     @property
     def initial_rebalance_delay_ms(self) -> int:
@@ -173,6 +234,7 @@ class GroupCoordinator:
 
                 cgs.ensure_timer(self, group, functools.partial(cgs.env_for, self.broker, group.group_id))
         self.loaded = True
+        self.share.start()
         self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(),
                                                                     name="group-metadata-cleanup")
         log.info("group coordinator loaded %d record(s), %d group(s) in %.2fs", count, len(self.groups),
@@ -188,6 +250,7 @@ class GroupCoordinator:
         for group in self.groups.values():
             if isinstance(group, ClassicGroup):
                 group.close()
+        await self.share.close()
         from strom.core.coordinator.group import consumer_group_service as cgs
 
         await cgs.stop_timers(self)
@@ -237,8 +300,24 @@ class GroupCoordinator:
             else:
                 assert isinstance(value, rec.GroupMetadataValue)
                 self.groups[key.group] = ClassicGroup.from_record(self, key.group, value)
+        elif isinstance(key, SHARE_KEYS):
+            self._replay_share_record(key, value)
         else:
             self._replay_consumer_record(key, value)
+
+    def _replay_share_record(self, key: Any, value: rec.CoordinatorMessage | None) -> None:
+        from strom.core.coordinator.group import share_group_service as sgs
+
+        group_id = key.group_id
+        group = self.groups.get(group_id)
+        if not isinstance(group, ShareGroup):
+            if value is None:
+                return  # tombstone of a group that is gone already
+            group = ShareGroup(group_id)
+            self.groups[group_id] = group
+        sgs.replay(group, key, value)
+        if group.deleted and self.groups.get(group_id) is group:
+            del self.groups[group_id]
 
     def _replay_consumer_record(self, key: rec.CoordinatorMessage, value: rec.CoordinatorMessage | None) -> None:
         assert isinstance(key, _CONSUMER_GROUP_KEYS)  # every other key type is replayed by the caller
@@ -355,6 +434,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return group
+        if isinstance(group, ShareGroup):
+            raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
         if group is not None and not group.is_empty():
             raise GroupIdNotFoundError(f"group {group_id} is not a consumer group")
         group = ConsumerGroup(group_id)
@@ -375,6 +456,9 @@ class GroupCoordinator:
                 return None
             group = ClassicGroup(self, group_id)
             self.groups[group_id] = group
+        if isinstance(group, ShareGroup):
+            # Kafka's classicGroupJoin answers a share group's id so (and the member APIs too).
+            raise InconsistentGroupProtocolError(f"group {group_id} is a share group")
         if not isinstance(group, ClassicGroup):
             if create and group.is_empty() and not self.offsets.has_offsets(group_id):
                 group = ClassicGroup(self, group_id)
@@ -565,6 +649,8 @@ class GroupCoordinator:
         try:
             self.check_serving(group_id)
             group = self.groups.get(group_id)
+            if isinstance(group, ShareGroup):
+                group.validate_offset_fetch()  # GROUP_ID_NOT_FOUND, as Kafka's ShareGroup
             validate = getattr(group, "validate_offset_fetch", None)
             if group is not None and validate is not None and member_id is not None and member_epoch >= 0:
                 validate(member_id, member_epoch)
@@ -599,6 +685,8 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is None:
                 raise GroupIdNotFoundError()
+            if isinstance(group, ShareGroup):
+                raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
             subscribed: set[str] = set()
             if not group.is_empty():
                 topics_of = getattr(group, "subscribed_topics", None)
@@ -658,6 +746,8 @@ class GroupCoordinator:
                 break
             if not self._is_current(group_id, group) or not group.is_empty() or self.offsets.has_offsets(group_id):
                 continue
+            if isinstance(group, ShareGroup):
+                continue  # Kafka never expires a share group (ShareGroup.shouldExpire is false)
             if isinstance(group, ClassicGroup):
                 if group.state is not GroupState.EMPTY:
                     continue
@@ -714,6 +804,12 @@ class GroupCoordinator:
                     (rec.OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of_group(group_id)]
                 if isinstance(group, ClassicGroup):
                     records.append((rec.GroupMetadataKey(group_id), None))
+                elif isinstance(group, ShareGroup):
+                    from strom.core.coordinator.group import share_group_service as sgs
+
+                    # As Kafka: the share-partition state goes first, then the group's records.
+                    await self.share.delete_state(group)
+                    records.extend(sgs.delete_records(group))
                 else:
                     records.extend(group.delete_records())
                 await self._append(group_id, records)

@@ -274,6 +274,138 @@ class ConsumerGroupCurrentMemberAssignmentValue(CoordinatorMessage):
     )
 
 
+# -- KIP-932 share groups ----------------------------------------------------------------------
+# Kafka 4.3.1's ShareGroup*{Key,Value}.json (record types 10..15). Share groups have no
+# revocation, so the current assignment has no pending partitions; the group metadata carries
+# the subscribed topics' hash (KIP-1101) instead of a separate partition-metadata record.
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataKey(CoordinatorMessage):
+    group_id: str = ""
+    member_id: str = ""
+    VERSIONS: ClassVar[tuple[int, int]] = (10, 10)
+    FLEXIBLE: ClassVar[int] = NEVER
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("group_id", "string"), F("member_id", "string"))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue(CoordinatorMessage):
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("rack_id", "string", nullable=ALL),
+        F("client_id", "string"),
+        F("client_host", "string"),
+        F("subscribed_topic_names", "[]string"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataKey(CoordinatorMessage):
+    group_id: str = ""
+    VERSIONS: ClassVar[tuple[int, int]] = (11, 11)
+    FLEXIBLE: ClassVar[int] = NEVER
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("group_id", "string"),)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMetadataValue(CoordinatorMessage):
+    epoch: int = 0
+    metadata_hash: int = 0  # not tagged here (unlike ConsumerGroupMetadataValue)
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("epoch", "int32"), F("metadata_hash", "int64"))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataKey(CoordinatorMessage):
+    group_id: str = ""
+    VERSIONS: ClassVar[tuple[int, int]] = (12, 12)
+    FLEXIBLE: ClassVar[int] = NEVER
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("group_id", "string"),)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMetadataValue(CoordinatorMessage):
+    assignment_epoch: int = 0
+    assignment_timestamp: int = 0
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("assignment_epoch", "int32"), F("assignment_timestamp", "int64", tag=0))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberKey(CoordinatorMessage):
+    group_id: str = ""
+    member_id: str = ""
+    VERSIONS: ClassVar[tuple[int, int]] = (13, 13)
+    FLEXIBLE: ClassVar[int] = NEVER
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("group_id", "string"), F("member_id", "string"))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupTargetAssignmentMemberValue(CoordinatorMessage):
+    topic_partitions: list[TopicPartitions] = field(default_factory=list)
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_partitions", TopicPartitions, array=True),)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentKey(CoordinatorMessage):
+    group_id: str = ""
+    member_id: str = ""
+    VERSIONS: ClassVar[tuple[int, int]] = (14, 14)
+    FLEXIBLE: ClassVar[int] = NEVER
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("group_id", "string"), F("member_id", "string"))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue(CoordinatorMessage):
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = 0
+    assigned_partitions: list[TopicPartitions] = field(default_factory=list)
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("member_epoch", "int32"),
+        F("previous_member_epoch", "int32"),
+        F("state", "int8"),
+        F("assigned_partitions", TopicPartitions, array=True),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataKey(CoordinatorMessage):
+    group_id: str = ""
+    VERSIONS: ClassVar[tuple[int, int]] = (15, 15)
+    FLEXIBLE: ClassVar[int] = NEVER
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("group_id", "string"),)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionsInfo(CoordinatorMessage):
+    topic_id: uuid.UUID = ZERO_UUID
+    topic_name: str = ""
+    partitions: list[int] = field(default_factory=list)
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_id", "uuid"), F("topic_name", "string"), F("partitions", "[]int32"))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo(CoordinatorMessage):
+    topic_id: uuid.UUID = ZERO_UUID
+    topic_name: str = ""
+    SCHEMA: ClassVar[tuple[F, ...]] = (F("topic_id", "uuid"), F("topic_name", "string"))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue(CoordinatorMessage):
+    initializing_topics: list[TopicPartitionsInfo] = field(default_factory=list)
+    initialized_topics: list[TopicPartitionsInfo] = field(default_factory=list)
+    deleting_topics: list[TopicInfo] = field(default_factory=list)
+    SCHEMA: ClassVar[tuple[F, ...]] = (
+        F("initializing_topics", TopicPartitionsInfo, array=True),
+        F("initialized_topics", TopicPartitionsInfo, array=True),
+        F("deleting_topics", TopicInfo, array=True),
+    )
+
+
 # -- record framing ----------------------------------------------------------------------------
 
 # Key version -> (key type, value type, value version strom writes).
@@ -287,12 +419,21 @@ RECORD_TYPES: dict[int, tuple[type[CoordinatorMessage], type[CoordinatorMessage]
     6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, 0),
     7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, 0),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, 0),
+    10: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue, 0),
+    11: (ShareGroupMetadataKey, ShareGroupMetadataValue, 0),
+    12: (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue, 0),
+    13: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue, 0),
+    14: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue, 0),
+    15: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue, 0),
 }
 _KEY_VERSION: dict[type, int] = {OffsetCommitKey: 1, GroupMetadataKey: 2, ConsumerGroupMetadataKey: 3,
                                  ConsumerGroupPartitionMetadataKey: 4, ConsumerGroupMemberMetadataKey: 5,
                                  ConsumerGroupTargetAssignmentMetadataKey: 6,
                                  ConsumerGroupTargetAssignmentMemberKey: 7,
-                                 ConsumerGroupCurrentMemberAssignmentKey: 8}
+                                 ConsumerGroupCurrentMemberAssignmentKey: 8,
+                                 ShareGroupMemberMetadataKey: 10, ShareGroupMetadataKey: 11,
+                                 ShareGroupTargetAssignmentMetadataKey: 12, ShareGroupTargetAssignmentMemberKey: 13,
+                                 ShareGroupCurrentMemberAssignmentKey: 14, ShareGroupStatePartitionMetadataKey: 15}
 
 
 def encode_key(key: CoordinatorMessage) -> bytes:

@@ -16,14 +16,34 @@ for step 2; heterogeneous groups deal each topic's leftovers to that topic's sub
 Difference from Kafka: the subscribed topics are taken in sorted topic-id order (Kafka iterates
 a Java ``HashSet<Uuid>``), so which partition a hash lands on can differ, the balance does not.
 Pure: no I/O, no clock.
+
+It is a plugin like the KIP-848 assignors: it satisfies the assignor hook's
+``ConsumerGroupPartitionAssignor`` (``name()`` and ``assign(group_spec, topics)``, as Kafka's
+``ShareGroupPartitionAssignor`` extends ``ConsumerGroupPartitionAssignor``) and this module,
+registered as the built-in plugin ``simple_assignor``, offers it through ``strom_assignors``.
+Share groups use the assignors named by ``group.share.assignors`` (Kafka's key; default
+``simple``) that are :class:`ShareGroupPartitionAssignor`; consumer groups never pick it unless
+``group.consumer.assignors`` names it.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from strom.core.coordinator.runtime import java_string_hashcode
+from strom.plugins.hookspecs.assignors import (
+    ConsumerGroupPartitionAssignor,
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+    SubscribedTopicDescriber,
+)
+from strom.plugins.markers import hookimpl
+
+SHARE_ASSIGNORS_CONFIG = "group.share.assignors"
+DEFAULT_SHARE_ASSIGNORS = "simple"
 
 TopicIdPartition = tuple[uuid.UUID, int]
 # member id -> topic id -> partitions
@@ -39,12 +59,38 @@ def _java_rem_abs(h: int, n: int) -> int:
     return abs(h) % n
 
 
+@runtime_checkable
+class ShareGroupPartitionAssignor(ConsumerGroupPartitionAssignor, Protocol):
+    """A share-group assignor (Kafka's ``ShareGroupPartitionAssignor``): an assignor whose
+    result may give one partition to several members. ``share_group_assignor`` marks it, since a
+    Protocol cannot tell the two apart by their methods."""
+
+    share_group_assignor: bool
+
+
 class SimpleAssignor:
     """The share-group assignor Kafka names ``simple`` (``group.share.assignors`` default)."""
 
-    name = "simple"
+    share_group_assignor = True
 
-    def assign(self, subscriptions: Mapping[str, Collection[uuid.UUID]], topic_partitions: Mapping[uuid.UUID, int],
+    def name(self) -> str:
+        return "simple"
+
+    def assign(self, group_spec: GroupSpec, topics: SubscribedTopicDescriber) -> GroupAssignment:
+        """The hook's form: :meth:`compute` over a :class:`GroupSpec`."""
+        subscriptions = {m: sorted(s.subscribed_topic_ids) for m, s in group_spec.members.items()}
+        counts: dict[uuid.UUID, int] = {}
+        for ids in subscriptions.values():
+            for topic_id in ids:
+                n = topics.num_partitions(topic_id)
+                if n >= 0:
+                    counts[topic_id] = n
+        current = {m: dict(group_spec.member_assignment(m).partitions) for m in group_spec.members}
+        out = self.compute(subscriptions, counts, current)
+        return GroupAssignment({m: MemberAssignment({t: frozenset(ps) for t, ps in parts.items()})
+                                for m, parts in out.items()})
+
+    def compute(self, subscriptions: Mapping[str, Collection[uuid.UUID]], topic_partitions: Mapping[uuid.UUID, int],
                current: Mapping[str, Mapping[uuid.UUID, Collection[int]]] | None = None) -> Assignment:
         """The target assignment of every member.
 
@@ -134,3 +180,8 @@ class SimpleAssignor:
                      assignment: dict[TopicIdPartition, list[str]]) -> None:
         for i, tp in enumerate(target):
             assignment.setdefault(tp, []).append(members[i % len(members)])
+
+
+@hookimpl
+def strom_assignors() -> Sequence[ConsumerGroupPartitionAssignor]:
+    return [SimpleAssignor()]

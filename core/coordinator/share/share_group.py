@@ -11,11 +11,16 @@ silent for ``group.share.session.timeout.ms`` is removed (:meth:`ShareGroup.expi
 and ``group.share.max.size`` members at most (GROUP_MAX_SIZE_REACHED).
 
 The caller resolves topic names to ids and partition counts from the metadata image
-(``topics``) and persists the group as it sees fit; this class holds the state machine only.
+(``topics``) and persists the group (``group.share_group_service`` writes Kafka's ShareGroup*
+records to ``__consumer_offsets`` and replays them here through :meth:`ShareGroup.replay`);
+this class holds the state machine only. ``initialized`` is the set of share partitions whose
+state the share coordinator holds (ShareGroupStatePartitionMetadata): the service initializes a
+subscribed partition before any member is given it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,9 +28,18 @@ from dataclasses import dataclass, field
 from strom.core.coordinator.share.assignor import Assignment, SimpleAssignor
 from strom.core.errors import (
     FencedMemberEpochError,
+    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     InvalidRequestError,
     UnknownMemberIdError,
+)
+from strom.plugins.hookspecs.assignors import (
+    ConsumerGroupPartitionAssignor,
+    GroupSpec,
+    MemberAssignment,
+    MemberSubscription,
+    SubscribedTopicMetadata,
+    TopicMetadata,
 )
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -41,6 +55,7 @@ class ShareGroupMember:
     member_id: str
     member_epoch: int
     subscribed_topic_names: tuple[str, ...]
+    previous_member_epoch: int = 0
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -61,12 +76,12 @@ class HeartbeatResult:
 class ShareGroup:
     """Membership, group epoch and target assignment of one share group."""
 
-    def __init__(self, group_id: str, *, assignor: SimpleAssignor | None = None,
+    def __init__(self, group_id: str, *, assignor: ConsumerGroupPartitionAssignor | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
                  max_size: int = DEFAULT_MAX_SIZE) -> None:
         self.group_id = group_id
-        self.assignor = assignor or SimpleAssignor()
+        self.assignor: ConsumerGroupPartitionAssignor = assignor or SimpleAssignor()
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
@@ -76,11 +91,35 @@ class ShareGroup:
         self.target: Assignment = {}
         # The partition counts the target was computed with (topic id -> count).
         self._topic_metadata: dict[uuid.UUID, int] = {}
+        # Kafka persists a hash of the subscribed topics' metadata, not the metadata: a group
+        # replayed from the log compares against this one (see ``metadata_hash``).
+        self.metadata_hash = 0
+        # Share partitions whose state the share coordinator holds: topic id -> partitions.
+        self.initialized: dict[uuid.UUID, set[int]] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}
+        self.deleted = False
 
     @property
     def state(self) -> str:
-        """ShareGroupDescribe's GroupState: Empty or Stable (share groups never rebalance)."""
+        """ShareGroupDescribe's GroupState: Empty or Stable (share groups never rebalance); Dead once deleted."""
+        if self.deleted:
+            return "Dead"
         return "Empty" if not self.members else "Stable"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def member_assignment(self, member_id: str) -> dict[uuid.UUID, set[int]] | None:
+        """What the member is assigned now (a copy), None for an unknown member."""
+        member = self.members.get(member_id)
+        return None if member is None else {t: set(ps) for t, ps in member.assignment.items()}
+
+    # Kafka's ShareGroup refuses the consumer-group offset APIs with GROUP_ID_NOT_FOUND.
+    def validate_offset_commit(self, *_args: object, **_kwargs: object) -> None:
+        raise GroupIdNotFoundError(f"Group {self.group_id} is not a consumer group.")
+
+    def validate_offset_fetch(self, *_args: object, **_kwargs: object) -> None:
+        raise GroupIdNotFoundError(f"Group {self.group_id} is not a consumer group.")
 
     def subscribed_topic_names(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topic_names}
@@ -122,14 +161,18 @@ class ShareGroup:
         member.last_heartbeat_ms = now_ms
 
         metadata = self._subscribed_metadata(topics)
-        if changed or metadata != self._topic_metadata:
+        digest = metadata_hash(metadata)
+        if changed or (metadata != self._topic_metadata and digest != self.metadata_hash):
             self.group_epoch += 1
+            self.metadata_hash = digest
         if self.assignment_epoch != self.group_epoch:
             self._compute_target(topics, metadata)
 
         new_assignment = {t: set(ps) for t, ps in self.target.get(member_id, {}).items()}
         send = member_epoch == 0 or new_assignment != member.assignment
         member.assignment = new_assignment
+        if member.member_epoch != self.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
         member.member_epoch = self.assignment_epoch
         return HeartbeatResult(member_id, member.member_epoch, self.heartbeat_interval_ms,
                                new_assignment if send else None)
@@ -142,6 +185,8 @@ class ShareGroup:
             del self.members[member_id]
         if gone:
             self.group_epoch += 1
+            for member_id in gone:
+                self.target.pop(member_id, None)
         return gone
 
     def _leave(self, member_id: str) -> HeartbeatResult:
@@ -155,9 +200,33 @@ class ShareGroup:
         return {topics[n][0]: topics[n][1] for n in sorted(self.subscribed_topic_names()) if n in topics}
 
     def _compute_target(self, topics: Mapping[str, tuple[uuid.UUID, int]], metadata: dict[uuid.UUID, int]) -> None:
-        subscriptions = {m.member_id: [topics[n][0] for n in m.subscribed_topic_names if n in topics]
-                         for m in self.members.values()}
-        current = {m.member_id: m.assignment for m in self.members.values()}
-        self.target = self.assignor.assign(subscriptions, metadata, current)
+        # Through the assignor hook's interface, so a plugin assignor is called the same way.
+        spec = GroupSpec(
+            members={m.member_id: MemberSubscription(
+                frozenset(topics[n][0] for n in m.subscribed_topic_names if n in topics), m.rack_id)
+                for m in self.members.values()},
+            current={m.member_id: MemberAssignment({t: frozenset(ps) for t, ps in m.assignment.items()})
+                     for m in self.members.values()})
+        names = {tid: name for name, (tid, _) in topics.items()}
+        described = SubscribedTopicMetadata({tid: TopicMetadata(tid, names.get(tid, ""), n)
+                                             for tid, n in metadata.items()})
+        result = self.assignor.assign(spec, described)
+        self.target = {mid: {t: set(ps) for t, ps in a.partitions.items() if ps}
+                       for mid, a in result.members.items()}
         self._topic_metadata = metadata
         self.assignment_epoch = self.group_epoch
+
+
+def metadata_hash(metadata: Mapping[uuid.UUID, int]) -> int:
+    """A stable signed 64-bit digest of the subscribed topics' ids and partition counts.
+
+    Kafka 4.3 stores a murmur3 hash of the topics' metadata (KIP-1101) in ShareGroupMetadataValue;
+    strom's digest is its own (a group Kafka wrote gets one epoch bump when strom loads it).
+    """
+    if not metadata:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for topic_id, count in sorted(metadata.items(), key=lambda kv: kv[0].bytes):
+        h.update(topic_id.bytes)
+        h.update(count.to_bytes(4, "big"))
+    return int.from_bytes(h.digest(), "big", signed=True)

@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.group.api_support import coordinator_of
 from strom.core.coordinator.group.classic import ClassicGroup
+from strom.core.coordinator.share.share_group import ShareGroup
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, response_throttle
@@ -21,9 +22,11 @@ VERSIONS = (0, 5)
 
 
 def _describe(group: Any) -> tuple[str, str, str]:
-    """(protocol type, state, type) of a classic or KIP-848 group."""
+    """(protocol type, state, type) of a classic, KIP-848 or share group."""
     if isinstance(group, ClassicGroup):
         return group.protocol_type or "", group.state_name, "classic"
+    if isinstance(group, ShareGroup):
+        return "share", group.state, "share"  # Kafka's ShareGroup.protocolType() is "share"
     return "consumer", str(group.state), "consumer"
 
 

@@ -1,0 +1,184 @@
+"""ShareGroupHeartbeat and ShareGroupDescribe on strom's broker, over a real socket.
+
+Join with epoch 0 (a client-generated member id), heartbeat, leave with -1; a second member
+bumps the group epoch and both are assigned (the simple assignor shares partitions when there
+are more members than partitions); a stale epoch is FENCED_MEMBER_EPOCH; a silent member is
+removed when its ``share.session.timeout.ms`` (a GROUP config) runs out; the group and its
+assignments survive a restart (the ShareGroup* records of ``__consumer_offsets`` are replayed);
+a share partition's state is initialized in the share coordinator (start offset -1) before any
+member is assigned it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from diff_wire import WireClient
+from kio.schema.errors import ErrorCode
+from kio.schema.read_share_group_state_summary.v1 import request as summary_req
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import i32
+from share_kit import SHARE_BROKER_CONFIG, set_group_config
+
+from strom.core.testing import BrokerProcess
+
+
+def heartbeat(wire: WireClient, group: str, member: str, epoch: int, topics: list[str] | None = None) -> Any:
+    return wire.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=i32(epoch),
+                                                   rack_id=None,
+                                                   subscribed_topic_names=None if topics is None else tuple(topics)))
+
+
+def describe(wire: WireClient, group: str) -> Any:
+    return wire.request(ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=True)).groups[0]
+
+
+def assigned(resp: Any) -> dict[uuid.UUID, set[int]]:
+    assert resp.assignment is not None, resp
+    return {tp.topic_id: set(tp.partitions) for tp in resp.assignment.topic_partitions}
+
+
+def topic_id_of(wire: WireClient, topic: str) -> uuid.UUID:
+    topic_id = wire.metadata([topic]).topics[0].topic_id
+    assert isinstance(topic_id, uuid.UUID)
+    return topic_id
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_join_assign_heartbeat_leave(fresh_broker: BrokerProcess) -> None:
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.create_topic("hb", 2)
+        tid = topic_id_of(wire, "hb")
+        wire.wait_for_coordinator("g1")
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+
+        r = heartbeat(wire, "g1", a, 0, ["hb"])
+        assert r.error_code == ErrorCode.none, r
+        assert (r.member_id, r.member_epoch) == (a, 1)
+        assert r.heartbeat_interval.total_seconds() == 5.0
+        assert assigned(r) == {tid: {0, 1}}
+        # The partitions' share state was initialized first: start offset -1, state epoch 0.
+        summary = wire.request(summary_req.ReadShareGroupStateSummaryRequest(group_id="g1", topics=(
+            summary_req.ReadStateSummaryData(topic_id=tid, partitions=tuple(
+                summary_req.PartitionData(partition=i32(p), leader_epoch=i32(-1)) for p in (0, 1))),)))
+        for p in summary.results[0].partitions:
+            assert (p.error_code, p.start_offset, p.state_epoch) == (ErrorCode.none, -1, 0), p
+
+        r = heartbeat(wire, "g1", a, 1)
+        assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)  # unchanged: not sent
+
+        r = heartbeat(wire, "g1", b, 0, ["hb"])
+        assert (r.error_code, r.member_epoch) == (ErrorCode.none, 2)
+        b_parts = assigned(r)[tid]
+        assert b_parts
+        r = heartbeat(wire, "g1", a, 1)
+        assert r.member_epoch == 2
+        a_parts = assigned(r)[tid] if r.assignment is not None else {0, 1}
+        assert a_parts | b_parts == {0, 1}
+
+        d = describe(wire, "g1")
+        assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
+            ErrorCode.none, "Stable", 2, 2, "simple")
+        members = {m.member_id: m for m in d.members}
+        assert set(members) == {a, b}
+        assert members[b].subscribed_topic_names == ("hb",)
+        assert {p for tp in members[b].assignment.topic_partitions for p in tp.partitions} == b_parts
+        assert members[b].assignment.topic_partitions[0].topic_name == "hb"
+
+        r = heartbeat(wire, "g1", b, -1)
+        assert (r.error_code, r.member_id, r.member_epoch) == (ErrorCode.none, b, -1)
+        d = describe(wire, "g1")
+        assert [m.member_id for m in d.members] == [a] and d.group_epoch == 3
+        r = heartbeat(wire, "g1", a, -1)
+        assert r.member_epoch == -1
+        assert describe(wire, "g1").group_state == "Empty"
+
+
+def test_heartbeat_errors(fresh_broker: BrokerProcess) -> None:
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.create_topic("hb", 1)
+        wire.wait_for_coordinator("g2")
+        a = str(uuid.uuid4())
+        assert heartbeat(wire, "g2", a, 0, ["hb"]).member_epoch == 1
+        r = heartbeat(wire, "g2", a, 7)
+        assert r.error_code == ErrorCode.fenced_member_epoch, r
+        r = heartbeat(wire, "g2", str(uuid.uuid4()), 1)
+        assert r.error_code == ErrorCode.unknown_member_id, r
+        r = heartbeat(wire, "nope", a, 1)
+        assert r.error_code == ErrorCode.group_id_not_found, r
+        assert heartbeat(wire, "g2", "", 0, ["hb"]).error_code == ErrorCode.invalid_request
+        assert heartbeat(wire, "g2", a, 0, []).error_code == ErrorCode.invalid_request
+        assert heartbeat(wire, "g2", a, -2).error_code == ErrorCode.invalid_request
+        # An unknown topic is subscribed to and assigned nothing until it exists.
+        c = str(uuid.uuid4())
+        r = heartbeat(wire, "g2", c, 0, ["later"])
+        assert r.error_code == ErrorCode.none and assigned(r) == {}
+        wire.create_topic("later", 1)
+        tid = topic_id_of(wire, "later")
+        r = wait_for(lambda: (x := heartbeat(wire, "g2", c, r.member_epoch)).assignment and x, 10, "assignment")
+        assert assigned(r) == {tid: {0}}
+        # A share group id is not a consumer group and the other way round.
+        d = describe(wire, "no-such-group")
+        assert (d.error_code, d.error_message) == (ErrorCode.group_id_not_found, "Group no-such-group not found.")
+
+
+def test_session_expiry_removes_member(fresh_broker: BrokerProcess) -> None:
+    fresh_broker.config.update(SHARE_BROKER_CONFIG)
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.create_topic("hb", 1)
+        wire.wait_for_coordinator("g3")
+        set_group_config(fresh_broker.bootstrap, "g3", {"share.session.timeout.ms": "6000",
+                                                        "share.heartbeat.interval.ms": "1000"})
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        r = heartbeat(wire, "g3", a, 0, ["hb"])
+        assert r.heartbeat_interval.total_seconds() == 1.0
+        heartbeat(wire, "g3", b, 0, ["hb"])
+        started = time.monotonic()
+        # a keeps heartbeating, b goes silent.
+        epoch = 2
+        while [m.member_id for m in describe(wire, "g3").members] != [a]:
+            assert time.monotonic() - started < 30, describe(wire, "g3")
+            r = heartbeat(wire, "g3", a, epoch)
+            assert r.error_code == ErrorCode.none, r
+            epoch = r.member_epoch
+            time.sleep(0.5)  # heartbeat pacing (the member's interval), not a condition
+        assert time.monotonic() - started >= 5.0
+        assert heartbeat(wire, "g3", b, 2).error_code == ErrorCode.unknown_member_id
+
+
+@pytest.mark.slow
+def test_group_survives_restart(fresh_broker: BrokerProcess) -> None:
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.create_topic("hb", 3)
+        tid = topic_id_of(wire, "hb")
+        wire.wait_for_coordinator("g4")
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        heartbeat(wire, "g4", a, 0, ["hb"])
+        heartbeat(wire, "g4", b, 0, ["hb"])
+        r = heartbeat(wire, "g4", a, 1)
+        before = describe(wire, "g4")
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.wait_for_coordinator("g4")
+        after = describe(wire, "g4")
+        assert (after.group_state, after.group_epoch, after.assignment_epoch) == (
+            before.group_state, before.group_epoch, before.assignment_epoch)
+        assert after.members == before.members
+        # The member goes on with the epoch it had; nothing changed, so nothing is sent.
+        r = heartbeat(wire, "g4", a, r.member_epoch)
+        assert (r.error_code, r.assignment) == (ErrorCode.none, None), r
+        assert describe(wire, "g4").group_epoch == before.group_epoch
+        assert tid in {tp.topic_id for m in after.members for tp in m.assignment.topic_partitions}
