@@ -20,7 +20,8 @@ records, an error or an acknowledgement result (Kafka's incremental share-sessio
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -32,8 +33,6 @@ from strom.core.share.share_partition_manager import BATCH_OPTIMIZED, FetchedPar
 from strom.core.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-
     from strom.core.server.context import RequestContext
     from strom.core.server.handlers._deps import ShareFetchDeps
     from strom.core.server.handlers._kio_types import ShareFetchRequest, ShareFetchResponse
@@ -43,15 +42,18 @@ VERSIONS = (1, 2)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-class _AckBatch:
+class AckBatchFields(Protocol):
     """The fields of an AcknowledgementBatch (ShareFetch's and ShareAcknowledge's alike)."""
 
-    first_offset: int
-    last_offset: int
-    acknowledge_types: tuple[int, ...]
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def acknowledge_types(self) -> Sequence[int]: ...
 
 
-def ack_batches(batches: Iterable[_AckBatch]) -> list[AcknowledgementBatch]:
+def ack_batches(batches: Iterable[AckBatchFields]) -> list[AcknowledgementBatch]:
     """The wire's acknowledgement batches as SharePartition takes them; a bad type is INVALID_REQUEST."""
     out = []
     for b in batches:
@@ -99,7 +101,7 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
 
     added = [(t.topic_id or ZERO_UUID, int(p.partition_index)) for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id or ZERO_UUID, int(p)) for t in request.forgotten_topics_data for p in t.partitions]
-    acks: dict[tuple[uuid.UUID, int], Sequence[_AckBatch]] = {
+    acks: dict[tuple[uuid.UUID, int], Sequence[AckBatchFields]] = {
         (t.topic_id or ZERO_UUID, int(p.partition_index)): p.acknowledgement_batches
         for t in request.topics for p in t.partitions if p.acknowledgement_batches}
     if epoch == FINAL_EPOCH and added and any(not p.acknowledgement_batches for t in request.topics

@@ -21,7 +21,8 @@ from diff_wire import WireClient, incremental_alter_configs
 from kio.schema.errors import ErrorCode
 from kio.schema.share_acknowledge.v2 import request as ack_req
 from kio.schema.share_fetch.v2 import request as fetch_req
-from kio.static.primitive import i8, i32
+from kio.schema.types import GroupId
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strom.core.records.builder import decode_records
 from strom.core.testing import BrokerProcess
@@ -67,11 +68,11 @@ class ShareMember:
         wanted = set(self.partitions if use_epoch == 0 else ()) | set(acks) | set(partitions or ())
         parts = tuple(fetch_req.FetchPartition(
             partition_index=i32(p), acknowledgement_batches=tuple(
-                fetch_req.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=(i8(t),))
+                fetch_req.AcknowledgementBatch(first_offset=i64(a), last_offset=i64(b), acknowledge_types=(i8(t),))
                 for a, b, t in acks.get(p, []))) for p in sorted(wanted))
         r = self.wire.request(fetch_req.ShareFetchRequest(
-            group_id=self.group, member_id=self.member_id, share_session_epoch=i32(use_epoch),
-            max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=i32(1), max_bytes=i32(1 << 20), max_records=i32(max_records),
+            group_id=GroupId(self.group), member_id=self.member_id, share_session_epoch=i32(use_epoch),
+            max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)), min_bytes=i32(1), max_bytes=i32(1 << 20), max_records=i32(max_records),
             batch_size=i32(max_records), share_acquire_mode=i8(mode),
             topics=(fetch_req.FetchTopic(topic_id=self.topic_id, partitions=parts),) if parts else (),
             forgotten_topics_data=()))
@@ -82,10 +83,10 @@ class ShareMember:
     def acknowledge(self, acks: Acks, *, epoch: int | None = None) -> Any:
         use_epoch = self.epoch if epoch is None else epoch
         r = self.wire.request(ack_req.ShareAcknowledgeRequest(
-            group_id=self.group, member_id=self.member_id, share_session_epoch=i32(use_epoch),
+            group_id=GroupId(self.group), member_id=self.member_id, share_session_epoch=i32(use_epoch),
             topics=(ack_req.AcknowledgeTopic(topic_id=self.topic_id, partitions=tuple(
                 ack_req.AcknowledgePartition(partition_index=i32(p), acknowledgement_batches=tuple(
-                    ack_req.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=(i8(t),))
+                    ack_req.AcknowledgementBatch(first_offset=i64(a), last_offset=i64(b), acknowledge_types=(i8(t),))
                     for a, b, t in batches)) for p, batches in acks.items())),)))
         if r.error_code == 0 and epoch is None:
             self.epoch += 1
