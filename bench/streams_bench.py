@@ -230,7 +230,7 @@ def _create(bootstrap: str, topic: str, partitions: int, config: dict[str, str] 
 
 
 def wordcount_workload(bootstrap: str, partitions: int, lines: int, words: int, vocabulary: int) -> Workload:
-    topic = "wc-input"
+    topic = f"wc-input-{uuid.uuid4().hex[:6]}"
     _create(bootstrap, topic, partitions)
     rng = random.Random(42)
     vocab = [f"w{i:05d}" for i in range(vocabulary)]
@@ -254,7 +254,7 @@ def wordcount_workload(bootstrap: str, partitions: int, lines: int, words: int, 
 
 
 def windowed_workload(bootstrap: str, partitions: int, records: int, keys: int, span_minutes: int) -> Workload:
-    topic = "win-input"
+    topic = f"win-input-{uuid.uuid4().hex[:6]}"
     _create(bootstrap, topic, partitions)
     rng = random.Random(43)
     span = span_minutes * 60_000
@@ -285,7 +285,7 @@ def windowed_workload(bootstrap: str, partitions: int, records: int, keys: int, 
 
 
 def join_workload(bootstrap: str, partitions: int, records: int, customers: int) -> Workload:
-    table_topic = "join-customers"
+    table_topic = f"join-customers-{uuid.uuid4().hex[:6]}"
     _create(bootstrap, table_topic, partitions, {"cleanup.policy": "compact"})
     rng = random.Random(44)
     table = {f"c{i:06d}": f"customer-{i}|region-{i % 17}|tier-{i % 3}" for i in range(customers)}
