@@ -46,11 +46,11 @@ TV = "transaction.version"
 MV = "metadata.version"
 GV = "group.version"
 ELR = "eligible.leader.replicas.version"
-# The features strom implements at Kafka 4.3.1's levels. Kafka also finalizes share.version and
-# streams.version (1), whose behaviour strom lacks: it supports only their level 0 (and
-# kraft.version 0: static voters), which kafka-features.sh describe shows.
-STROM_FEATURES = (MV, TV, GV, ELR)
-HONEST_ZERO = ("kraft.version", "share.version", "streams.version")
+# The features strom implements at Kafka 4.3.1's levels (share.version 1: share groups, KIP-932).
+# Kafka also finalizes streams.version (1), whose behaviour strom lacks: it supports only its
+# level 0 (and kraft.version 0: static voters), which kafka-features.sh describe shows.
+STROM_FEATURES = (MV, TV, GV, ELR, "share.version")
+HONEST_ZERO = ("kraft.version", "streams.version")
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 FAILED = "The update failed for all features since the following feature had an error: "
 

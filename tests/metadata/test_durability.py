@@ -241,11 +241,11 @@ ELR, GV, TV = "eligible.leader.replicas.version", "group.version", "transaction.
     ("3.9", None, [FeatureLevelRecord("metadata.version", 21)]),   # before KIP-890's feature
     ("4.0", None, [FeatureLevelRecord("metadata.version", 25), FeatureLevelRecord(GV, 1),
                    FeatureLevelRecord(TV, 2)]),
-    # Kafka 4.3.1's defaults at 4.3-IV0, less share.version and streams.version (strom has neither).
+    # Kafka 4.3.1's defaults at 4.3-IV0, less streams.version (strom has no streams groups).
     (None, None, [FeatureLevelRecord("metadata.version", 30), FeatureLevelRecord(ELR, 1), FeatureLevelRecord(GV, 1),
-                  FeatureLevelRecord(TV, 2)]),
+                  FeatureLevelRecord("share.version", 1), FeatureLevelRecord(TV, 2)]),
     ("4.3-IV0", {TV: 1, ELR: 0}, [FeatureLevelRecord("metadata.version", 30), FeatureLevelRecord(GV, 1),
-                                  FeatureLevelRecord(TV, 1)]),
+                                  FeatureLevelRecord("share.version", 1), FeatureLevelRecord(TV, 1)]),
     ("4.0-IV1", {ELR: 1}, [FeatureLevelRecord("metadata.version", 23), FeatureLevelRecord(ELR, 1),
                            FeatureLevelRecord(GV, 1)]),
     ("4.1.1", {TV: 0, "kraft.version": 0}, [FeatureLevelRecord("metadata.version", 27), FeatureLevelRecord(ELR, 1),
@@ -263,7 +263,7 @@ def test_feature_levels_are_checked() -> None:
     assert parse_feature_levels(["transaction.version=1"]) == {"transaction.version": 1}
     assert parse_feature_levels(["group.version=1", "eligible.leader.replicas.version=0"]) == {GV: 1, ELR: 0}
     for bad, why in [("transaction.version=3", "outside the supported levels 0..2"),
-                     ("share.version=1", r"outside the supported levels 0..0 \(Kafka has level 1, whose behaviour"),
+                     ("share.version=2", r"outside the supported levels 0..1"),
                      ("streams.version=1", "outside the supported levels 0..0"),
                      ("kraft.version=1", "outside the supported levels 0..0"),
                      ("no.such.version=1", "unknown feature 'no.such.version'"),
