@@ -151,9 +151,15 @@ class ShareGroup:
             member = ShareGroupMember(member_id, 0, tuple(subscribed_topic_names or ()))
             self.members[member_id] = member
             changed = True
-        elif member_epoch != member.member_epoch and member_epoch != 0:
-            raise FencedMemberEpochError(f"The share group member has a smaller member epoch ({member_epoch}) "
-                                         f"than the one known by the group coordinator ({member.member_epoch}).")
+        elif member_epoch > member.member_epoch:
+            raise FencedMemberEpochError(
+                f"The share group member has a greater member epoch ({member_epoch}) than the one known by the "
+                f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+        elif 0 < member_epoch < member.member_epoch and member_epoch != member.previous_member_epoch:
+            # The previous epoch is accepted: the response that gave the new one may be lost.
+            raise FencedMemberEpochError(
+                f"The share group member has a smaller member epoch ({member_epoch}) than the one known by the "
+                f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
         if subscribed_topic_names is not None and tuple(subscribed_topic_names) != member.subscribed_topic_names:
             member.subscribed_topic_names = tuple(subscribed_topic_names)
             changed = True
