@@ -96,6 +96,7 @@ if TYPE_CHECKING:
         RequestDeps,
         ShareCoordinatorDeps,
         ShareFetchDeps,
+        ShareGroupOffsetsDeps,
         TxnDeps,
     )
     from strom.core.server.handlers.find_coordinator import FindCoordinatorDeps
@@ -275,11 +276,8 @@ class Broker:
         await self.txn_coordinator.start(self.coordinator_runtime)
         await self.group_coordinator.start(self.coordinator_runtime)
         await self.share_coordinator.start(self.coordinator_runtime)
-        # A member that leaves a share group gives its acquired records back (the group
-        # coordinator's share-member listener, when it has one).
-        add_listener = getattr(self.group_coordinator, "add_share_member_listener", None)
-        if add_listener is not None:
-            add_listener(self.share_partition_manager.on_share_member_left)
+        # A member that leaves a share group (or whose session expires) gives its acquired records back.
+        self.group_coordinator.add_share_member_listener(self.share_partition_manager.on_share_member_left)
         self._tasks.append(asyncio.create_task(self._maintenance_loop(), name="log-maintenance"))
         # The ports were bound before anything else; clients that connected meanwhile waited
         # in the backlog and are served from now on.
@@ -569,7 +567,8 @@ if TYPE_CHECKING:
         coordinator_host: CoordinatorHost = broker
         share_coordinator_deps: ShareCoordinatorDeps = broker
         share_fetch_deps: ShareFetchDeps = broker
-        del (share_fetch_deps,)
+        share_group_offsets_deps: ShareGroupOffsetsDeps = broker
+        del (share_fetch_deps, share_group_offsets_deps)
         del (api_versions_deps, acl_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
              metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, request_deps, txn_deps,
              find_coordinator_deps, txn_offset_commit_deps, coordinator_host, share_coordinator_deps)

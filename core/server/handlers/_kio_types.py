@@ -47,6 +47,8 @@ import kio.schema.alter_partition_reassignments.v0.request
 import kio.schema.alter_partition_reassignments.v0.response
 import kio.schema.alter_partition_reassignments.v1.request
 import kio.schema.alter_partition_reassignments.v1.response
+import kio.schema.alter_share_group_offsets.v0.request
+import kio.schema.alter_share_group_offsets.v0.response
 import kio.schema.alter_user_scram_credentials.v0.request
 import kio.schema.alter_user_scram_credentials.v0.response
 import kio.schema.api_versions.v0.request
@@ -111,6 +113,8 @@ import kio.schema.delete_records.v1.request
 import kio.schema.delete_records.v1.response
 import kio.schema.delete_records.v2.request
 import kio.schema.delete_records.v2.response
+import kio.schema.delete_share_group_offsets.v0.request
+import kio.schema.delete_share_group_offsets.v0.response
 import kio.schema.delete_share_group_state.v0.request
 import kio.schema.delete_share_group_state.v0.response
 import kio.schema.delete_topics.v1.request
@@ -181,6 +185,10 @@ import kio.schema.describe_quorum.v1.request
 import kio.schema.describe_quorum.v1.response
 import kio.schema.describe_quorum.v2.request
 import kio.schema.describe_quorum.v2.response
+import kio.schema.describe_share_group_offsets.v0.request
+import kio.schema.describe_share_group_offsets.v0.response
+import kio.schema.describe_share_group_offsets.v1.request
+import kio.schema.describe_share_group_offsets.v1.response
 import kio.schema.describe_topic_partitions.v0.request
 import kio.schema.describe_topic_partitions.v0.response
 import kio.schema.describe_transactions.v0.request
@@ -479,6 +487,10 @@ import kio.schema.share_fetch.v1.request
 import kio.schema.share_fetch.v1.response
 import kio.schema.share_fetch.v2.request
 import kio.schema.share_fetch.v2.response
+import kio.schema.share_group_describe.v1.request
+import kio.schema.share_group_describe.v1.response
+import kio.schema.share_group_heartbeat.v1.request
+import kio.schema.share_group_heartbeat.v1.response
 import kio.schema.sync_group.v0.request
 import kio.schema.sync_group.v0.response
 import kio.schema.sync_group.v1.request
@@ -1442,6 +1454,26 @@ DescribeTopicPartitionsResponse: TypeAlias = (
     kio.schema.describe_topic_partitions.v0.response.DescribeTopicPartitionsResponse
 )
 
+# API key 76, versions 1..1
+ShareGroupHeartbeatRequest: TypeAlias = (
+    kio.schema.share_group_heartbeat.v1.request.ShareGroupHeartbeatRequest
+)
+
+# API key 76, versions 1..1
+ShareGroupHeartbeatResponse: TypeAlias = (
+    kio.schema.share_group_heartbeat.v1.response.ShareGroupHeartbeatResponse
+)
+
+# API key 77, versions 1..1
+ShareGroupDescribeRequest: TypeAlias = (
+    kio.schema.share_group_describe.v1.request.ShareGroupDescribeRequest
+)
+
+# API key 77, versions 1..1
+ShareGroupDescribeResponse: TypeAlias = (
+    kio.schema.share_group_describe.v1.response.ShareGroupDescribeResponse
+)
+
 # API key 78, versions 1..2
 ShareFetchRequest: TypeAlias = (
     kio.schema.share_fetch.v1.request.ShareFetchRequest
@@ -1518,4 +1550,36 @@ ReadShareGroupStateSummaryRequest: TypeAlias = (
 ReadShareGroupStateSummaryResponse: TypeAlias = (
     kio.schema.read_share_group_state_summary.v0.response.ReadShareGroupStateSummaryResponse
     | kio.schema.read_share_group_state_summary.v1.response.ReadShareGroupStateSummaryResponse
+)
+
+# API key 90, versions 0..1
+DescribeShareGroupOffsetsRequest: TypeAlias = (
+    kio.schema.describe_share_group_offsets.v0.request.DescribeShareGroupOffsetsRequest
+    | kio.schema.describe_share_group_offsets.v1.request.DescribeShareGroupOffsetsRequest
+)
+
+# API key 90, versions 0..1
+DescribeShareGroupOffsetsResponse: TypeAlias = (
+    kio.schema.describe_share_group_offsets.v0.response.DescribeShareGroupOffsetsResponse
+    | kio.schema.describe_share_group_offsets.v1.response.DescribeShareGroupOffsetsResponse
+)
+
+# API key 91, versions 0..0
+AlterShareGroupOffsetsRequest: TypeAlias = (
+    kio.schema.alter_share_group_offsets.v0.request.AlterShareGroupOffsetsRequest
+)
+
+# API key 91, versions 0..0
+AlterShareGroupOffsetsResponse: TypeAlias = (
+    kio.schema.alter_share_group_offsets.v0.response.AlterShareGroupOffsetsResponse
+)
+
+# API key 92, versions 0..0
+DeleteShareGroupOffsetsRequest: TypeAlias = (
+    kio.schema.delete_share_group_offsets.v0.request.DeleteShareGroupOffsetsRequest
+)
+
+# API key 92, versions 0..0
+DeleteShareGroupOffsetsResponse: TypeAlias = (
+    kio.schema.delete_share_group_offsets.v0.response.DeleteShareGroupOffsetsResponse
 )
