@@ -13,6 +13,7 @@ from uuid import UUID
 
 from strom.core.metadata.delta import MetadataDelta
 from strom.core.metadata.image import MetadataImage
+from strom.core.metadata.publisher import ImageMapPublisher
 from strom.core.metadata.records import AccessControlEntryRecord
 from strom.core.security.acl_control import binding_of
 from strom.plugins.hookspecs.authorizers import ClusterMetadataAuthorizer
@@ -20,22 +21,22 @@ from strom.plugins.hookspecs.authorizers import ClusterMetadataAuthorizer
 log = logging.getLogger(__name__)
 
 
-class AclPublisher:
+class AclPublisher(ImageMapPublisher[UUID, AccessControlEntryRecord]):
     """Feeds one authorizer from the metadata loader (runs on the event loop)."""
 
     def __init__(self, authorizer: ClusterMetadataAuthorizer) -> None:
+        super().__init__()
         self.authorizer = authorizer
-        # The image's ACL map the authorizer holds: a delta on another base (a snapshot load,
-        # the catch-up when the publisher is added) reloads everything.
-        self._acls: Mapping[UUID, AccessControlEntryRecord] | None = None
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        if self._acls is None or delta.base.acls is not self._acls:
-            self.authorizer.load_snapshot({str(i): binding_of(r) for i, r in image.acls.items()})
-        else:
-            for acl_id, record in delta.changed_acls.items():
-                if record is None:
-                    self.authorizer.remove_acl(str(acl_id))
-                else:
-                    self.authorizer.add_acl(str(acl_id), binding_of(record))
-        self._acls = image.acls
+    def image_map(self, image: MetadataImage) -> Mapping[UUID, AccessControlEntryRecord]:
+        return image.acls
+
+    def load(self, entries: Mapping[UUID, AccessControlEntryRecord]) -> None:
+        self.authorizer.load_snapshot({str(i): binding_of(r) for i, r in entries.items()})
+
+    def apply_changes(self, delta: MetadataDelta, entries: Mapping[UUID, AccessControlEntryRecord]) -> None:
+        for acl_id, record in delta.changed_acls.items():
+            if record is None:
+                self.authorizer.remove_acl(str(acl_id))
+            else:
+                self.authorizer.add_acl(str(acl_id), binding_of(record))

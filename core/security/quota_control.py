@@ -25,6 +25,7 @@ from strom.core.errors import InvalidRequestError, UnsupportedVersionError
 from strom.core.exceptions import KafkaError
 from strom.core.metadata.delta import MetadataDelta
 from strom.core.metadata.image import MetadataImage, QuotaEntity, quota_entity_of
+from strom.core.metadata.publisher import ImageMapPublisher
 from strom.core.metadata.records import ClientQuotaRecord, EntityData, Message
 from strom.plugins.hookspecs.quotas import (
     CLIENT_ID,
@@ -255,22 +256,22 @@ def describe_client_quotas(image: MetadataImage, components: Sequence[FilterComp
     return out
 
 
-class QuotaPublisher:
+class QuotaPublisher(ImageMapPublisher[QuotaEntity, Mapping[str, float]]):
     """Feeds a quota manager the committed client quotas (Kafka's ``DynamicClientQuotaPublisher``)."""
 
     def __init__(self, consumer: ClientQuotaConsumer) -> None:
+        super().__init__()
         self.consumer = consumer
-        self._quotas: Mapping[QuotaEntity, Mapping[str, float]] | None = None
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        if image.client_quotas is self._quotas:
-            return
-        if self._quotas is None or delta.base.client_quotas is not self._quotas:
-            self.consumer.load_client_quotas({entity: dict(values) for entity, values in image.client_quotas.items()})
-        else:
-            for entity, values in delta.changed_client_quotas.items():
-                self.consumer.update_client_quota(entity, dict(values))
-        self._quotas = image.client_quotas
+    def image_map(self, image: MetadataImage) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        return image.client_quotas
+
+    def load(self, entries: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        self.consumer.load_client_quotas({entity: dict(values) for entity, values in entries.items()})
+
+    def apply_changes(self, delta: MetadataDelta, entries: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        for entity, values in delta.changed_client_quotas.items():
+            self.consumer.update_client_quota(entity, dict(values))
 
 
 def _java_hash(s: str) -> int:

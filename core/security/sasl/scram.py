@@ -18,12 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from strom.core.metadata.publisher import ImageMapPublisher
+from strom.core.metadata.records import UserScramCredentialRecord
 from strom.core.security.sasl import SaslAuthenticationError, SaslCredentialError, SaslServer
 
 if TYPE_CHECKING:
-    from strom.core.metadata.delta import MetadataDelta
     from strom.core.metadata.image import MetadataImage
-    from strom.core.metadata.records import UserScramCredentialRecord
 
 # Kafka's ScramMechanism: name -> (type id in records and the admin API, hash, min iterations).
 MECHANISMS: dict[str, tuple[int, str]] = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
@@ -186,20 +186,18 @@ class ScramSaslServer(SaslServer):
         return f"v={base64.b64encode(server_signature).decode()}".encode()
 
 
-class ScramPublisher:
+class ScramPublisher(ImageMapPublisher[tuple[str, int], UserScramCredentialRecord]):
     """A metadata publisher that keeps a :class:`ScramCredentialStore` equal to the image's
-    SCRAM credentials (Kafka's ScramPublisher feeding the CredentialProvider)."""
+    SCRAM credentials (Kafka's ScramPublisher feeding the CredentialProvider). The store is
+    reloaded whole on every change (no per-credential updates)."""
 
     def __init__(self, store: ScramCredentialStore) -> None:
+        super().__init__()
         self.store = store
-        # The image's credential map the store was loaded from: the image keeps that object
-        # until a credential changes, and a snapshot load (a delta over an empty image) brings a
-        # new one even when none of its records names a dropped user.
-        self._scram: Mapping[tuple[str, int], UserScramCredentialRecord] | None = None
 
-    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        if image.scram is self._scram:
-            return
-        self._scram = image.scram
+    def image_map(self, image: MetadataImage) -> Mapping[tuple[str, int], UserScramCredentialRecord]:
+        return image.scram
+
+    def load(self, entries: Mapping[tuple[str, int], UserScramCredentialRecord]) -> None:
         self.store.load((r.name, r.mechanism, r.salt, r.stored_key, r.server_key, r.iterations)
-                        for r in image.scram.values())
+                        for r in entries.values())
