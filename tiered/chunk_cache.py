@@ -31,10 +31,12 @@ import logging
 import os
 import shutil
 import struct
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -56,6 +58,7 @@ ChunkKey = tuple[str, int]  # (the .log object's key, chunk id)
 # A chunk as fetched: S3 bodies are read into a bytearray of their own (never changed after).
 ChunkData = bytes | bytearray
 
+_REFCOUNTS = sys.implementation.name == "cpython"  # sys.getrefcount tells who holds a buffer
 _HEADER = struct.Struct(">4sQI")  # magic, data length, CRC-32C of the data
 _MAGIC = b"STCC"
 
@@ -175,11 +178,16 @@ class ChunkCache(ABC):
 
 
 class MemoryChunkCache(ChunkCache):
-    """Aiven's ``MemoryChunkCache``: chunks as byte strings in this process."""
+    """Aiven's ``MemoryChunkCache``: chunks as byte strings in this process.
 
-    def __init__(self, size: int | None, retention_s: float | None = None) -> None:
+    ``recycle``: called with a dropped chunk's buffer when nothing else refers to it (no reader's
+    view, no fetch's future): the object storage's buffer pool takes it back."""
+
+    def __init__(self, size: int | None, retention_s: float | None = None,
+                 recycle: Callable[[bytearray], None] | None = None) -> None:
         super().__init__(size, retention_s)
         self._data: dict[ChunkKey, ChunkData] = {}
+        self.recycle = recycle
 
     def _load(self, key: ChunkKey) -> ChunkData | None:
         return self._data.get(key)
@@ -188,7 +196,13 @@ class MemoryChunkCache(ChunkCache):
         self._data[key] = data
 
     def _drop(self, key: ChunkKey) -> None:
-        self._data.pop(key, None)
+        data = self._data.pop(key, None)
+        # Two references (this name and getrefcount's argument): no reader holds a view of the
+        # buffer (a memoryview refers to the bytearray it shows) and none can get one any more
+        # (it left the dict under the GIL), so it may be overwritten by the next GET.
+        if (self.recycle is not None and type(data) is bytearray and _REFCOUNTS
+                and sys.getrefcount(data) == 2):
+            self.recycle(data)
 
 
 class DiskChunkCache(ChunkCache):

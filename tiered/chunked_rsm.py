@@ -63,7 +63,7 @@ from strom.tiered.chunk_cache import (
 )
 from strom.tiered.chunk_manifest import INDEX_FIELDS, Chunk, ChunkIndex, SegmentIndex, SegmentManifest
 from strom.tiered.config_values import ConfigReader
-from strom.tiered.object_storage import ObjectStorage, object_storage_from_config
+from strom.tiered.object_storage import ObjectStorage, S3Storage, object_storage_from_config
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,8 @@ class ChunkedRemoteStorageManager:
             self._storage.close()
         self.chunk_size, self.key_prefix, self.compression, self._storage = chunk_size, key_prefix, compression, storage
         self.chunk_cache, self.prefetch_max_size, self.get_timeout_s = cache, prefetch, get_timeout_ms / 1000
+        if isinstance(cache, MemoryChunkCache) and isinstance(storage, S3Storage):
+            cache.recycle = storage.buffers.give  # evicted chunks' buffers take the next GETs
         self._indexes_cache = MemoryChunkCache(None if indexes_size == -1 else indexes_size,
                                                None if indexes_retention == -1 else indexes_retention / 1000)
         self._fetchers = (ThreadPoolExecutor(threads, thread_name_prefix="remote-chunk-fetch")

@@ -21,6 +21,7 @@ from strom.plugins.hookspecs.storage import (
 )
 from strom.tiered.chunk_cache import DiskChunkCache, MemoryChunkCache
 from strom.tiered.chunked_rsm import LOG_SUFFIX, ChunkedRemoteStorageManager
+from strom.tiered.object_storage import BufferPool
 from strom.tiered.rlm_quota import RLMQuotaManager
 
 CHUNK = 1000
@@ -39,6 +40,31 @@ def test_memory_cache_evicts_the_least_recently_read_past_its_bound() -> None:
     assert ("seg", 9) not in cache and cache.used == 300
     cache.put(("seg", 2), b"y" * 50)  # replacing an entry counts its new size
     assert cache.used == 250
+
+
+def test_a_dropped_chunk_buffer_is_reused_only_when_no_reader_holds_it() -> None:
+    """The memory cache gives an evicted chunk's buffer back to the S3 buffer pool (the next GET
+    reads into it) only when nothing refers to it: a reader's view of an evicted chunk keeps
+    showing that chunk's bytes."""
+    pool = BufferPool()
+    cache = MemoryChunkCache(16, recycle=pool.give)
+    first = pool.take(8)
+    first[:] = b"chunk-0."
+    cache.put(("k", 0), first)
+    del first
+    held = cache.get(("k", 0))
+    assert held is not None
+    view = memoryview(held)[2:7]  # as a fetch holds its pieces
+    del held
+    cache.put(("k", 1), bytearray(b"chunk-1."))
+    cache.put(("k", 2), bytearray(b"chunk-2."))  # evicts chunk 0, which the view still shows
+    assert pool.take(8) is not view.obj  # not reused: a fresh buffer
+    assert bytes(view) == b"unk-0"
+    cache.put(("k", 3), bytearray(b"chunk-3."))  # evicts chunk 1, held by no one
+    reused = pool.take(8)
+    assert reused == b"chunk-1." and pool.reused == 1
+    reused[:] = b"new data"  # the next GET's bytes
+    assert bytes(view) == b"unk-0" and cache.get(("k", 2)) == b"chunk-2."
 
 
 def test_memory_cache_drops_a_chunk_unread_for_its_retention() -> None:
