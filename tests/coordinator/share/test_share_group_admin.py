@@ -26,7 +26,7 @@ from kio.schema.read_share_group_state.v0 import request as read_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32
+from kio.static.primitive import i32, i32Timedelta
 from ref_fixtures import kafka_tool_output
 
 from strom.core.testing import BrokerProcess
@@ -83,7 +83,7 @@ def test_list_and_delete_share_group(fresh_broker: BrokerProcess) -> None:
         # The other protocols do not take a share group's id.
         cg = wire.request(ConsumerGroupHeartbeatRequest(
             group_id=GroupId("sg"), member_id=str(uuid.uuid4()), member_epoch=i32(0), instance_id=None, rack_id=None,
-            rebalance_timeout=timedelta(seconds=30), subscribed_topic_names=(TopicName("ld"),), subscribed_topic_regex=None,
+            rebalance_timeout=i32Timedelta.parse(timedelta(seconds=30)), subscribed_topic_names=(TopicName("ld"),), subscribed_topic_regex=None,
             server_assignor=None, topic_partitions=()))
         assert (cg.error_code, cg.error_message) == (ErrorCode.group_id_not_found, "Group sg is not a consumer group.")
 
