@@ -18,17 +18,26 @@ share key (and answers NOT_COORDINATOR until then); strom creates it on the firs
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.share.share_partition import PersisterStateBatch
 from strom.core.errors import KafkaError
-from strom.core.protocol.messages import response_messages
+from strom.core.protocol.messages import Messages, response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster
 
 if TYPE_CHECKING:
+    import kio.schema.delete_share_group_state.v0.request
+    import kio.schema.initialize_share_group_state.v0.request
+    import kio.schema.read_share_group_state.v0.request
+    import kio.schema.read_share_group_state_summary.v0.request
+    import kio.schema.read_share_group_state_summary.v1.request
+    import kio.schema.write_share_group_state.v0.request
+    import kio.schema.write_share_group_state.v1.request
+
     from strom.core.server.handlers._deps import ShareCoordinatorDeps
     from strom.core.server.handlers._kio_types import (
         DeleteShareGroupStateRequest,
@@ -43,21 +52,77 @@ if TYPE_CHECKING:
         WriteShareGroupStateResponse,
     )
 
+    InitializeStatePartition = kio.schema.initialize_share_group_state.v0.request.PartitionData
+    ReadStatePartition = kio.schema.read_share_group_state.v0.request.PartitionData
+    WriteStatePartition = (kio.schema.write_share_group_state.v0.request.PartitionData
+                           | kio.schema.write_share_group_state.v1.request.PartitionData)
+    DeleteStatePartition = kio.schema.delete_share_group_state.v0.request.PartitionData
+    SummaryPartition = (kio.schema.read_share_group_state_summary.v0.request.PartitionData
+                        | kio.schema.read_share_group_state_summary.v1.request.PartitionData)
+
 _UNINITIALIZED_READ = "Read operation on uninitialized share partition not allowed."
 _UNKNOWN_PARTITION = "This server does not host this topic-partition."
 
 
-def _error(exc: KafkaError) -> tuple[ErrorCode, str | None]:
+Err = tuple[ErrorCode, str | None]
+Fields = dict[str, object]  # a PartitionResult's fields but ``partition``
+_P = TypeVar("_P", bound="_Partition")
+_P_co = TypeVar("_P_co", bound="_Partition", covariant=True)
+
+
+def _error(exc: KafkaError) -> Err:
     # Kafka answers these with the error's own text when there is no other (Errors.X.message()).
     return exc.code, (exc.message or exc.description)
 
 
-def _allowed(deps: ShareCoordinatorDeps, ctx: RequestContext) -> bool:
-    return authorize_cluster(deps, ctx, "CLUSTER_ACTION")
+_DENIED: Err = (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+_OK: Err = (ErrorCode.none, None)
 
 
-_DENIED = (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
-_OK: tuple[ErrorCode, str | None] = (ErrorCode.none, None)
+def _failed(err: Err) -> Fields:
+    """A PartitionResult that carries only its error (Initialize, Write, Delete)."""
+    return {"error_code": err[0], "error_message": err[1]}
+
+
+class _Partition(Protocol):
+    @property
+    def partition(self) -> int: ...
+
+
+class _Topic(Protocol[_P_co]):
+    """A topic of a state request: kio has one class per API version, alike in these two fields."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+    @property
+    def partitions(self) -> Sequence[_P_co]: ...
+
+
+async def _answer_partitions(
+        deps: ShareCoordinatorDeps, ctx: RequestContext, topics: Sequence[_Topic[_P]], api_key: int,
+        result: str, response: str, answer: Callable[[Messages, uuid.UUID, _P], Awaitable[Fields]],
+        failed: Callable[[Err], Fields] = _failed) -> Any:
+    """The walk all five state APIs share: every partition of every topic gets ``answer``'s
+    PartitionResult fields, or ``failed``'s for CLUSTER_AUTHORIZATION_FAILED (the principal
+    lacks CLUSTER_ACTION on the cluster, as KafkaApis checks) or a KafkaError ``answer`` raised;
+    results grouped per topic as the request named them."""
+    m = response_messages(api_key, ctx.api_version)
+    allowed = authorize_cluster(deps, ctx, "CLUSTER_ACTION")
+    results = []
+    for t in topics:
+        topic_id = t.topic_id or uuid.UUID(int=0)
+        parts = []
+        for p in t.partitions:
+            if not allowed:
+                fields = failed(_DENIED)
+            else:
+                try:
+                    fields = await answer(m, topic_id, p)
+                except KafkaError as e:
+                    fields = failed(_error(e))
+            parts.append(m.make("PartitionResult", partition=p.partition, **fields))
+        results.append(m.make(result, topic_id=t.topic_id, partitions=tuple(parts)))
+    return m.make(response, results=tuple(results))
 
 
 class InitializeShareGroupState:
@@ -67,29 +132,21 @@ class InitializeShareGroupState:
     @staticmethod
     async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext,
                      request: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
-        m = response_messages(83, ctx.api_version)
-        allowed = _allowed(deps, ctx)
-        coordinator = deps.share_coordinator
-        results = []
-        for t in request.topics:
-            topic_id = t.topic_id or uuid.UUID(int=0)
-            parts = []
-            for p in t.partitions:
-                err: tuple[ErrorCode, str | None] = _OK
-                if not allowed:
-                    err = _DENIED
-                elif not _partition_known(deps, topic_id, int(p.partition)):
-                    err = (ErrorCode.unknown_topic_or_partition, _UNKNOWN_PARTITION)
-                else:
-                    try:
-                        await coordinator.initialize_state(request.group_id, topic_id, int(p.partition),
-                                                           state_epoch=int(p.state_epoch),
-                                                           start_offset=int(p.start_offset))
-                    except KafkaError as e:
-                        err = _error(e)
-                parts.append(m.make("PartitionResult", partition=p.partition, error_code=err[0], error_message=err[1]))
-            results.append(m.make("InitializeStateResult", topic_id=t.topic_id, partitions=tuple(parts)))
-        return m.make("InitializeShareGroupStateResponse", results=tuple(results))
+        async def answer(m: Messages, topic_id: uuid.UUID, p: InitializeStatePartition) -> Fields:
+            if not _partition_known(deps, topic_id, int(p.partition)):
+                return _failed((ErrorCode.unknown_topic_or_partition, _UNKNOWN_PARTITION))
+            await deps.share_coordinator.initialize_state(request.group_id, topic_id, int(p.partition),
+                                                          state_epoch=int(p.state_epoch),
+                                                          start_offset=int(p.start_offset))
+            return _failed(_OK)
+
+        response: InitializeShareGroupStateResponse = await _answer_partitions(
+            deps, ctx, request.topics, 83, "InitializeStateResult", "InitializeShareGroupStateResponse", answer)
+        return response
+
+
+def _read_failed(err: Err) -> Fields:
+    return {**_failed(err), "state_epoch": 0, "start_offset": 0, "state_batches": ()}
 
 
 class ReadShareGroupState:
@@ -99,38 +156,20 @@ class ReadShareGroupState:
     @staticmethod
     async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext,
                      request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
-        m = response_messages(84, ctx.api_version)
-        allowed = _allowed(deps, ctx)
-        coordinator = deps.share_coordinator
-        results = []
-        for t in request.topics:
-            topic_id = t.topic_id or uuid.UUID(int=0)
-            parts = []
-            for p in t.partitions:
-                state = None
-                err: tuple[ErrorCode, str | None] = _OK
-                if not allowed:
-                    err = _DENIED
-                else:
-                    try:
-                        state = await coordinator.read_state_for_leader(request.group_id, topic_id, int(p.partition),
-                                                                        int(p.leader_epoch))
-                        if state is None:
-                            err = (ErrorCode.invalid_request, _UNINITIALIZED_READ)
-                    except KafkaError as e:
-                        err = _error(e)
-                if state is None or err[0] != ErrorCode.none:
-                    parts.append(m.make("PartitionResult", partition=p.partition, error_code=err[0], error_message=err[1],
-                                                   state_epoch=0, start_offset=0, state_batches=()))
-                    continue
-                batches = tuple(m.make("StateBatch", first_offset=b.first_offset, last_offset=b.last_offset,
-                                             delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                                for b in state.state_batches)
-                parts.append(m.make("PartitionResult", partition=p.partition, error_code=ErrorCode.none, error_message=None,
-                                               state_epoch=state.state_epoch, start_offset=state.start_offset,
-                                               state_batches=batches))
-            results.append(m.make("ReadStateResult", topic_id=t.topic_id, partitions=tuple(parts)))
-        return m.make("ReadShareGroupStateResponse", results=tuple(results))
+        async def answer(m: Messages, topic_id: uuid.UUID, p: ReadStatePartition) -> Fields:
+            state = await deps.share_coordinator.read_state_for_leader(request.group_id, topic_id,
+                                                                       int(p.partition), int(p.leader_epoch))
+            if state is None:
+                return _read_failed((ErrorCode.invalid_request, _UNINITIALIZED_READ))
+            batches = tuple(m.make("StateBatch", first_offset=b.first_offset, last_offset=b.last_offset,
+                                   delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                            for b in state.state_batches)
+            return {**_failed(_OK), "state_epoch": state.state_epoch, "start_offset": state.start_offset,
+                    "state_batches": batches}
+
+        response: ReadShareGroupStateResponse = await _answer_partitions(
+            deps, ctx, request.topics, 84, "ReadStateResult", "ReadShareGroupStateResponse", answer, _read_failed)
+        return response
 
 
 class WriteShareGroupState:
@@ -138,32 +177,21 @@ class WriteShareGroupState:
     VERSIONS = (0, 1)
 
     @staticmethod
-    async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
-        m = response_messages(85, ctx.api_version)
-        allowed = _allowed(deps, ctx)
-        coordinator = deps.share_coordinator
-        results = []
-        for t in request.topics:
-            topic_id = t.topic_id or uuid.UUID(int=0)
-            parts = []
-            for p in t.partitions:
-                err: tuple[ErrorCode, str | None] = _OK
-                if not allowed:
-                    err = _DENIED
-                else:
-                    batches = [PersisterStateBatch(int(b.first_offset), int(b.last_offset), int(b.delivery_state),
-                                                   int(b.delivery_count)) for b in p.state_batches]
-                    try:
-                        await coordinator.write_state(
-                            request.group_id, topic_id, int(p.partition), state_epoch=int(p.state_epoch),
-                            leader_epoch=int(p.leader_epoch), start_offset=int(p.start_offset),
-                            state_batches=batches,
-                            delivery_complete_count=int(getattr(p, "delivery_complete_count", -1)))
-                    except KafkaError as e:
-                        err = _error(e)
-                parts.append(m.make("PartitionResult", partition=p.partition, error_code=err[0], error_message=err[1]))
-            results.append(m.make("WriteStateResult", topic_id=t.topic_id, partitions=tuple(parts)))
-        return m.make("WriteShareGroupStateResponse", results=tuple(results))
+    async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext,
+                     request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
+        async def answer(m: Messages, topic_id: uuid.UUID, p: WriteStatePartition) -> Fields:
+            batches = [PersisterStateBatch(int(b.first_offset), int(b.last_offset), int(b.delivery_state),
+                                           int(b.delivery_count)) for b in p.state_batches]
+            await deps.share_coordinator.write_state(
+                request.group_id, topic_id, int(p.partition), state_epoch=int(p.state_epoch),
+                leader_epoch=int(p.leader_epoch), start_offset=int(p.start_offset), state_batches=batches,
+                delivery_complete_count=int(getattr(p, "delivery_complete_count", -1)))
+            return _failed(_OK)
+
+        topics: Sequence[_Topic[WriteStatePartition]] = request.topics  # either version's
+        response: WriteShareGroupStateResponse = await _answer_partitions(
+            deps, ctx, topics, 85, "WriteStateResult", "WriteShareGroupStateResponse", answer)
+        return response
 
 
 class DeleteShareGroupState:
@@ -173,25 +201,19 @@ class DeleteShareGroupState:
     @staticmethod
     async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext,
                      request: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
-        m = response_messages(86, ctx.api_version)
-        allowed = _allowed(deps, ctx)
-        coordinator = deps.share_coordinator
-        results = []
-        for t in request.topics:
-            topic_id = t.topic_id or uuid.UUID(int=0)
-            parts = []
-            for p in t.partitions:
-                err: tuple[ErrorCode, str | None] = _OK
-                if not allowed:
-                    err = _DENIED
-                else:
-                    try:
-                        await coordinator.delete_state(request.group_id, topic_id, int(p.partition))
-                    except KafkaError as e:
-                        err = _error(e)
-                parts.append(m.make("PartitionResult", partition=p.partition, error_code=err[0], error_message=err[1]))
-            results.append(m.make("DeleteStateResult", topic_id=t.topic_id, partitions=tuple(parts)))
-        return m.make("DeleteShareGroupStateResponse", results=tuple(results))
+        async def answer(m: Messages, topic_id: uuid.UUID, p: DeleteStatePartition) -> Fields:
+            await deps.share_coordinator.delete_state(request.group_id, topic_id, int(p.partition))
+            return _failed(_OK)
+
+        response: DeleteShareGroupStateResponse = await _answer_partitions(
+            deps, ctx, request.topics, 86, "DeleteStateResult", "DeleteShareGroupStateResponse", answer)
+        return response
+
+
+def _summary_failed(err: Err) -> Fields:
+    # make() leaves out DeliveryCompleteCount at v0.
+    return {**_failed(err), "state_epoch": 0, "leader_epoch": 0, "start_offset": 0 if err[0] else -1,
+            "delivery_complete_count": -1}
 
 
 class ReadShareGroupStateSummary:
@@ -199,31 +221,22 @@ class ReadShareGroupStateSummary:
     VERSIONS = (0, 1)
 
     @staticmethod
-    async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
-        m = response_messages(87, ctx.api_version)
-        allowed = _allowed(deps, ctx)
-        coordinator = deps.share_coordinator
-        results = []
-        for t in request.topics:
-            topic_id = t.topic_id or uuid.UUID(int=0)
-            parts = []
-            for p in t.partitions:
-                err: tuple[ErrorCode, str | None] = _OK
-                summary = None
-                if not allowed:
-                    err = _DENIED
-                else:
-                    # Kafka 4.3.1: no error for a state never initialized, start offset -1.
-                    summary = coordinator.read_summary(request.group_id, topic_id, int(p.partition))
-                # make() leaves out DeliveryCompleteCount at v0.
-                parts.append(m.make(
-                    "PartitionResult", partition=p.partition, error_code=err[0], error_message=err[1],
-                    state_epoch=summary.state_epoch if summary else 0,
-                    leader_epoch=summary.leader_epoch if summary else 0,
-                    start_offset=summary.start_offset if summary else (0 if err[0] else -1),
-                    delivery_complete_count=summary.delivery_complete_count if summary else -1))
-            results.append(m.make("ReadStateSummaryResult", topic_id=t.topic_id, partitions=tuple(parts)))
-        return m.make("ReadShareGroupStateSummaryResponse", results=tuple(results))
+    async def handle(deps: ShareCoordinatorDeps, ctx: RequestContext,
+                     request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
+        async def answer(m: Messages, topic_id: uuid.UUID, p: SummaryPartition) -> Fields:
+            summary = deps.share_coordinator.read_summary(request.group_id, topic_id, int(p.partition))
+            if summary is None:
+                # Kafka 4.3.1: no error for a state never initialized, start offset -1.
+                return _summary_failed(_OK)
+            return {**_failed(_OK), "state_epoch": summary.state_epoch, "leader_epoch": summary.leader_epoch,
+                    "start_offset": summary.start_offset,
+                    "delivery_complete_count": summary.delivery_complete_count}
+
+        topics: Sequence[_Topic[SummaryPartition]] = request.topics  # either version's
+        response: ReadShareGroupStateSummaryResponse = await _answer_partitions(
+            deps, ctx, topics, 87, "ReadStateSummaryResult", "ReadShareGroupStateSummaryResponse", answer,
+            _summary_failed)
+        return response
 
 
 def _partition_known(deps: ShareCoordinatorDeps, topic_id: uuid.UUID, partition: int) -> bool:
