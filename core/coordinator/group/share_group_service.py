@@ -354,11 +354,12 @@ class ShareGroupService:
         if not group_id:
             raise InvalidRequestError("GroupId can't be empty.")
         if not member_id:
-            raise InvalidRequestError("MemberId can't be empty.")
+            # Kafka 4.3.1 answers an empty member id (v1: the client names itself) with no message.
+            raise InvalidRequestError()
+        if member_epoch < -1:
+            raise InvalidRequestError("MemberEpoch is invalid.")
         if member_epoch == 0 and not subscribed_topic_names:
             raise InvalidRequestError("SubscribedTopicNames must be set in first request.")
-        if member_epoch < -1:
-            raise InvalidRequestError(f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
         self.host.check_available(group_id)
         async with self._lock(group_id):
             group, created = self._get_or_create(group_id, create=member_epoch == 0)

@@ -200,7 +200,8 @@ class ShareGroup:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {self.group_id}.")
         self.group_epoch += 1
         self.target.pop(member_id, None)
-        return HeartbeatResult(member_id, LEAVE_GROUP_MEMBER_EPOCH, self.heartbeat_interval_ms, None)
+        # Kafka answers a leave with heartbeat interval 0: there is no next heartbeat.
+        return HeartbeatResult(member_id, LEAVE_GROUP_MEMBER_EPOCH, 0, None)
 
     def _subscribed_metadata(self, topics: Mapping[str, tuple[uuid.UUID, int]]) -> dict[uuid.UUID, int]:
         return {topics[n][0]: topics[n][1] for n in sorted(self.subscribed_topic_names()) if n in topics}
