@@ -4,6 +4,13 @@ Each is a small :class:`Processor` whose ``process`` does the operation and forw
 its node context. KTable processors forward :class:`Change` values (new and old value of the
 key), which aggregations of tables need to subtract the old contribution. Records with a None
 key are dropped where Kafka drops them (aggregations, table sources, joins).
+
+The stateless stream operators and the cached stream aggregation also take a whole
+:class:`~strom.streams.processor.batch.Batch` (``process_batch``, issue 26): the user's function
+is called per record in one ``map`` over the batch, with no Record, no context call and no
+forward chain per record. A call that raises is handed to the processing exception handler
+with its own source record (``context.batch_failed``); on CONTINUE that element is left out
+and the rest go on, as record-at-a-time processing would have it.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from strom.streams.exceptions import SerializationError
-from strom.streams.processor.api import Processor, Record
+from strom.streams.processor.api import Processor, ProcessorContext, Record
+from strom.streams.processor.batch import Batch
 from strom.streams.processor.stores import CachedKeyValueStoreFacade, deserializer_of, serializer_of
 
 Fn = Callable[..., Any]
@@ -85,9 +93,104 @@ class ChangeSerde:
         return Change(new, old)
 
 
+# -- batches ------------------------------------------------------------------------------
+
+class BatchContext(ProcessorContext, Protocol):
+    """What a processor's ``process_batch`` needs of its context (the runtime's NodeContext)."""
+
+    def forward_batch(self, batch: Batch) -> None: ...
+
+    def batch_failed(self, batch: Batch, i: int, exc: Exception) -> None: ...
+
+    def set_current(self, batch: Batch, i: int) -> None: ...
+
+    def end_current(self, batch: Batch) -> None: ...
+
+    def process_each(self, batch: Batch, process: Callable[[Record[Any, Any]], None]) -> None: ...
+
+
+Finish = Callable[[Batch, list[Any]], None]
+
+
+def _stage(context: BatchContext, batch: Batch, fn: Fn, cols: tuple[list[Any], ...], finish: Finish) -> None:
+    """``finish(batch, [fn(*args) for args in zip(*cols)])``: one ``map`` over the batch.
+
+    An element whose call raises splits the batch as record-at-a-time processing would order
+    things: the elements before it are finished (sent downstream) first, then the failure goes to
+    ``context.batch_failed`` (which raises unless the handler answers CONTINUE), then the rest
+    go on without it."""
+    out: list[Any] = []
+    try:
+        out.extend(map(fn, *cols))  # extend keeps what was mapped before a failure
+    except Exception as exc:
+        failed, err = len(out), exc
+    else:
+        finish(batch, out)
+        return
+    n, start = len(batch), 0
+    while True:
+        if failed > start:
+            finish(batch.slice(start, failed), out)
+        context.batch_failed(batch, failed, err)
+        start = failed + 1
+        if start >= n:
+            return
+        out = []
+        try:
+            out.extend(map(fn, *(c[start:] for c in cols)))
+        except Exception as exc:
+            failed, err = start + len(out), exc
+            continue
+        finish(batch.slice(start, n), out)
+        return
+
+
+def _pair(kv: Any) -> tuple[Any, Any]:
+    k, v = kv
+    return k, v
+
+
+def _pairs(kvs: Any) -> list[tuple[Any, Any]]:
+    return [(k, v) for k, v in kvs]
+
+
+def _as_list(values: Any) -> list[Any]:
+    return values if values.__class__ is list else list(values)
+
+
+def _flat(context: BatchContext, batch: Batch, lists: list[Any], keep_key: bool) -> None:
+    """Forward the elements of the iterables ``lists`` (one per element of ``batch``), each
+    with its element's key (``keep_key``) or as (key, value) pairs (flat_map)."""
+    try:
+        lists = [x if x.__class__ is list else list(x) for x in lists]
+    except Exception:  # an iterable that raises: find whose, in order
+        _stage(context, batch, _as_list, (lists,), lambda b, ls: _flat(context, b, ls, keep_key))
+        return
+    if keep_key:
+        values = [v for vs in lists for v in vs]
+        keys = [k for k, vs in zip(batch.keys, lists, strict=True) for _ in vs]
+    else:
+        try:
+            keys = [k for kvs in lists for k, _ in kvs]
+            values = [v for kvs in lists for _, v in kvs]
+        except Exception:  # a mapper returned something else than (key, value) pairs
+            _stage(context, batch, _pairs, (lists,), lambda b, ls: _flat(context, b, ls, keep_key))
+            return
+    if not keys:
+        return
+    src = batch.src
+    if src is None:
+        new_src = [i for i, vs in enumerate(lists) for _ in vs]
+    else:
+        new_src = [s for s, vs in zip(src, lists, strict=True) for _ in vs]
+    context.forward_batch(Batch(keys, values, new_src, batch.origin))
+
+
 # -- stateless KStream --------------------------------------------------------------------
 
 class Filter(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, predicate: Fn, negate: bool) -> None:
         self.predicate = predicate
         self.negate = negate
@@ -96,8 +199,25 @@ class Filter(Processor[Any, Any]):
         if bool(self.predicate(record.key, record.value)) != self.negate:
             self.context.forward(record)
 
+    def process_batch(self, batch: Batch) -> None:
+        _stage(self.context, batch, self.predicate, (batch.keys, batch.values), self._chosen)
+
+    def _chosen(self, batch: Batch, flags: list[Any]) -> None:
+        negate = self.negate
+        try:
+            chosen = [i for i, f in enumerate(flags) if bool(f) != negate]
+        except Exception:  # a result without a truth value: find whose, in order
+            _stage(self.context, batch, bool, (flags,), self._chosen)
+            return
+        if len(chosen) < len(flags):
+            batch = batch.select(chosen)
+        if len(batch):
+            self.context.forward_batch(batch)
+
 
 class Map(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, mapper: Fn) -> None:
         self.mapper = mapper
 
@@ -105,8 +225,22 @@ class Map(Processor[Any, Any]):
         k, v = self.mapper(record.key, record.value)
         self.context.forward(Record(k, v, record.timestamp, record.headers))
 
+    def process_batch(self, batch: Batch) -> None:
+        _stage(self.context, batch, self.mapper, (batch.keys, batch.values), self._mapped)
+
+    def _mapped(self, batch: Batch, pairs: list[Any]) -> None:
+        try:
+            keys = [k for k, _ in pairs]
+            values = [v for _, v in pairs]
+        except Exception:  # a mapper returned something else than a (key, value) pair
+            _stage(self.context, batch, _pair, (pairs,), self._mapped)
+            return
+        self.context.forward_batch(Batch(keys, values, batch.src, batch.origin))
+
 
 class MapValues(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, mapper: Fn, with_key: bool) -> None:
         self.mapper = mapper
         self.with_key = with_key
@@ -115,8 +249,17 @@ class MapValues(Processor[Any, Any]):
         v = self.mapper(record.key, record.value) if self.with_key else self.mapper(record.value)
         self.context.forward(Record(record.key, v, record.timestamp, record.headers))
 
+    def process_batch(self, batch: Batch) -> None:
+        cols = (batch.keys, batch.values) if self.with_key else (batch.values,)
+        _stage(self.context, batch, self.mapper, cols, self._mapped)
+
+    def _mapped(self, batch: Batch, values: list[Any]) -> None:
+        self.context.forward_batch(Batch(batch.keys, values, batch.src, batch.origin))
+
 
 class FlatMap(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, mapper: Fn) -> None:
         self.mapper = mapper
 
@@ -125,8 +268,15 @@ class FlatMap(Processor[Any, Any]):
         for k, v in self.mapper(record.key, record.value):
             fwd(Record(k, v, ts, h))
 
+    def process_batch(self, batch: Batch) -> None:
+        context = self.context
+        _stage(context, batch, self.mapper, (batch.keys, batch.values),
+               lambda b, lists: _flat(context, b, lists, False))
+
 
 class FlatMapValues(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, mapper: Fn, with_key: bool) -> None:
         self.mapper = mapper
         self.with_key = with_key
@@ -138,8 +288,15 @@ class FlatMapValues(Processor[Any, Any]):
         for v in values:
             fwd(Record(key, v, ts, h))
 
+    def process_batch(self, batch: Batch) -> None:
+        context = self.context
+        cols = (batch.keys, batch.values) if self.with_key else (batch.values,)
+        _stage(context, batch, self.mapper, cols, lambda b, lists: _flat(context, b, lists, True))
+
 
 class SelectKey(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, mapper: Fn) -> None:
         self.mapper = mapper
 
@@ -147,8 +304,16 @@ class SelectKey(Processor[Any, Any]):
         self.context.forward(Record(self.mapper(record.key, record.value), record.value, record.timestamp,
                                     record.headers))
 
+    def process_batch(self, batch: Batch) -> None:
+        _stage(self.context, batch, self.mapper, (batch.keys, batch.values), self._keyed)
+
+    def _keyed(self, batch: Batch, keys: list[Any]) -> None:
+        self.context.forward_batch(Batch(keys, batch.values, batch.src, batch.origin))
+
 
 class Peek(Processor[Any, Any]):
+    context: BatchContext
+
     def __init__(self, action: Fn, forward: bool) -> None:
         self.action = action
         self.fwd = forward
@@ -158,10 +323,22 @@ class Peek(Processor[Any, Any]):
         if self.fwd:
             self.context.forward(record)
 
+    def process_batch(self, batch: Batch) -> None:
+        _stage(self.context, batch, self.action, (batch.keys, batch.values), self._acted)
+
+    def _acted(self, batch: Batch, _: list[Any]) -> None:
+        if self.fwd:
+            self.context.forward_batch(batch)
+
 
 class PassThrough(Processor[Any, Any]):
+    context: BatchContext
+
     def process(self, record: Record[Any, Any]) -> None:
         self.context.forward(record)
+
+    def process_batch(self, batch: Batch) -> None:
+        self.context.forward_batch(batch)
 
 
 class Branch(Processor[Any, Any]):
@@ -184,9 +361,19 @@ class Branch(Processor[Any, Any]):
 class DropNullKey(Processor[Any, Any]):
     """Before a repartition topic: a None key has no partition, so Kafka drops the record."""
 
+    context: BatchContext
+
     def process(self, record: Record[Any, Any]) -> None:
         if record.key is not None:
             self.context.forward(record)
+
+    def process_batch(self, batch: Batch) -> None:
+        keys = batch.keys
+        if None in keys:
+            batch = batch.select([i for i, k in enumerate(keys) if k is not None])
+            if not len(batch):
+                return
+        self.context.forward_batch(batch)
 
 
 # -- aggregations -------------------------------------------------------------------------
@@ -196,6 +383,8 @@ class StreamAggregate(Processor[Any, Any]):
 
     ``reducer`` given: reduce (first value is the aggregate); else ``initializer``/``aggregator``.
     """
+
+    context: BatchContext
 
     def __init__(self, store_name: str, initializer: Fn | None, aggregator: Fn | None,
                  reducer: Fn | None) -> None:
@@ -230,6 +419,53 @@ class StreamAggregate(Processor[Any, Any]):
             return
         store.put(key, new)
         self.context.forward(Record(key, Change(new, old), record.timestamp, record.headers))
+
+    def process_batch(self, batch: Batch) -> None:
+        cache = self._cache
+        if cache is None:  # every update written and forwarded at once: record by record
+            self.context.process_each(batch, self.process)
+            return
+        keys, values = batch.keys, batch.values
+        timestamps, headers = batch.timestamps(), batch.headers()
+        read = cache.inner.get
+        reducer, initializer, aggregator = self.reducer, self.initializer, self.aggregator
+        limit = cache.max_entries
+        dirty = cache._dirty
+        moved = False  # set_current moved the stream time to a record's
+        n = len(keys)
+        start = i = 0
+        while start < n:
+            try:
+                for i in range(start, n):
+                    key = keys[i]
+                    value = values[i]
+                    if key is None or value is None:  # Kafka skips both
+                        continue
+                    entry = dirty.get(key)
+                    old = read(key) if entry is None else entry[0]
+                    if reducer is not None:
+                        new = value if old is None else reducer(old, value)
+                    else:
+                        assert initializer is not None and aggregator is not None
+                        new = aggregator(key, value, initializer() if old is None else old)
+                    if entry is not None:
+                        entry[0] = new
+                        entry[2] = timestamps[i]
+                        entry[3] = headers[i]
+                        continue
+                    if len(dirty) >= limit:
+                        # this update flushes the cache: what it forwards belongs to this record
+                        self.context.set_current(batch, i)
+                        moved = True
+                    cache.put_cached(key, new, old, timestamps[i], headers[i])
+                    dirty = cache._dirty  # a flush started a new one
+                break
+            except Exception as exc:
+                self.context.batch_failed(batch, i, exc)
+                dirty = cache._dirty
+                start = i + 1
+        if moved:
+            self.context.end_current(batch)
 
 
 class TableAggregate(Processor[Any, Any]):

@@ -52,6 +52,36 @@ def deserializer_of(serde: Any) -> Deserializer:
     return fn
 
 
+BatchSerializer = Callable[[str, list[Any]], list[bytes | None]]
+BatchDeserializer = Callable[[str, list[bytes | None]], list[Any]]
+
+
+def _identity_de_batch(topic: str, data: list[bytes | None]) -> list[Any]:
+    return data
+
+
+def batch_serializer_of(serde: Any) -> BatchSerializer:
+    """``(topic, [obj]) -> [bytes]``: the serde's ``serialize_batch`` (the built-in serdes' fast
+    path), else its ``serialize`` per element. Raises on the first value that does not serialize;
+    the caller goes record by record then, so the per-record serializer names it."""
+    fast = getattr(serde, "serialize_batch", None)
+    if callable(fast):
+        return fast
+    ser = serializer_of(serde)
+    return lambda topic, objs: [ser(topic, o) for o in objs]
+
+
+def batch_deserializer_of(serde: Any) -> BatchDeserializer:
+    """``(topic, [bytes]) -> [obj]``, as :func:`batch_serializer_of` the other way."""
+    if serde is None:
+        return _identity_de_batch
+    fast = getattr(serde, "deserialize_batch", None)
+    if callable(fast):
+        return fast
+    de = deserializer_of(serde)
+    return lambda topic, data: [de(topic, d) for d in data]
+
+
 class KeyValueStoreFacade:
     """Typed key-value access to a byte store (Kafka's MeteredKeyValueStore, minus metrics)."""
 
@@ -232,6 +262,17 @@ class AutoSerde:
                 f"no serde configured for internal topic/store {topic!r} and a "
                 f"{type(value).__name__} is not JSON-serializable; set a serde (Grouped/Materialized) "
                 f"or default.key.serde/default.value.serde") from exc
+
+    def serialize_batch(self, topic: str, values: list[Any]) -> list[bytes | None]:
+        """``serialize`` of each value; str (the common internal type) without a call."""
+        ser = self.serialize
+        return [b"\x01" + v.encode("utf-8") if v.__class__ is str else ser(topic, v) for v in values]
+
+    def deserialize_batch(self, topic: str, data: list[bytes | None]) -> list[Any]:
+        """``deserialize`` of each element; a str (tag 1) without a call."""
+        de = self.deserialize
+        return [d[1:].decode("utf-8") if d.__class__ is bytes and d[:1] == b"\x01" else de(topic, d)
+                for d in data]
 
     def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
         if data is None:

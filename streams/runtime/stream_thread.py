@@ -66,7 +66,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -89,7 +89,7 @@ from strom.streams.topology.errors import (
     HandlerResponse,
     is_retriable,
 )
-from strom.streams.topology.runtime import Headers
+from strom.streams.topology.runtime import EmitBatchError, Headers
 from strom.streams.topology.topology import SubTopology, Topology
 
 if TYPE_CHECKING:
@@ -390,6 +390,32 @@ class StreamThread(threading.Thread):
         self._dirty = True
         self._send(self.producer, topic, key, value, timestamp=timestamp, headers=headers)
 
+    def _emit_batch(self, topic: str, keys: list[bytes | None], values: list[bytes | None],
+                    timestamps: list[int], headers: list[Headers]) -> None:
+        """A sink's batch, produced in order: ``produce`` in a loop (a full queue or a failure
+        goes the ``_send`` way for that record); a failure at element i is EmitBatchError(i)."""
+        i = 0
+        try:
+            if topic == self._dlq_topic:
+                for i in range(len(keys)):
+                    self._dead_letter(topic, keys[i], values[i], timestamps[i], headers[i])
+                return
+            self._dirty = True
+            producer = self.producer
+            produce = producer.produce
+            for i in range(len(keys)):
+                h = headers[i]
+                try:
+                    if h:
+                        produce(topic, values[i], keys[i], timestamp=timestamps[i], headers=list(h))
+                    else:
+                        produce(topic, values[i], keys[i], timestamp=timestamps[i])
+                except BufferError:
+                    # queue full: wait for room the way a single record does
+                    self._send(producer, topic, keys[i], values[i], timestamp=timestamps[i], headers=h)
+        except Exception as exc:
+            raise EmitBatchError(i) from exc
+
     def _dead_letter(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int,
                      headers: Headers) -> None:
         """A dead letter goes through the thread's non-transactional producer (see the module
@@ -473,7 +499,8 @@ class StreamThread(threading.Thread):
                                   default_key_serde=self.config.default_key_serde,
                                   default_value_serde=self.config.default_value_serde,
                                   errors=self.errors, global_stores=self.global_stores,
-                                  cache_max_entries=self.config.cache_max_entries())
+                                  cache_max_entries=self.config.cache_max_entries(),
+                                  emit_batch=self._emit_batch)
                 try:
                     # Kafka's order: every store of the task is restored (RESTORING) before its
                     # processors are initialised and records flow (RUNNING), so a processor's
@@ -488,7 +515,7 @@ class StreamThread(threading.Thread):
             for tp in partitions:
                 sub = self._topic_sub.get(tp.topic)
                 if sub is not None:
-                    self._route[(tp.topic, tp.partition)] = self.tasks[(sub.id, tp.partition)].process_input
+                    self._route[(tp.topic, tp.partition)] = self.tasks[(sub.id, tp.partition)].process_batch
             self.log(f"[{self.app}] {self.name}: assigned tasks {sorted(t.id for t in self.tasks.values())}")
             self.state = ThreadState.RUNNING
 
@@ -834,14 +861,26 @@ class StreamThread(threading.Thread):
                 # with it pending; the producer is gone either way
                 self.log(f"[{self.app}] {self.name}: closing the producer: {exc!r}")
 
+    def _process_run(self, tp: tuple[str, int], run: list[Message], now_ms: int) -> None:
+        """Consecutive records of one partition (offset order) through its task, as one batch."""
+        proc = self._route.get(tp)
+        if proc is None or not run:
+            return  # revoked meanwhile
+        # a record (not an event) always has an offset
+        offsets = cast(list[int], [m.offset() for m in run])
+        timestamps: list[int] = [m.timestamp()[1] for m in run]
+        if min(timestamps) < 0:  # no timestamp: the wall clock (as before, per record)
+            timestamps = [ts if ts >= 0 else now_ms for ts in timestamps]
+        proc(tp[0], tp[1], offsets, [m.key() for m in run], [m.value() for m in run], timestamps,
+             [m.headers() for m in run])
+        self._positions[tp] = offsets[-1] + 1
+
     def _loop(self) -> None:
         consume = self.consumer.consume
         batch = self.config.max_poll_records
         poll_s = self.config.poll_ms / 1000
         interval = self.config.commit_interval / 1000
         eos = self.config.exactly_once
-        positions = self._positions
-        route = self._route
         next_commit = time.monotonic() + interval
         while not self._stop_event.is_set():
             try:
@@ -853,24 +892,28 @@ class StreamThread(threading.Thread):
                         if eos and not self._in_txn:
                             self._begin()
                         now_ms = int(time.time() * 1000)
+                        # consecutive records of one partition go to its task as one batch
+                        run: list[Any] = []
+                        run_tp: tuple[str, int] = ("", -1)
                         for m in msgs:
                             err = m.error()
                             if err is not None:
                                 if err.code() == KafkaError._PARTITION_EOF:
                                     continue
                                 if err.fatal():
+                                    self._process_run(run_tp, run, now_ms)
                                     raise KafkaException(err)
                                 self.log(f"[{self.app}] consumer error: {err}")
                                 continue
-                            topic = m.topic()
-                            part = m.partition()
-                            proc = route.get((topic, part))
-                            if proc is None:
-                                continue  # revoked meanwhile
-                            offset = m.offset()
-                            ts = m.timestamp()[1]
-                            proc(topic, part, offset, m.key(), m.value(), ts if ts >= 0 else now_ms, m.headers())
-                            positions[(topic, part)] = offset + 1
+                            tp = (m.topic(), m.partition())
+                            if tp != run_tp:
+                                if run:
+                                    self._process_run(run_tp, run, now_ms)
+                                run = []
+                                run_tp = tp
+                            run.append(m)
+                        if run:
+                            self._process_run(run_tp, run, now_ms)
                 if self.tasks:
                     with self.lock:
                         if eos and not self._in_txn:

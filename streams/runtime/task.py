@@ -40,7 +40,7 @@ from strom.streams.state.keyvalue import BytesKeyValueStore, InMemoryKeyValueSto
 from strom.streams.state.session import BytesSessionStore
 from strom.streams.state.window import BytesWindowStore
 from strom.streams.topology.errors import ErrorHandling, is_retriable
-from strom.streams.topology.runtime import Emit, TopologyRuntime
+from strom.streams.topology.runtime import Emit, EmitBatch, TopologyRuntime
 from strom.streams.topology.topology import StoreSpec, SubTopology, Topology
 
 ChangelogTP = tuple[str, int]
@@ -88,11 +88,14 @@ class StreamTask:
     runtime: TopologyRuntime
     #: entry point of input records (the runtime's); exists from :meth:`start_processing` on
     process_input: Callable[..., None]
+    #: entry point of the records of one poll from one partition (the runtime's process_batch)
+    process_batch: Callable[..., None]
 
     def __init__(self, topology: Topology, sub: SubTopology, partition: int, *, application_id: str,
                  state_dir: str, emit: Emit, exactly_once: bool, default_key_serde: Any,
                  default_value_serde: Any, errors: ErrorHandling | None = None,
-                 global_stores: Mapping[str, Any] | None = None, cache_max_entries: int = 0) -> None:
+                 global_stores: Mapping[str, Any] | None = None, cache_max_entries: int = 0,
+                 emit_batch: EmitBatch | None = None) -> None:
         self.topology = topology
         self.sub = sub
         self.partition = partition
@@ -109,7 +112,7 @@ class StreamTask:
         self._runtime_args: dict[str, Any] = dict(
             emit=emit, task_id=self.id, default_key_serde=default_key_serde,
             default_value_serde=default_value_serde, state_dir=state_dir, errors=errors,
-            global_stores=global_stores, cache_max_entries=cache_max_entries)
+            global_stores=global_stores, cache_max_entries=cache_max_entries, emit_batch=emit_batch)
         #: store name -> the store the runtime gets (change-logging wrapper when logged), own
         #: stores of this sub-topology only
         self.stores: dict[str, Any] = {}
@@ -250,6 +253,7 @@ class StreamTask:
         self.runtime = TopologyRuntime(self.topology, self.application_id, store_factory=factory,
                                        **self._runtime_args)
         self.process_input = self.runtime.process_input
+        self.process_batch = self.runtime.process_batch
         self.state = TaskState.RUNNING
 
     def _committed(self) -> dict[ChangelogTP, int]:

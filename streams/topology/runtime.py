@@ -6,6 +6,16 @@ calls (a node's context holds its children's bound ``process`` methods, so ``for
 loop over a list, nothing more). Sinks serialize and hand bytes to the ``emit`` callback given
 by the owner (the TopologyTestDriver, later the Kafka task). Punctuations on stream time fire
 after each input record; wall-clock punctuations fire from ``punctuate_wall_clock``.
+
+``process_batch`` (the stream thread's entry, issue 26) takes the records of one poll for one
+source partition: the source deserializes them in one call per serde and a
+:class:`~strom.streams.processor.batch.Batch` moves through the linear part of the sub-topology
+(operators with ``process_batch``: the stateless DSL operators, cached aggregations, sinks,
+which produce through ``emit_batch``). Where the chain fans out or reaches a processor without
+``process_batch`` the batch is unrolled and each record goes on as ``process_input`` would send
+it, with its metadata and stream time. A batch is cut where a stream-time punctuation falls due,
+so punctuations fire between the same records as before; a batch whose source cannot be
+deserialized whole goes record by record (the deserialization handler's way).
 """
 
 from __future__ import annotations
@@ -19,10 +29,13 @@ from typing import Any
 
 from strom.streams.exceptions import StreamsError, TopologyError
 from strom.streams.processor.api import Processor, PunctuationType, Record, RecordMetadata
+from strom.streams.processor.batch import Batch, SourceRecords
 from strom.streams.processor.stores import (
     AUTO_SERDE,
     CachedKeyValueStoreFacade,
     KeyValueStoreFacade,
+    batch_deserializer_of,
+    batch_serializer_of,
     deserializer_of,
     serializer_of,
 )
@@ -37,6 +50,33 @@ from strom.streams.topology.topology import ProcessorNodeDef, SinkNodeDef, Sourc
 
 Headers = Sequence[tuple[str, bytes | None]] | None
 Emit = Callable[[str, bytes | None, bytes | None, int, Headers], None]
+#: ``emit_batch(topic, keys, values, timestamps, headers)``: produce a batch in order; a failure
+#: at element i is raised as :class:`EmitBatchError` (index i, the failure as ``__cause__``)
+EmitBatch = Callable[[str, list[bytes | None], list[bytes | None], list[int], list[Headers]], None]
+BatchProcess = Callable[[Batch], None]
+
+
+class EmitBatchError(Exception):
+    """``emit_batch`` failed at element ``index``; the elements before it were produced."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"producing element {index} of a batch failed")
+        self.index = index
+
+
+def emit_batch_of(emit: Emit) -> EmitBatch:
+    """An ``emit_batch`` calling ``emit`` per element, for owners that give only ``emit``."""
+
+    def emit_batch(topic: str, keys: list[bytes | None], values: list[bytes | None], timestamps: list[int],
+                   headers: list[Headers]) -> None:
+        i = 0
+        try:
+            for i in range(len(keys)):
+                emit(topic, keys[i], values[i], timestamps[i], headers[i])
+        except Exception as exc:
+            raise EmitBatchError(i) from exc
+
+    return emit_batch
 
 
 class _Schedule:
@@ -62,7 +102,7 @@ class _Schedule:
 class NodeContext:
     """The ProcessorContext of one node: forwards to that node's children only."""
 
-    __slots__ = ("_children", "_named", "_stores", "node_name", "runtime")
+    __slots__ = ("_batch_child", "_children", "_named", "_stores", "node_name", "runtime")
 
     def __init__(self, runtime: TopologyRuntime, node_name: str, store_names: Sequence[str]) -> None:
         self.runtime = runtime
@@ -70,6 +110,9 @@ class NodeContext:
         self._children: list[Callable[[Record[Any, Any]], None]] = []
         self._named: dict[str, Callable[[Record[Any, Any]], None]] = {}
         self._stores = frozenset(store_names)
+        # where forward_batch sends a batch: the one child's batch entry, or (no child, several
+        # children: their per-record order must not change) the unrolling to forward()
+        self._batch_child: BatchProcess | None = None
 
     @property
     def application_id(self) -> str:
@@ -88,6 +131,31 @@ class NodeContext:
             if target is None:
                 raise StreamsError(f"node {self.node_name!r} has no child named {child_name!r}")
             target(record)
+
+    def forward_batch(self, batch: Batch) -> None:
+        """Send every record of ``batch`` on, in order (as a batch where the child takes one)."""
+        child = self._batch_child
+        if child is not None:
+            child(batch)
+        elif self._children:
+            self.runtime.process_each(batch, self.forward)
+
+    def batch_failed(self, batch: Batch, i: int, exc: Exception) -> None:
+        """Element ``i`` of ``batch`` raised ``exc`` in this node: the processing handler decides
+        (raises unless it answers CONTINUE; then the caller drops the element and goes on)."""
+        self.runtime.batch_failed(batch, i, exc)
+
+    def set_current(self, batch: Batch, i: int) -> None:
+        """Make element ``i`` of ``batch`` the record being processed (metadata, stream time)."""
+        self.runtime.set_current(batch, i)
+
+    def end_current(self, batch: Batch) -> None:
+        """Back to the stream time after the whole batch."""
+        self.runtime.end_current(batch)
+
+    def process_each(self, batch: Batch, process: Callable[[Record[Any, Any]], None]) -> None:
+        """Hand the elements of ``batch`` to a per-record ``process`` (see the runtime's)."""
+        self.runtime.process_each(batch, process)
 
     def get_state_store(self, name: str) -> Any:
         if name in self._stores:
@@ -127,19 +195,59 @@ class NodeContext:
 
 
 class _SourceProcessor(Processor[Any, Any]):
+    context: NodeContext
+
     def process(self, record: Record[Any, Any]) -> None:
         self.context.forward(record)
 
+    def process_batch(self, batch: Batch) -> None:
+        self.context.forward_batch(batch)
+
 
 class _SinkProcessor(Processor[Any, Any]):
-    __slots__ = ("emit", "kser", "runtime", "topic", "vser")
+    __slots__ = ("emit", "emit_batch", "kser", "kser_batch", "runtime", "topic", "vser", "vser_batch")
 
-    def __init__(self, topic: str, kser: Any, vser: Any, emit: Emit, runtime: TopologyRuntime) -> None:
+    def __init__(self, topic: str, key_serde: Any, value_serde: Any, emit: Emit, emit_batch: EmitBatch,
+                 runtime: TopologyRuntime) -> None:
         self.topic = topic
-        self.kser = kser
-        self.vser = vser
+        self.kser = serializer_of(key_serde)
+        self.vser = serializer_of(value_serde)
+        self.kser_batch = batch_serializer_of(key_serde)
+        self.vser_batch = batch_serializer_of(value_serde)
         self.emit = emit
+        self.emit_batch = emit_batch
         self.runtime = runtime
+
+    def process_batch(self, batch: Batch) -> None:
+        topic = self.topic
+        try:
+            keys = self.kser_batch(topic, batch.keys)
+            values = self.vser_batch(topic, batch.values)
+        except Exception:
+            # some record cannot be serialized: record by record, so the handler sees that one
+            self.runtime.process_each(batch, self.process)
+            return
+        timestamps, headers = batch.timestamps(), batch.headers()
+        start, n = 0, len(keys)
+        while start < n:
+            try:
+                if start == 0:
+                    self.emit_batch(topic, keys, values, timestamps, headers)
+                else:
+                    self.emit_batch(topic, keys[start:], values[start:], timestamps[start:], headers[start:])
+                return
+            except EmitBatchError as err:
+                i = start + err.index
+                exc = err.__cause__
+                assert isinstance(exc, Exception)
+                if self.runtime.errors is None or not is_record_error(exc):
+                    raise exc from None
+                self.runtime.set_current(batch, i)
+                try:
+                    self.runtime.handle_error(ErrorKind.PRODUCTION, exc, sink_topic=topic)
+                finally:
+                    self.runtime.end_current(batch)
+                start = i + 1
 
     def process(self, record: Record[Any, Any]) -> None:
         topic = self.topic
@@ -163,7 +271,7 @@ class TopologyRuntime:
                  store_factory: Callable[[StoreSpec], Any] | None = None,
                  state_dir: str | None = None, errors: ErrorHandling | None = None,
                  global_stores: Mapping[str, KeyValueStoreFacade] | None = None,
-                 cache_max_entries: int = 0) -> None:
+                 cache_max_entries: int = 0, emit_batch: EmitBatch | None = None) -> None:
         """``errors``: exception handlers (None: every error propagates, as in the test driver).
         ``cache_max_entries``: size of the record cache of aggregations (0: every update is
         written and forwarded at once, as Kafka's test driver shows it).
@@ -172,6 +280,7 @@ class TopologyRuntime:
         topology.validate()
         self.errors = errors
         self._emit = emit
+        self._emit_batch = emit_batch or emit_batch_of(emit)
         # raw bytes of the input record being processed: what a dead-letter record carries
         self._raw: tuple[bytes | None, bytes | None, int, Headers] = (None, None, -1, None)
         self._dk = default_key_serde
@@ -207,6 +316,8 @@ class TopologyRuntime:
                 self._pick(g.store.value_serde, self._dv, True), g.topic)
         # resolved topic -> (key deserializer, value deserializer, process method of the source)
         self.sources: dict[str, tuple[Any, Any, Callable[[Record[Any, Any]], None]]] = {}
+        # resolved topic -> (batch key deserializer, batch value deserializer, source node name)
+        self.batch_sources: dict[str, tuple[Any, Any, str]] = {}
         self.processors: dict[str, Processor[Any, Any]] = {}
         contexts: dict[str, NodeContext] = {}
         for node in topology.nodes.values():
@@ -214,10 +325,14 @@ class TopologyRuntime:
             if isinstance(node, SourceNodeDef):
                 proc = _SourceProcessor()
                 ctx = NodeContext(self, node.name, ())
-                kd = deserializer_of(self._pick(node.key_serde, self._dk, node.internal))
-                vd = deserializer_of(self._pick(node.value_serde, self._dv, node.internal))
+                kserde = self._pick(node.key_serde, self._dk, node.internal)
+                vserde = self._pick(node.value_serde, self._dv, node.internal)
+                kd, vd = deserializer_of(kserde), deserializer_of(vserde)
+                kdb, vdb = batch_deserializer_of(kserde), batch_deserializer_of(vserde)
                 for t in node.topics:
-                    self.sources[self.resolve_topic(t) if node.internal else t] = (kd, vd, proc.process)
+                    real = self.resolve_topic(t) if node.internal else t
+                    self.sources[real] = (kd, vd, proc.process)
+                    self.batch_sources[real] = (kdb, vdb, node.name)
             elif isinstance(node, ProcessorNodeDef):
                 proc = node.supplier()
                 if not isinstance(proc, Processor) and not hasattr(proc, "process"):
@@ -226,10 +341,9 @@ class TopologyRuntime:
             else:
                 assert isinstance(node, SinkNodeDef)
                 topic = self.resolve_topic(node.topic) if node.internal else node.topic
-                proc = _SinkProcessor(topic,
-                                      serializer_of(self._pick(node.key_serde, self._dk, node.internal)),
-                                      serializer_of(self._pick(node.value_serde, self._dv, node.internal)),
-                                      emit, self)
+                proc = _SinkProcessor(topic, self._pick(node.key_serde, self._dk, node.internal),
+                                      self._pick(node.value_serde, self._dv, node.internal),
+                                      emit, self._emit_batch, self)
                 ctx = NodeContext(self, node.name, ())
             self.processors[node.name] = proc
             contexts[node.name] = ctx
@@ -253,6 +367,15 @@ class TopologyRuntime:
         # Kafka initialises processors after all stores exist, in topological order
         for name, proc in self.processors.items():
             proc.init(contexts[name])
+        # batch entry of each node: its process_batch, else its records one by one
+        self._batch_entry: dict[str, BatchProcess] = {}
+        for name, proc in self.processors.items():
+            batch_method = getattr(proc, "process_batch", None)
+            self._batch_entry[name] = (batch_method if callable(batch_method)
+                                       else self._unrolled(proc.process))
+        for node in topology.nodes.values():
+            if not isinstance(node, SinkNodeDef) and len(node.children) == 1:
+                contexts[node.name]._batch_child = self._batch_entry[node.children[0]]
 
     def caching_store(self, name: str, listener: Callable[[Any, Any, Any, int, Any], None]) -> Any:
         """Put the record cache in front of store ``name`` (see :meth:`NodeContext.get_caching_store`)."""
@@ -332,6 +455,115 @@ class TopologyRuntime:
         self.metadata = None
         if self._stream_heap and self._stream_heap[0][0] <= self.stream_time:
             self._punctuate(self._stream_heap, self.stream_time)
+
+    def process_batch(self, topic: str, partition: int, offsets: list[int], keys: list[bytes | None],
+                      values: list[bytes | None], timestamps: list[int], headers: list[Headers]) -> None:
+        """The records of one poll from ``topic``-``partition``, in offset order, through the
+        sub-topology; the same outcome as ``process_input`` for each in turn (module doc)."""
+        n = len(offsets)
+        start = 0
+        while start < n:
+            end = n
+            heap = self._stream_heap
+            if heap:
+                # cut where a stream-time punctuation falls due: it fires after the same record
+                due = heap[0][0]
+                st = self.stream_time
+                for j in range(start, n):
+                    ts = timestamps[j]
+                    if ts > st:
+                        st = ts
+                    if st >= due:
+                        end = j + 1
+                        break
+            if start == 0 and end == n:
+                self._process_run(topic, partition, offsets, keys, values, timestamps, headers)
+            else:
+                self._process_run(topic, partition, offsets[start:end], keys[start:end], values[start:end],
+                                  timestamps[start:end], headers[start:end])
+            start = end
+
+    def _process_run(self, topic: str, partition: int, offsets: list[int], keys: list[bytes | None],
+                     values: list[bytes | None], timestamps: list[int], headers: list[Headers]) -> None:
+        """Records of ``process_batch`` with no stream-time punctuation due before the last."""
+        src = self.batch_sources.get(topic)
+        if src is None:
+            raise TopologyError(f"topic {topic!r} is not a source topic of this topology")
+        kdb, vdb, node = src
+        try:
+            dkeys = kdb(topic, keys)
+            dvalues = vdb(topic, values)
+        except Exception:
+            # a record does not deserialize: record by record, the handler judges that one
+            for i in range(len(offsets)):
+                self.process_input(topic, partition, offsets[i], keys[i], values[i], timestamps[i], headers[i])
+            return
+        origin = SourceRecords(topic, partition, offsets, keys, values, timestamps, headers, self.stream_time)
+        st = max(timestamps, default=-1)
+        if st > self.stream_time:
+            self.stream_time = st
+        try:
+            self._batch_entry[node](Batch(dkeys, dvalues, None, origin))
+        finally:
+            self.metadata = None
+        heap = self._stream_heap
+        if heap and heap[0][0] <= self.stream_time:
+            self._punctuate(heap, self.stream_time)
+
+    def set_current(self, batch: Batch, i: int) -> None:
+        """Element ``i`` of ``batch`` is the record being processed: its source record's
+        metadata, raw bytes (for error handlers) and the stream time it was processed at."""
+        origin = batch.origin
+        j = i if batch.src is None else batch.src[i]
+        self.metadata = RecordMetadata(origin.topic, origin.partition, origin.offsets[j])
+        self._raw = (origin.raw_keys[j], origin.raw_values[j], origin.timestamps[j], origin.headers[j])
+        self.stream_time = origin.stream_time_at(j)
+
+    def end_current(self, batch: Batch) -> None:
+        """Back to the stream time after the whole batch (set_current moved it to a record's)."""
+        origin = batch.origin
+        self.stream_time = max(origin.stream_time_before, max(origin.timestamps, default=-1))
+        self.metadata = None
+
+    def batch_failed(self, batch: Batch, i: int, exc: Exception) -> None:
+        """A processor raised ``exc`` on element ``i``: as ``process_input`` would, propagate it
+        (no handlers, or not the record's fault) or ask the processing handler about its record."""
+        if self.errors is None or not is_record_error(exc):
+            raise exc
+        self.set_current(batch, i)
+        try:
+            self.handle_error(ErrorKind.PROCESSING, exc)
+        finally:
+            self.end_current(batch)
+
+    def process_each(self, batch: Batch, process: Callable[[Record[Any, Any]], None]) -> None:
+        """Hand the elements of ``batch`` to a per-record ``process``, each as its own record
+        with the metadata and stream time it had before batches existed."""
+        origin = batch.origin
+        ts, hs = origin.timestamps, origin.headers
+        keys, values, src = batch.keys, batch.values, batch.src
+        errors = self.errors
+        try:
+            for i in range(len(keys)):
+                j = i if src is None else src[i]
+                self.set_current(batch, i)
+                record = Record(keys[i], values[i], ts[j], hs[j])
+                if errors is None:
+                    process(record)
+                    continue
+                try:
+                    process(record)
+                except Exception as exc:
+                    if not is_record_error(exc):
+                        raise
+                    self.handle_error(ErrorKind.PROCESSING, exc)
+        finally:
+            self.end_current(batch)
+
+    def _unrolled(self, process: Callable[[Record[Any, Any]], None]) -> BatchProcess:
+        def run(batch: Batch) -> None:
+            self.process_each(batch, process)
+        return run
 
     def handle_error(self, kind: ErrorKind, exc: BaseException, sink_topic: str | None = None) -> None:
         """Asks the handler of ``kind`` about the current record; raises if it answers FAIL."""
