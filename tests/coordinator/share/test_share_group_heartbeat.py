@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 from diff_wire import WireClient
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.read_share_group_state_summary.v1 import request as summary_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32
 from share_kit import SHARE_BROKER_CONFIG, set_group_config
 
@@ -29,13 +31,13 @@ from strom.core.testing import BrokerProcess
 
 
 def heartbeat(wire: WireClient, group: str, member: str, epoch: int, topics: list[str] | None = None) -> Any:
-    return wire.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=i32(epoch),
-                                                   rack_id=None,
-                                                   subscribed_topic_names=None if topics is None else tuple(topics)))
+    names = None if topics is None else tuple(TopicName(t) for t in topics)
+    return wire.request(ShareGroupHeartbeatRequest(group_id=GroupId(group), member_id=member, member_epoch=i32(epoch),
+                                                   rack_id=None, subscribed_topic_names=names))
 
 
 def describe(wire: WireClient, group: str) -> Any:
-    return wire.request(ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=True)).groups[0]
+    return wire.request(ShareGroupDescribeRequest(group_ids=(GroupId(group),), include_authorized_operations=True)).groups[0]
 
 
 def assigned(resp: Any) -> dict[uuid.UUID, set[int]]:
@@ -183,3 +185,24 @@ def test_group_survives_restart(fresh_broker: BrokerProcess) -> None:
         assert (r.error_code, r.assignment) == (ErrorCode.none, None), r
         assert describe(wire, "g4").group_epoch == before.group_epoch
         assert tid in {tp.topic_id for m in after.members for tp in m.assignment.topic_partitions}
+
+
+def test_api_versions_advertise_share_apis_and_feature(broker: BrokerProcess) -> None:
+    """A newly formatted cluster finalizes share.version 1 (Kafka 4.3's default) and serves the
+    share-group APIs at Kafka 4.3's versions; without the feature they answer UNSUPPORTED_VERSION."""
+    with WireClient(broker.bootstrap) as wire:
+        resp = wire.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        apis = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+        assert apis[76] == (1, 1) and apis[77] == (1, 1)
+        supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+        finalized = {f.name: f.max_version_level for f in resp.finalized_features}
+        assert supported["share.version"] == (0, 1) and finalized["share.version"] == 1
+
+
+def test_share_apis_need_share_version(fresh_broker: BrokerProcess) -> None:
+    fresh_broker.features["share.version"] = 0
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.wait_for_coordinator("g5")
+        r = heartbeat(wire, "g5", str(uuid.uuid4()), 0, ["t"])
+        assert r.error_code == ErrorCode.unsupported_version, r
+        assert describe(wire, "g5").error_code == ErrorCode.unsupported_version
