@@ -14,9 +14,19 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+from acl_broker import AclBroker, sasl_wire_client
 from confluent_kafka import ShareConsumer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from diff_wire import WireClient
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
@@ -146,3 +156,39 @@ def test_share_consumer_joins_and_tool_describes(fresh_broker: BrokerProcess) ->
             group_ids=(GroupId("ck-share"),), include_authorized_operations=False)).groups[0]).group_state == "Empty"
             and g, 30, "the member to leave")
         assert resp.members == ()
+
+
+def test_authorization_as_kafka_apis(tmp_path: Path) -> None:
+    """READ on the group to heartbeat, DESCRIBE on every subscribed topic, DESCRIBE (implied by
+    READ) on the group to describe it (StandardAuthorizer, PLAIN user alice with only the ACLs
+    granted here)."""
+    with AclBroker(tmp_path / "data") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.plain})
+        with WireClient(broker.plain) as wire:
+            wire.create_topic("at", 1)
+            wire.wait_for_coordinator("ag")
+
+        def grant(rtype: ResourceType, name: str, op: AclOperation) -> None:
+            binding = AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:alice", "*", op,
+                                 AclPermissionType.ALLOW)
+            for future in admin.create_acls([binding], request_timeout=30).values():
+                future.result()
+
+        with sasl_wire_client(broker.sasl, "alice") as alice:
+            member = str(uuid.uuid4())
+
+            def describe_code() -> ErrorCode:
+                code: ErrorCode = alice.request(ShareGroupDescribeRequest(
+                    group_ids=(GroupId("ag"),), include_authorized_operations=False)).groups[0].error_code
+                return code
+
+            assert heartbeat(alice, "ag", member, 0, ("at",)).error_code == ErrorCode.group_authorization_failed
+            assert describe_code() == ErrorCode.group_authorization_failed
+            grant(ResourceType.GROUP, "ag", AclOperation.READ)
+            wait_for(lambda: heartbeat(alice, "ag", member, 0, ("at",)).error_code
+                     == ErrorCode.topic_authorization_failed, 15, "READ on the group to apply")
+            grant(ResourceType.TOPIC, "at", AclOperation.DESCRIBE)
+            r = wait_for(lambda: (x := heartbeat(alice, "ag", member, 0, ("at",))).error_code == ErrorCode.none and x,
+                         15, "DESCRIBE on the topic to apply")
+            assert r.member_epoch >= 1
+            assert describe_code() == ErrorCode.none  # READ implies DESCRIBE, as in Kafka's AclOperation
