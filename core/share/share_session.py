@@ -80,16 +80,17 @@ class ShareSessionCache:
 
     def fetch_session(self, group_id: str, member_id: str, epoch: int, *, added: Iterable[TopicIdPartition],
                       forgotten: Iterable[TopicIdPartition], has_acknowledgements: bool,
-                      connection_id: str) -> tuple[ShareSession | None, ShareSession | None]:
+                      connection_id: str) -> tuple[ShareSession, ShareSession | None]:
         """The session a ShareFetch of ``epoch`` works in: ``(session, replaced)``.
 
-        Epoch 0 opens a new session (``replaced``: the member's previous one, whose records the
-        caller releases); -1 returns the existing session (or None) for closing; any other epoch
-        must be the session's next, which this call then advances.
+        Epoch 0 opens a new session (``replaced``: the member's previous one; as Kafka, its
+        records stay acquired until acknowledged or their locks expire); -1 returns the existing
+        session for closing; any other epoch must be the session's next, which this call then
+        advances.
         """
         key = (group_id, member_id)
         if epoch == FINAL_EPOCH:
-            return self._sessions.get(key), None
+            return self._existing(key), None
         if epoch == INITIAL_EPOCH:
             if has_acknowledgements:
                 raise InvalidRequestError("Acknowledge data present in initial share fetch request")
@@ -108,19 +109,23 @@ class ShareSessionCache:
         session.connection_id = connection_id
         return session, None
 
-    def acknowledge_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
-        """The session a ShareAcknowledge of ``epoch`` works in (advanced; None for -1 with no session)."""
+    def acknowledge_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+        """The session a ShareAcknowledge of ``epoch`` works in (advanced, unless -1 closes it)."""
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
             raise InvalidShareSessionEpochError("a share acknowledge request cannot open a share session (epoch 0)")
         if epoch == FINAL_EPOCH:
-            return self._sessions.get(key)
+            return self._existing(key)
         return self._advance(key, epoch)
 
-    def _advance(self, key: tuple[str, str], epoch: int) -> ShareSession:
+    def _existing(self, key: tuple[str, str]) -> ShareSession:
         session = self._sessions.get(key)
         if session is None:
             raise ShareSessionNotFoundError(f"no share session for group {key[0]} member {key[1]}")
+        return session
+
+    def _advance(self, key: tuple[str, str], epoch: int) -> ShareSession:
+        session = self._existing(key)
         if session.epoch != epoch:
             logger.debug("share session %s: expected epoch %d, got %d", key, session.epoch, epoch)
             raise InvalidShareSessionEpochError(f"expected share session epoch {session.epoch}, got {epoch}")

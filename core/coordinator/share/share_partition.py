@@ -319,7 +319,12 @@ class SharePartition:
         acquired: list[int] = []
         counts: dict[int, int] = {}
         prev_last: int | None = None
+        window_full = False
         for batch in batches:
+            if window_full or len(acquired) >= max_records:
+                # Stop at once: the rest of this batch was not taken in, so a later batch must not
+                # see its offsets as a hole (they would be archived unseen).
+                break
             if prev_last is not None and batch.base_offset > prev_last + 1:
                 # A hole between batches: no record there, ever. Archive it if it is new.
                 self._archive_new(range(max(prev_last + 1, self._next_new), batch.base_offset))
@@ -335,6 +340,7 @@ class SharePartition:
                         # Only reachable with a gap inside the fetched range: no record there.
                         self._archive_new(range(self._next_new, off))
                     if off - self._start >= self.config.max_record_locks:
+                        window_full = True
                         break
                     st = InFlightState(RecordState.AVAILABLE, 0)
                     self._cache[off] = st
@@ -351,8 +357,6 @@ class SharePartition:
                 st.lock_deadline_ms = deadline
                 acquired.append(off)
                 counts[off] = st.delivery_count
-            if len(acquired) >= max_records:
-                break
         self._advance_start()
         return _runs(acquired, counts)
 

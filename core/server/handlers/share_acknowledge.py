@@ -77,7 +77,7 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareAcknow
     if to_ack:
         for target, result in (await manager.acknowledge(group_id, member_id, to_ack)).items():
             results[(target.topic_id, target.partition)] = result
-    if epoch == FINAL_EPOCH and session is not None:
+    if epoch == FINAL_EPOCH:
         deps.share_sessions.remove(group_id, member_id)
         manager.release(group_id, member_id, list(session.partitions))
 

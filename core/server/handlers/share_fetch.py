@@ -114,13 +114,10 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
             connection_id=ctx.client_address)
     except KafkaError as e:
         return error_response(m, int(e.code), e.message or None)
-    if replaced is not None:
-        # A new session of the same member replaces the old one: what it held goes back.
-        manager.release(group_id, member_id, list(replaced.partitions))
-    if forgotten:
-        manager.release(group_id, member_id, forgotten)
-
-    topic_names = [n for tid in {tp[0] for tp in (*added, *(session.partitions if session else ()))}
+    # A replaced session's or a forgotten partition's records stay acquired (Kafka's newContext):
+    # the member may still acknowledge them, else their locks expire.
+    del replaced
+    topic_names = [n for tid in {tp[0] for tp in (*added, *session.partitions)}
                    if (n := name_of(tid))]
     denied = authorize_topics(deps, ctx, "READ", sorted(set(topic_names)))
 
@@ -163,10 +160,9 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
             r["acknowledge_error_code"], r["acknowledge_error_message"] = code, message
 
     if epoch == FINAL_EPOCH:
-        if session is not None:
-            deps.share_sessions.remove(group_id, member_id)
-            manager.release(group_id, member_id, list(session.partitions))
-    elif session is not None:
+        deps.share_sessions.remove(group_id, member_id)
+        manager.release(group_id, member_id, list(session.partitions))
+    else:
         targets: list[FetchTarget] = []
         for tp in session.partitions:
             refused = refusal(tp)

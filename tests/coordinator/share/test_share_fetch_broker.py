@@ -186,6 +186,8 @@ def test_session_epochs(broker: BrokerProcess, share_topic: tuple[str, str, uuid
         # Epoch -1 closes; then the session is gone.
         assert m.fetch(epoch=-1, partitions=(), max_wait_ms=0).error_code == 0
         assert m.fetch(epoch=3, max_wait_ms=0).error_code == ErrorCode.share_session_not_found
+        assert m.fetch(epoch=-1, partitions=(), max_wait_ms=0).error_code == ErrorCode.share_session_not_found
+        assert m.acknowledge({}, epoch=-1).error_code == ErrorCode.share_session_not_found
     finally:
         m.close()
 

@@ -1,0 +1,31 @@
+"""SharePartition cases found by the ShareFetch path (strom.core.share): no broker, no clock."""
+
+from __future__ import annotations
+
+from strom.core.coordinator.share.share_partition import (
+    AcknowledgementBatch,
+    AcknowledgeType,
+    AcquiredRecords,
+    FetchedBatch,
+    RecordState,
+    SharePartition,
+    SharePartitionConfig,
+)
+
+A, B = "member-a", "member-b"
+
+
+def test_lock_limit_mid_batch_archives_nothing() -> None:
+    """The record-lock window fills in the middle of a batch: the batches after it must not be
+    read as a hole over the rest of that batch (its records were archived unseen, so lost)."""
+    p = SharePartition(SharePartitionConfig(max_record_locks=100), 0)
+    got = p.acquire(A, [FetchedBatch(0, 59), FetchedBatch(60, 119), FetchedBatch(120, 179)],
+                    max_records=1000, now_ms=0)
+    assert got == [AcquiredRecords(0, 99, 1)]
+    assert p.end_offset == 99
+    assert p.in_flight(100) is None  # never taken in, so not archived
+    p.acknowledge(A, [AcknowledgementBatch(0, 99, (AcknowledgeType.ACCEPT,))], now_ms=1)
+    got = p.acquire(B, [FetchedBatch(60, 119), FetchedBatch(120, 179)], max_records=1000, now_ms=2)
+    assert got == [AcquiredRecords(100, 179, 1)]
+    st = p.in_flight(100)
+    assert st is not None and st.state is RecordState.ACQUIRED
