@@ -338,7 +338,8 @@ class ShareGroupService:
     def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (t.topic_id, len(t.partitions)) for name, t in self.host.image.topics.items()}
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
+    def lock(self, group_id: str) -> asyncio.Lock:
+        """The lock every change of the group runs under (heartbeats, expiry; offset admin may take it too)."""
         lock = self._locks.get(group_id)
         if lock is None:
             lock = self._locks[group_id] = asyncio.Lock()
@@ -361,7 +362,7 @@ class ShareGroupService:
         if member_epoch == 0 and not subscribed_topic_names:
             raise InvalidRequestError("SubscribedTopicNames must be set in first request.")
         self.host.check_available(group_id)
-        async with self._lock(group_id):
+        async with self.lock(group_id):
             group, created = self._get_or_create(group_id, create=member_epoch == 0)
             env = self.env(group_id)
             group.assignor = env.assignor
@@ -493,7 +494,7 @@ class ShareGroupService:
 
     async def expire(self, group: ShareGroup) -> list[str]:
         """Remove the members of ``group`` whose session ran out; returns their ids."""
-        async with self._lock(group.group_id):
+        async with self.lock(group.group_id):
             if self.host.groups.get(group.group_id) is not group:
                 return []
             before = _view(group)
