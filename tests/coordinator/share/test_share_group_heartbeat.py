@@ -4,7 +4,7 @@ Join with epoch 0 (a client-generated member id), heartbeat, leave with -1; a se
 bumps the group epoch and both are assigned (the simple assignor shares partitions when there
 are more members than partitions); a stale epoch is FENCED_MEMBER_EPOCH; a silent member is
 removed when its ``share.session.timeout.ms`` (a GROUP config) runs out; the group and its
-assignments survive a restart (the ShareGroup* records of ``__consumer_offsets`` are replayed);
+assignments survive a kill -9 and restart (the ShareGroup* records of ``__consumer_offsets`` are replayed);
 a share partition's state is initialized in the share coordinator (start offset -1) before any
 member is assigned it.
 """
@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from diff_wire import WireClient
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
@@ -163,8 +162,7 @@ def test_session_expiry_removes_member(fresh_broker: BrokerProcess) -> None:
         assert heartbeat(wire, "g3", b, 2).error_code == ErrorCode.unknown_member_id
 
 
-@pytest.mark.slow
-def test_group_survives_restart(fresh_broker: BrokerProcess) -> None:
+def test_group_survives_kill_and_restart(fresh_broker: BrokerProcess) -> None:
     with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
         wire.create_topic("hb", 3)
         tid = topic_id_of(wire, "hb")
@@ -174,6 +172,7 @@ def test_group_survives_restart(fresh_broker: BrokerProcess) -> None:
         heartbeat(wire, "g4", b, 0, ["hb"])
         r = heartbeat(wire, "g4", a, 1)
         before = describe(wire, "g4")
+        fresh_broker.kill()  # kill -9: what a heartbeat wrote was appended before it was answered
     with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
         wire.wait_for_coordinator("g4")
         after = describe(wire, "g4")
