@@ -412,7 +412,11 @@ class ShareGroupService:
 
     async def _initialize_partitions(self, group: ShareGroup, names: Iterable[str],
                                      topics: Mapping[str, tuple[uuid.UUID, int]], created: bool) -> None:
-        """Give every partition of ``names`` its share-partition state before it is assigned."""
+        """Give every partition of ``names`` its share-partition state before it is assigned;
+        forget (and delete the state of) the partitions of topics deleted since, as Kafka's
+        coordinator does when the metadata drops a topic (its ``DeletingTopics``)."""
+        live_ids = {topic_id for topic_id, _ in topics.values()}
+        deleted = [t for t in group.initialized if t not in live_ids]
         missing: list[tuple[str, uuid.UUID, int]] = []
         for name in sorted(names):
             found = topics.get(name)
@@ -421,16 +425,22 @@ class ShareGroupService:
             topic_id, count = found
             have = group.initialized.get(topic_id, set())
             missing.extend((name, topic_id, p) for p in range(count) if p not in have)
-        if not missing:
+        if not missing and not deleted:
             return
         share = self.host.share_coordinator
         if share is None:
             raise UnknownServerError("the share coordinator is not running")
+        for topic_id in deleted:
+            for p in sorted(group.initialized[topic_id]):
+                await share.delete_state(group.group_id, topic_id, p)
         for _, topic_id, p in missing:
             if share.read_state(group.group_id, topic_id, p) is None:
                 await share.initialize_state(group.group_id, topic_id, p, state_epoch=0, start_offset=-1)
         saved_init = {t: set(ps) for t, ps in group.initialized.items()}
         saved_names = dict(group.topic_names)
+        for topic_id in deleted:
+            group.initialized.pop(topic_id, None)
+            group.topic_names.pop(topic_id, None)
         for name, topic_id, p in missing:
             group.initialized.setdefault(topic_id, set()).add(p)
             group.topic_names[topic_id] = name

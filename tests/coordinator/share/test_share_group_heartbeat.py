@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
 from diff_wire import WireClient
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.read_share_group_state.v0 import request as read_req
 from kio.schema.read_share_group_state_summary.v1 import request as summary_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
@@ -205,3 +207,32 @@ def test_share_apis_need_share_version(fresh_broker: BrokerProcess) -> None:
         r = heartbeat(wire, "g5", str(uuid.uuid4()), 0, ["t"])
         assert r.error_code == ErrorCode.unsupported_version, r
         assert describe(wire, "g5").error_code == ErrorCode.unsupported_version
+
+
+def test_deleted_topic_state_is_deleted_and_recreated_topic_assigned(fresh_broker: BrokerProcess) -> None:
+    with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
+        wire.create_topic("gone", 1)
+        old_id = topic_id_of(wire, "gone")
+        wire.wait_for_coordinator("g6")
+        a = str(uuid.uuid4())
+        r = heartbeat(wire, "g6", a, 0, ["gone"])
+        assert assigned(r) == {old_id: {0}}
+        admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+        for future in admin.delete_topics(["gone"], operation_timeout=30).values():
+            future.result()
+        wait_for(lambda: wire.metadata(["gone"]).topics[0].error_code != ErrorCode.none, 20, "the topic to go")
+        r = heartbeat(wire, "g6", a, r.member_epoch)
+        assert assigned(r) == {}
+        wire.create_topic("gone", 1)
+        new_id = topic_id_of(wire, "gone")
+        r = heartbeat(wire, "g6", a, r.member_epoch)
+        assert assigned(r) == {new_id: {0}}
+        assert read_state_error(wire, "g6", old_id) == ErrorCode.invalid_request  # its state was deleted
+        assert read_state_error(wire, "g6", new_id) == ErrorCode.none
+
+
+def read_state_error(wire: WireClient, group: str, topic_id: uuid.UUID) -> ErrorCode:
+    resp = wire.request(read_req.ReadShareGroupStateRequest(group_id=GroupId(group), topics=(read_req.ReadStateData(
+        topic_id=topic_id, partitions=(read_req.PartitionData(partition=i32(0), leader_epoch=i32(-1)),)),)))
+    code: ErrorCode = resp.results[0].partitions[0].error_code
+    return code
