@@ -1,8 +1,11 @@
 """Fixtures of the tiered-storage tests: an S3 endpoint (moto in server mode: a real HTTP server
-in a thread of the test process, on a free port) and segment files written by strom's broker.
+in a thread of the test process, on a free port), the broker config of the tier on it, a broker
+running with it, and segment files written by strom's broker.
 
-``strom_segments`` starts strom's broker (tests using it are marked ``broker`` by the module's
-``pytestmark``); ``s3_endpoint`` starts no broker, only moto's HTTP server.
+``strom_segments`` and ``tier_broker`` start strom's broker (tests using them are marked
+``broker`` by the module's ``pytestmark``); ``s3_endpoint`` starts no broker, only moto's HTTP
+server. The helpers the broker tests share (produce, consume, ListOffsets, local segments) are in
+tests/helpers/tier_kit.py.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import itertools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +93,37 @@ def s3_rsm_config(s3_endpoint: str) -> S3Config:
         }
 
     return config
+
+
+# The tier on, with short task intervals so copies and deletions follow a test closely.
+TIER_BROKER_CONFIG = {
+    "remote.log.storage.system.enable": "true",
+    "remote.log.manager.task.interval.ms": "200",
+    "log.retention.check.interval.ms": "500",
+    "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+    "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+}
+
+TierConfig = Callable[..., dict[str, str]]
+
+
+@pytest.fixture(scope="session")
+def tier_config(s3_rsm_config: S3Config) -> TierConfig:
+    """``(bucket, broker=None, **rsm_config) -> broker config``: TIER_BROKER_CONFIG with the S3
+    manager on ``bucket`` of moto's endpoint (``**rsm_config`` as ``s3_rsm_config``'s, e.g.
+    ``endpoint=`` a proxy's URL), then the ``broker`` keys over them."""
+
+    def config(bucket: str, broker: Mapping[str, str] | None = None, **rsm_config: str) -> dict[str, str]:
+        return {**TIER_BROKER_CONFIG, **s3_rsm_config(bucket, **rsm_config), **(broker or {})}
+
+    return config
+
+
+@pytest.fixture
+def tier_broker(tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> Iterator[BrokerProcess]:
+    """strom's broker with the S3 tier on a new bucket (its data in ``tmp_path / "broker"``)."""
+    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_bucket)) as broker:
+        yield broker
 
 
 @dataclass(frozen=True)

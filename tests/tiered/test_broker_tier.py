@@ -8,99 +8,27 @@ recorded."""
 from __future__ import annotations
 
 import itertools
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from diff_wire import WireClient
-from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
+from tier_kit import consume_all, list_offsets, local_bases, produce, topic_id_partition
 
 from strom.core.testing import BrokerProcess, wait_for
-from strom.plugins.hookspecs.storage import RemoteLogSegmentState, TopicIdPartition, kafka_uuid_parse
+from strom.plugins.hookspecs.storage import RemoteLogSegmentState
 from strom.plugins.manager import get_plugin_manager, load_remote_log_metadata_manager
 from strom.tiered.topic_based_rlmm import TopicBasedRemoteLogMetadataManager
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from tests.tiered.conftest import S3Config
+    from tests.tiered.conftest import TierConfig
 
 pytestmark = pytest.mark.broker
 
 TOPIC = "tiered"
-
-
-def tier_config(s3_config: dict[str, str]) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "500",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        **s3_config,
-    }
-
-
-@pytest.fixture
-def tier_broker(tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
-        yield broker
-
-
-def topic_id_partition(partition_dir: Path, topic: str, partition: int) -> TopicIdPartition:
-    for line in (partition_dir / "partition.metadata").read_text().splitlines():
-        if line.startswith("topic_id:"):
-            return TopicIdPartition(kafka_uuid_parse(line.split(":", 1)[1].strip()), topic, partition)
-    raise AssertionError(f"no topic id in {partition_dir}")
-
-
-def local_bases(partition_dir: Path) -> list[int]:
-    return sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
-
-
-def produce(bootstrap: str, topic: str, count: int) -> list[tuple[bytes, bytes]]:
-    """``count`` records of 100 random bytes keyed by their number; returns (key, value) in order."""
-    errors: list[object] = []
-    sent = [(str(i).encode(), os.urandom(100)) for i in range(count)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4000})
-    for key, value in sent:
-        producer.produce(topic, value, key=key, on_delivery=lambda e, m: errors.append(e) if e else None)
-    assert producer.flush(60) == 0 and not errors, errors[:3]
-    return sent
-
-
-def consume_all(bootstrap: str, topic: str, count: int, **config: str | int) -> list[tuple[int, bytes, bytes]]:
-    """(offset, key, value) of the first ``count`` records from offset 0, read with confluent-kafka."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tier-reader", "enable.auto.commit": False,
-                         "auto.offset.reset": "error", **config})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[tuple[int, bytes, bytes]] = []
-    try:
-        def more() -> bool:
-            for m in consumer.consume(500, 1.0):
-                assert m.error() is None, m.error()
-                got.append((m.offset() or 0, m.key() or b"", m.value() or b""))
-            return len(got) >= count
-        wait_for(more, 60, f"{count} records of {topic}", interval=0, detail=lambda: f"{len(got)} read")
-    finally:
-        consumer.close()
-    return got
-
-
-def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
-    """(error code, offset) of ListOffsets v9 for partition 0 at a special timestamp."""
-    with WireClient(bootstrap) as c:
-        resp = c.request(ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=(ListOffsetsTopic(
-            name=TopicName(topic), partitions=(ListOffsetsPartition(
-                partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)))
-    p = resp.topics[0].partitions[0]
-    return int(p.error_code), int(p.offset)
 
 
 def test_closed_segments_of_a_tiered_topic_reach_s3_and_the_metadata_topic(
@@ -224,8 +152,8 @@ def test_a_consumer_reads_from_offset_0_through_s3_record_for_record(tier_broker
 
 
 def test_after_a_restart_the_remote_part_is_read_again(tmp_path: Path, s3_bucket: str,
-                                                       s3_rsm_config: S3Config) -> None:
-    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
+                                                       tier_config: TierConfig) -> None:
+    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_bucket)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config={
                 "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"})]).values():

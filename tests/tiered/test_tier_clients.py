@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import pytest
@@ -22,13 +21,14 @@ from java_client import ClientRun
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from ref_fixtures import java_client  # noqa: F401  (the fixture: ClientCheck.java compiled)
+from tier_kit import local_down_to_active
 
 from strom.core.testing import BrokerProcess, wait_for
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from tests.tiered.conftest import S3Config
+    from tests.tiered.conftest import TierConfig
 
 pytestmark = pytest.mark.broker
 
@@ -57,33 +57,14 @@ class TieredData:
     txn_end: int  # TXN_TOPIC's log end offset
 
 
-def local_bases(partition_dir: Path) -> list[int]:
-    return sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
-
-
-def wait_tiered(broker: BrokerProcess, topic: str) -> int:
-    """Only the active segment left on disk; its base (the local log start)."""
-    partition_dir = broker.data_dir / "logs" / f"{topic}-0"
-    wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, f"{topic}: local segments down to the active one",
-             detail=lambda: str(local_bases(partition_dir)))
-    return local_bases(partition_dir)[0]
-
-
 @pytest.fixture(scope="module")
-def tiered(tmp_path_factory: pytest.TempPathFactory, s3: S3Client, s3_rsm_config: S3Config) -> Iterator[TieredData]:
+def tiered(tmp_path_factory: pytest.TempPathFactory, s3: S3Client,
+           tier_config: TierConfig) -> Iterator[TieredData]:
     """One broker for the module: TOPIC with COUNT plain records and TXN_TOPIC with transactions,
     both tiered down to their active segment."""
     bucket = f"strom-clients-{tmp_path_factory.mktemp('b').name[-6:].lower().replace('_', '-')}"
     s3.create_bucket(Bucket=bucket)
-    config = {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "500",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        **s3_rsm_config(bucket),
-    }
-    with BrokerProcess(tmp_path_factory.mktemp("tier-clients"), config=config) as broker:
+    with BrokerProcess(tmp_path_factory.mktemp("tier-clients"), config=tier_config(bucket)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topic_config = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"}
         for f in admin.create_topics([NewTopic(TOPIC, 1, 1, config=topic_config),
@@ -125,9 +106,9 @@ def tiered(tmp_path_factory: pytest.TempPathFactory, s3: S3Client, s3_rsm_config
         # to S3 while its abort marker stays in the active segment on disk.
         run_txn(24, 120, abort=True)
         assert not errors, errors[:3]
-        local_start = wait_tiered(broker, TXN_TOPIC)
+        local_start = local_down_to_active(broker, TXN_TOPIC)
         assert min(last_aborted) < local_start <= max(last_aborted) + 1, (last_aborted[:1], local_start)
-        assert wait_tiered(broker, TOPIC) > COUNT // 2  # most of TOPIC in S3 only
+        assert local_down_to_active(broker, TOPIC) > COUNT // 2  # most of TOPIC in S3 only
         yield TieredData(broker, sent, committed, max(last_aborted) + 2)  # + the abort marker
 
 

@@ -10,14 +10,12 @@ metadata manager reading ``__remote_log_metadata``."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -26,11 +24,8 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from diff_wire import WireClient
-from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
 from ref_fixtures import HasBootstrap, any_broker, kafka_ref  # noqa: F401  (strom beside Apache Kafka)
+from tier_kit import list_offsets, local_bases, produce, tiered_down_to_active
 
 from strom.core.testing import BrokerProcess, wait_for
 from strom.plugins.hookspecs.storage import RemoteLogSegmentState, TopicIdPartition, kafka_uuid_parse
@@ -39,7 +34,7 @@ from strom.plugins.manager import get_plugin_manager, load_remote_log_metadata_m
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from tests.tiered.conftest import S3Config
+    from tests.tiered.conftest import TierConfig
 
 pytestmark = pytest.mark.broker
 
@@ -53,42 +48,11 @@ COPY_DISABLED_RETENTION = ("When `remote.log.copy.disable` is set to true, the `
                            "`retention.ms` must be set to the identical value")
 
 
-def tier_config(s3_config: dict[str, str], **extra: str) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "500",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        **s3_config,
-        **extra,
-    }
-
-
-@pytest.fixture
-def tier_broker(tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
-        yield broker
-
-
-def local_bases(partition_dir: Path) -> list[int]:
-    return sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
-
-
 def remote_logs(s3: S3Client, bucket: str) -> list[int]:
     """Base offsets of the segment objects in the bucket."""
     return sorted(int(o["Key"].rsplit("/", 1)[1][:20])
                   for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
                   for o in page.get("Contents", []) if o["Key"].endswith(".log"))
-
-
-def produce(bootstrap: str, topic: str, count: int, first: int = 0) -> None:
-    errors: list[object] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4000})
-    for i in range(first, first + count):
-        producer.produce(topic, os.urandom(100), key=str(i).encode(),
-                         on_delivery=lambda e, m: errors.append(e) if e else None)
-    assert producer.flush(60) == 0 and not errors, errors[:3]
 
 
 def consume_keys(bootstrap: str, topic: str, count: int, start: int = 0) -> list[int]:
@@ -107,15 +71,6 @@ def consume_keys(bootstrap: str, topic: str, count: int, start: int = 0) -> list
     finally:
         consumer.close()
     return got
-
-
-def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
-    with WireClient(bootstrap) as c:
-        resp = c.request(ListOffsetsRequest(replica_id=BrokerId(-1), isolation_level=i8(0), topics=(ListOffsetsTopic(
-            name=TopicName(topic), partitions=(ListOffsetsPartition(
-                partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=i64(timestamp)),)),)))
-    p = resp.topics[0].partitions[0]
-    return int(p.error_code), int(p.offset)
 
 
 def create(admin: AdminClient, topic: str, **config: str) -> None:
@@ -141,16 +96,6 @@ def refused(call: object) -> KafkaError:
         call()
     error: KafkaError = e.value.args[0]
     return error
-
-
-def tiered_down_to_active(broker: BrokerProcess, topic: str) -> int:
-    partition_dir = broker.data_dir / "logs" / f"{topic}-0"
-    wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one",
-             detail=lambda: str(local_bases(partition_dir)))
-    local_start = local_bases(partition_dir)[0]
-    wait_for(lambda: list_offsets(broker.bootstrap, topic, -5)[1] == local_start - 1, 60,
-             "the highest tiered offset known to the leader")
-    return local_start
 
 
 def test_remote_storage_refused_on_a_broker_without_the_tier(any_broker: HasBootstrap) -> None:  # noqa: F811
@@ -239,10 +184,10 @@ def test_disabling_with_delete_on_disable_deletes_the_remote_data(tier_broker: B
         reader.close()
 
 
-def test_the_copy_quota_bounds_the_copy_rate(tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+def test_the_copy_quota_bounds_the_copy_rate(tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
     rate = 40_000  # bytes per second, broker-wide; a segment is ~15 KB
     windows, window_s = 2, 1
-    config = tier_config(s3_rsm_config(s3_bucket), **{
+    config = tier_config(s3_bucket, broker={
         "remote.log.manager.copy.max.bytes.per.second": str(rate),
         "remote.log.manager.copy.quota.window.num": str(windows),
         "remote.log.manager.copy.quota.window.size.seconds": str(window_s)})
@@ -283,11 +228,11 @@ def test_the_copy_quota_bounds_the_copy_rate(tmp_path: Path, s3_bucket: str, s3_
 
 
 def test_a_restart_with_the_tier_off_serves_local_data_and_names_the_way_out(
-        tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+        tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
     # Kafka 4.3 (KRaft): the broker starts; applying the tiered topic's config fails with
     # LogConfig's message (a non-fatal metadata publishing fault, logged), and the log, no longer
     # tiered, serves its local data only.
-    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
+    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_bucket)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         create(admin, TOPIC, **{"remote.storage.enable": "true", "segment.bytes": "16384",
                                 "local.retention.bytes": "1"})

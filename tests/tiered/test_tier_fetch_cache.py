@@ -18,22 +18,11 @@ from diff_wire import WireClient, kio_schema
 from strom.core.testing import BrokerProcess, wait_for
 
 if TYPE_CHECKING:
-    from tests.tiered.conftest import S3Config
+    from tests.tiered.conftest import TierConfig
 
 pytestmark = pytest.mark.broker
 
 TOPIC = "tiered"
-
-
-def tier_config(s3_config: dict[str, str], **extra: str) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "500",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
-        **s3_config,
-        **extra,
-    }
 
 
 def tiered_topic(bootstrap: str, count: int, value_size: int = 100) -> list[tuple[bytes, bytes]]:
@@ -77,14 +66,14 @@ def consume_all(bootstrap: str, count: int, **config: str | int) -> list[tuple[i
 
 
 def test_a_sequential_consumer_reads_every_record_once_through_the_disk_cache(
-        tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+        tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
     cache_dir = tmp_path / "chunk-cache"
     cache_dir.mkdir()
     (cache_dir / "left-by-an-earlier-broker").write_bytes(b"stale")
-    config = tier_config(s3_rsm_config(s3_bucket, **{
+    config = tier_config(s3_bucket, **{
         "fetch_chunk_cache_class": "io.aiven.kafka.tieredstorage.fetch.cache.DiskChunkCache",
         "fetch_chunk_cache_path": str(cache_dir), "fetch_chunk_cache_size": str(4 * 1024 * 1024),
-        "fetch_chunk_cache_prefetch_max_size": "40000"}))
+        "fetch_chunk_cache_prefetch_max_size": "40000"})
     with BrokerProcess(tmp_path / "broker", config=config) as broker:
         assert not (cache_dir / "left-by-an-earlier-broker").exists()  # emptied at start
         sent = tiered_topic(broker.bootstrap, 3000)
@@ -102,13 +91,13 @@ def test_a_sequential_consumer_reads_every_record_once_through_the_disk_cache(
 
 
 def test_reads_found_in_the_memory_cache_are_served_from_memory_and_return_every_record(
-        tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
+        tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
     # A read whose chunks, offset index and metadata are all in memory is served on the event loop
     # (no reader-thread hops); the records must be the same as through the reader threads, for
     # read_committed (the transaction indexes from memory too) and read_uncommitted.
-    config = tier_config(s3_rsm_config(s3_bucket, **{
+    config = tier_config(s3_bucket, **{
         "fetch_chunk_cache_class": "memory", "fetch_chunk_cache_size": str(4 * 1024 * 1024),
-        "fetch_chunk_cache_prefetch_max_size": "40000"}))
+        "fetch_chunk_cache_prefetch_max_size": "40000"})
     with BrokerProcess(tmp_path / "broker", config=config) as broker:
         sent = tiered_topic(broker.bootstrap, 3000)
         assert local_start(broker.data_dir) > 2000
@@ -137,8 +126,8 @@ def fetch_v12(client: WireClient, partitions: list[tuple[str, int]]) -> dict[str
 
 
 def test_over_the_remote_fetch_quota_a_fetch_skips_its_remote_reads_and_serves_the_rest(
-        tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> None:
-    config = tier_config(s3_rsm_config(s3_bucket), **{"remote.log.manager.fetch.max.bytes.per.second": "100"})
+        tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
+    config = tier_config(s3_bucket, broker={"remote.log.manager.fetch.max.bytes.per.second": "100"})
     with BrokerProcess(tmp_path / "broker", config=config) as broker:
         tiered_topic(broker.bootstrap, 1000)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

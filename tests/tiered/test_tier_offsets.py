@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ from kio.schema.list_offsets.v11.request import ListOffsetsPartition, ListOffset
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 from ref_fixtures import HasBootstrap, any_broker, kafka_ref  # noqa: F401  (strom beside Apache Kafka)
+from tier_kit import tiered_down_to_active
 
 from strom.core.replica.remote_offsets import RemoteIndexCache, lookup_timestamp
 from strom.core.testing import BrokerProcess, wait_for
@@ -37,7 +37,7 @@ from strom.plugins.manager import get_plugin_manager, load_remote_storage_manage
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from tests.tiered.conftest import S3Config, StromSegments
+    from tests.tiered.conftest import StromSegments
 
 pytestmark = pytest.mark.broker
 
@@ -53,27 +53,6 @@ MAX_TS = BASE_TS + 1_800_000
 
 def timestamp_of(i: int) -> int:
     return MAX_TS if i == MAX_AT else BASE_TS + i * STEP_MS
-
-
-def tier_config(s3_config: dict[str, str]) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "500",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        **s3_config,
-    }
-
-
-@pytest.fixture
-def tier_broker(tmp_path: Path, s3_bucket: str, s3_rsm_config: S3Config) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path / "broker", config=tier_config(s3_rsm_config(s3_bucket))) as broker:
-        yield broker
-
-
-def local_bases(partition_dir: Path) -> list[int]:
-    return sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
 
 
 def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int, int]:
@@ -94,17 +73,6 @@ def produce_timed(bootstrap: str, topic: str) -> None:
         producer.produce(topic, os.urandom(100), key=str(i).encode(), timestamp=timestamp_of(i),
                          on_delivery=lambda e, m: errors.append(e) if e else None)
     assert producer.flush(60) == 0 and not errors, errors[:3]
-
-
-def tiered_down_to_active(broker: BrokerProcess, topic: str) -> int:
-    """Wait until only the active segment is on disk and the leader knows the copies; the local start."""
-    partition_dir = broker.data_dir / "logs" / f"{topic}-0"
-    wait_for(lambda: len(local_bases(partition_dir)) == 1, 60, "local segments deleted down to the active one",
-             detail=lambda: str(local_bases(partition_dir)))
-    local_start = local_bases(partition_dir)[0]
-    wait_for(lambda: list_offsets(broker.bootstrap, topic, -5)[1] == local_start - 1, 60,
-             "the highest tiered offset known to the leader")
-    return local_start
 
 
 def test_timestamps_and_max_timestamp_in_remote_segments(tier_broker: BrokerProcess) -> None:
