@@ -1,4 +1,5 @@
-"""The share-group records of ``__consumer_offsets`` (record types 10..15, Kafka 4.3.1's schemas).
+"""The share-group records of ``__consumer_offsets`` (record types 10..15, Kafka 4.3.1's schemas),
+and the share assignor taken from the assignor hook (``group.share.assignors``).
 
 Byte layouts checked by hand against the JSON schemas (ShareGroupMetadataValue's MetadataHash is
 a plain int64, not tagged as in ConsumerGroupMetadataValue; AssignmentTimestamp is tag 0), and
@@ -9,9 +10,20 @@ from __future__ import annotations
 
 import uuid
 
+from strom.core.config import BrokerConfig
 from strom.core.coordinator.group import records as R
 from strom.core.coordinator.group import share_group_service as sgs
+from strom.core.coordinator.share.assignor import SimpleAssignor
 from strom.core.coordinator.share.share_group import ShareGroup
+from strom.plugins.hookspecs.assignors import (
+    ConsumerGroupPartitionAssignor,
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+    SubscribedTopicDescriber,
+)
+from strom.plugins.manager import get_plugin_manager, load_assignors
+from strom.plugins.markers import hookimpl
 
 T1 = uuid.UUID(int=1)
 TOPICS = {"t1": (T1, 3)}
@@ -78,3 +90,38 @@ def test_state_partition_metadata_round_trip() -> None:
     g.topic_names = {T1: "t1"}
     rebuilt = _replayed([sgs.state_partition_record(g)])
     assert (rebuilt.initialized, rebuilt.topic_names) == ({T1: {0, 2}}, {T1: "t1"})
+
+
+class RoundRobinShareAssignor:
+    """A third-party share assignor: every member gets every partition."""
+
+    share_group_assignor = True
+
+    def name(self) -> str:
+        return "everything"
+
+    def assign(self, group_spec: GroupSpec, topics: SubscribedTopicDescriber) -> GroupAssignment:
+        return GroupAssignment({m: MemberAssignment({t: frozenset(range(topics.num_partitions(t)))
+                                                     for t in s.subscribed_topic_ids})
+                                for m, s in group_spec.members.items()})
+
+
+class Plugin:
+    @hookimpl
+    def strom_assignors(self) -> list[ConsumerGroupPartitionAssignor]:
+        return [RoundRobinShareAssignor()]
+
+
+def test_share_assignors_come_from_the_assignor_hook() -> None:
+    pm = get_plugin_manager(autoload=False)
+    config = BrokerConfig()
+    found = sgs.load_share_assignors(pm, config)
+    assert list(found) == ["simple"] and isinstance(found["simple"], SimpleAssignor)
+    assert "simple" not in load_assignors(pm, config)  # consumer groups do not pick it by default
+    pm.register(Plugin(), name="everything")
+    chosen = sgs.load_share_assignors(pm, BrokerConfig.from_mapping({"group.share.assignors": "everything,simple"}))
+    assert list(chosen) == ["everything", "simple"]
+    group = ShareGroup("g", assignor=chosen["everything"])
+    group.heartbeat("a", 0, ["t1"], topics=TOPICS, now_ms=0)
+    r = group.heartbeat("b", 0, ["t1"], topics=TOPICS, now_ms=0)
+    assert r.assignment == {T1: {0, 1, 2}}
