@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -260,10 +260,30 @@ class SharePartitionManager:
             remaining = deadline - loop.time()
             if got or remaining <= 0:
                 break
-            if not await rm.fetch_purgatory.wait_until(keys, lambda: self._acquirable(entries), remaining):
+            # Wait for a change since this attempt: a condition that held already (an acquire that
+            # found nothing where _acquirable hoped) would otherwise spin without yielding the loop.
+            if not await rm.fetch_purgatory.wait_until(keys, self._changed_and_acquirable(entries), remaining):
                 break
         for t, _ in entries:
             out.setdefault(t, FetchedPartition())
+        return out
+
+    def _changed_and_acquirable(self, entries: Sequence[tuple[FetchTarget, _Entry]]) -> Callable[[], bool]:
+        seen = self._positions(entries)
+        return lambda: self._positions(entries) != seen and self._acquirable(entries)
+
+    def _positions(self, entries: Sequence[tuple[FetchTarget, _Entry]]) -> list[tuple[int, int, int, int]]:
+        """Where each partition stands (start, next fetch offset, end offset, the log's readable
+        end): what an acquire depends on."""
+        rm = self.host.replica_manager
+        out = []
+        for t, e in entries:
+            sp = e.sp
+            part = rm.partitions.get((t.topic, t.partition))
+            end = -1 if part is None else (part.last_stable_offset
+                                           if sp.config.isolation_level is IsolationLevel.READ_COMMITTED
+                                           else part.high_watermark)
+            out.append((sp.start_offset, sp.next_fetch_offset(), sp.end_offset, end))
         return out
 
     def _acquirable(self, entries: Sequence[tuple[FetchTarget, _Entry]]) -> bool:
