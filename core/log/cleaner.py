@@ -10,8 +10,12 @@ One pass over a log:
    has passed.
 2. An offset map ``key -> last offset`` is built over the dirty part (records are decoded:
    compaction is one of the places the design allows per-record work).
-3. Every cleanable segment is rewritten into ``<base>.log.cleaned``: a record survives if it
-   has a key and is the latest for it. Batches whose records all survive are copied verbatim;
+3. The cleanable segments are grouped as Kafka's ``groupSegmentsBySize`` does: consecutive
+   segments whose sizes add up to at most ``segment.bytes``, whose offset and time indexes add
+   up to at most ``segment.index.bytes`` each, and whose offsets fit one segment's 32-bit
+   relative offsets. Each group is rewritten into one ``<first base>.log.cleaned``, so segments
+   that compaction shrank (or emptied) are merged on the next pass instead of being left behind
+   small or empty. A record survives if it has a key and is the latest for it. Batches whose records all survive are copied verbatim;
    others are rebuilt with the retained records, keeping base offset, last offset delta,
    producer id/epoch/base sequence, leader epoch, codec and timestamp type (offsets keep their
    gaps). Batches left empty are dropped (they are never transactional here: transactional and
@@ -19,15 +23,16 @@ One pass over a log:
 4. Tombstones (null values) follow KIP-534: the first pass that rewrites a batch holding
    tombstones stamps it with a delete horizon = now + ``delete.retention.ms`` (attribute bit 6,
    base timestamp = horizon); a later pass after the horizon drops them.
-5. The cleaned segment replaces the old one via ``.cleaned`` -> ``.swap`` -> rename
-   (:meth:`UnifiedLog.replace_segment`); loading a log completes a swap whose ``.log.swap`` exists and
-   discards ``.cleaned`` files.
+5. The cleaned segment replaces its group via ``.cleaned`` -> ``.swap`` -> the other old
+   segments to ``.deleted`` -> rename over the first (:meth:`UnifiedLog.replace_segments`);
+   loading a log completes a swap whose ``.log.swap`` exists (removing the segments its offsets
+   cover) and discards ``.cleaned`` and ``.deleted`` files.
 
 Thread-safety: a ``LogCleaner`` may be called from one maintenance thread at a time (its
 bookkeeping has a lock; concurrent ``clean`` calls on the same log are not supported). The log
 itself is only locked briefly: segment reads happen on immutable non-active segments and the
-swap checks under the log's lock that the segment is still in place and unchanged, one segment
-per lock acquisition.
+swap checks under the log's lock that the group's segments are still in place and unchanged,
+one group per lock acquisition.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from strom.core.log.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from strom.core.log.index import OffsetIndex, TimeIndex
 from strom.core.log.log import Log
 from strom.core.log.segment import CLEANED_SUFFIX, LogSegment
 from strom.core.records.batch import TIMESTAMP_LOG_APPEND_TIME, BatchHeader, read_header
@@ -56,6 +62,7 @@ from strom.core.records.builder import Record, build_batch, decode_batch
 logger = logging.getLogger(__name__)
 
 _WRITE_CHUNK = 1024 * 1024
+_MAX_RELATIVE_OFFSET = 2**31 - 1  # Java's Int.MaxValue: an index entry's relative offset
 
 
 class CleanResult(NamedTuple):
@@ -169,14 +176,14 @@ class LogCleaner:
         after = 0
         pending_horizon: int | None = None
         cleaned_count = 0
-        for seg in segs:
-            result = self._clean_segment(log, seg, offset_map, now)
+        for group in group_segments_by_size(segs, cfg.segment_bytes, cfg.segment_index_bytes, end_offset):
+            result = self._clean_group(log, group, offset_map, now)
             if result is None:
-                continue  # the segment changed under us (truncation/retention): skip it
+                continue  # a segment changed under us (truncation/retention): skip the group
             seg_removed, seg_size, seg_horizon = result
             removed += seg_removed
             after += seg_size
-            cleaned_count += 1
+            cleaned_count += len(group)
             if seg_horizon is not None:
                 pending_horizon = seg_horizon if pending_horizon is None else min(pending_horizon, seg_horizon)
         if pending_horizon is None:
@@ -205,28 +212,31 @@ class LogCleaner:
                         offset_map[rec.key] = off
         return offset_map
 
-    def _clean_segment(self, log: Log, seg: LogSegment, offset_map: dict[bytes, int],
-                       now: int) -> tuple[int, int, int | None] | None:
-        """Rewrite one segment into ``.cleaned`` and swap it in; (removed, new size, horizon)."""
-        size_before = seg.size
+    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: dict[bytes, int],
+                     now: int) -> tuple[int, int, int | None] | None:
+        """Rewrite a group of segments into one ``.cleaned`` segment at the group's first base
+        offset and swap it in for them; (removed, new size, horizon), None if one changed."""
+        sizes_before = [seg.size for seg in group]
         try:
-            batches = self._batches(seg)
+            per_segment = [self._batches(seg) for seg in group]
         except (OSError, ValueError):
             return None  # closed meanwhile
         cfg = log.config
+        base = group[0].base_offset
         for ext in (".log", ".index", ".timeindex", ".txnindex"):
-            (seg.dir / f"{seg.base_offset:020d}{ext}{CLEANED_SUFFIX}").unlink(missing_ok=True)
-        cleaned = LogSegment(seg.dir, seg.base_offset, index_interval_bytes=cfg.index_interval_bytes,
+            (log.dir / f"{base:020d}{ext}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+        cleaned = LogSegment(log.dir, base, index_interval_bytes=cfg.index_interval_bytes,
                              max_index_size=cfg.segment_index_bytes, suffix=CLEANED_SUFFIX, now_ms=now)
         # Transactional and control batches are copied whole, so the aborted-transaction
-        # entries of the segment stay true; read_committed fetches need them after the swap.
-        for txn in list(seg.txn_index.all_aborted()):
-            cleaned.txn_index.append(txn)
+        # entries of the segments stay true; read_committed fetches need them after the swap.
+        for seg in group:
+            for txn in list(seg.txn_index.all_aborted()):
+                cleaned.txn_index.append(txn)
         out = bytearray()
         out_batches: list[tuple[int, BatchHeader]] = []
         removed = 0
         pending_horizon: int | None = None
-        for header, data in batches:
+        for header, data in itertools.chain.from_iterable(per_segment):
             if header.is_control or header.is_transactional:
                 new: bytes | None = data
             else:
@@ -246,9 +256,9 @@ class LogCleaner:
         new_size = cleaned.size
         cleaned.on_become_inactive()
         cleaned.flush()  # fsync before taking the log's lock: appends never wait for it
-        # The log checks, under its lock, that the segment is still live and unchanged; it
-        # holds the lock for this one segment's renames only.
-        if not log.replace_segment(seg, cleaned, expected_size=size_before):
+        # The log checks, under its lock, that the group is still live and unchanged; it holds
+        # the lock for this one group's renames only.
+        if not log.replace_segments(group, cleaned, expected_sizes=sizes_before):
             cleaned.delete()
             return None
         return removed, new_size, pending_horizon
@@ -292,3 +302,44 @@ class LogCleaner:
             last_offset_delta=header.last_offset_delta, delete_horizon=tombstones or horizon is not None)
         pending = (new_base_ts if set_horizon else horizon) if tombstones else None
         return new, removed, pending
+
+
+def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[LogSegment]]:
+    """Kafka's ``Cleaner.groupSegmentsBySize``: consecutive segments whose log sizes total at most
+    ``max_size`` and whose offset and time index sizes each total at most ``max_index_size``,
+    and whose offsets stay within 2**31 - 1 of the group's base (an index holds 32-bit relative
+    offsets). An empty segment joins a group without the offset check."""
+    groups: list[list[LogSegment]] = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        log_size = segments[i].size
+        index_size = _index_bytes(segments[i])
+        time_index_size = _time_index_bytes(segments[i])
+        i += 1
+        while i < len(segments):
+            seg = segments[i]
+            # Kafka's lastOffsetForFirstSegment: the next segment's base - 1 bounds this one's last
+            # offset without reading it; for the last one, the first uncleanable offset does.
+            last_offset = (segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable_offset) - 1
+            if (log_size + seg.size > max_size
+                    or index_size + _index_bytes(seg) > max_index_size
+                    or time_index_size + _time_index_bytes(seg) > max_index_size
+                    or (seg.size != 0 and last_offset - group[0].base_offset > _MAX_RELATIVE_OFFSET)):
+                break
+            group.append(seg)
+            log_size += seg.size
+            index_size += _index_bytes(seg)
+            time_index_size += _time_index_bytes(seg)
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _index_bytes(seg: LogSegment) -> int:
+    return seg.offset_index.entries * OffsetIndex.ENTRY_SIZE
+
+
+def _time_index_bytes(seg: LogSegment) -> int:
+    return seg.time_index.entries * TimeIndex.ENTRY_SIZE

@@ -899,28 +899,45 @@ class UnifiedLog:
     # ------------------------------------------------------------------------------------------
     # compaction support (see cleaner.py)
 
-    def replace_segment(self, old: LogSegment, cleaned: LogSegment, *, expected_size: int | None = None) -> bool:
-        """Swap a cleaned segment (suffix ``.cleaned``) in for ``old``, crash-safely; False if
-        ``old`` is no longer a live, non-active segment of ``expected_size`` bytes (nothing done).
+    def replace_segments(self, olds: Sequence[LogSegment], cleaned: LogSegment, *,
+                         expected_sizes: Sequence[int] | None = None) -> bool:
+        """Swap a cleaned segment (suffix ``.cleaned``, based at ``olds[0]``'s base offset) in for
+        the consecutive segments ``olds`` (Kafka's ``replaceSegments`` of a cleaned group),
+        crash-safely; False if any of ``olds`` is no longer a live, non-active segment of its
+        expected size, or they are not consecutive (nothing done).
 
-        ``.cleaned`` -> ``.swap`` (the commit point: recovery completes the swap from here) ->
-        the old files are replaced by rename. The caller has already trimmed and fsynced
-        ``cleaned`` outside the lock. The check and the renames of this one segment run under
-        the lock (a swap must not commit for a segment that changed meanwhile, even across a
-        crash); the final directory fsync runs after it is released (a crash before it leaves
-        the ``.swap`` files, which loading completes).
+        ``.cleaned`` -> ``.swap`` (the commit point: recovery completes the swap from here and
+        removes the segments its offsets cover) -> the other old segments are renamed
+        ``.deleted`` -> the first one's files are replaced by rename. The caller has already
+        trimmed and fsynced ``cleaned`` outside the lock. The check and the renames run under the
+        lock (a swap must not commit for a segment that changed meanwhile, even across a crash);
+        the ``.deleted`` files are removed and the final directory fsync runs after it is released
+        (a crash before leaves ``.swap``/``.deleted`` files, which loading completes/removes).
         """
         with self._lock:
             local = self._local
-            if (self.closed or old.closed or old not in local.segments or old is local.active_segment
-                    or (expected_size is not None and old.size != expected_size)):
+            if self.closed or not olds or any(old.closed or old is local.active_segment for old in olds):
+                return False
+            if any(old not in local.segments for old in olds):
+                return False
+            first = local.segments.index(olds[0])
+            if local.segments[first:first + len(olds)] != list(olds):
+                return False
+            if expected_sizes is not None and [old.size for old in olds] != list(expected_sizes):
                 return False
             # Index files first, the log file last: a .log.swap means the whole swap is complete.
             rename_segment_files(cleaned.dir, cleaned.base_offset, CLEANED_SUFFIX, SWAP_SUFFIX,
                                  (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX))
             fsync_dir(self.dir)
             cleaned.close_handlers()
-            local.swap_in_cleaned(old)
+            for merged in olds[1:]:
+                local.remove_segment(merged)
+            local.swap_in_cleaned(olds[0])
+        try:
+            for merged in olds[1:]:
+                local.delete_segment_files(merged)
+        except OSError as e:
+            raise self._storage_error("deleting segments of", e) from None
         fsync_dir(self.dir)
         return True
 
