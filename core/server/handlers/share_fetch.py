@@ -9,7 +9,10 @@ Acknowledgements are applied first (their errors go to ``acknowledge_error_code`
 of every partition of the session are acquired by the
 :class:`~strom.core.share.share_partition_manager.SharePartitionManager`, waiting up to
 ``max_wait`` in the purgatory when there are none. A closing fetch (epoch -1) fetches nothing and
-releases the member's acquired records. A partition of an unknown topic id is UNKNOWN_TOPIC_ID,
+releases the member's acquired records; so does a renewing one (v2 ``is_renew_ack``, KIP-1222),
+whose MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0. Acknowledgement batches are checked
+as KafkaApis does (ascending, disjoint, known types: RENEW only from v2), else the partition's
+``acknowledge_error_code`` is INVALID_REQUEST. A partition of an unknown topic id is UNKNOWN_TOPIC_ID,
 one of a topic the principal may not READ TOPIC_AUTHORIZATION_FAILED.
 
 The response of an opening fetch lists every partition; later ones list the partitions with
@@ -53,17 +56,25 @@ class AckBatchFields(Protocol):
     def acknowledge_types(self) -> Sequence[int]: ...
 
 
-def ack_batches(batches: Iterable[AckBatchFields]) -> list[AcknowledgementBatch]:
-    """The wire's acknowledgement batches as SharePartition takes them; a bad type is INVALID_REQUEST."""
-    out = []
+def ack_batches(batches: Iterable[AckBatchFields], version: int) -> list[AcknowledgementBatch]:
+    """The wire's acknowledgement batches as SharePartition takes them, checked as Kafka's KafkaApis
+    does (INVALID_REQUEST): offsets in order, batches ascending and disjoint, a known type (RENEW
+    from v2, KIP-1222), one type for the batch or one per offset."""
+    out: list[AcknowledgementBatch] = []
+    highest = max(AcknowledgeType) if version >= 2 else AcknowledgeType.REJECT
     for b in batches:
-        try:
-            types = tuple(AcknowledgeType(int(t)) for t in b.acknowledge_types)
-        except ValueError:
-            raise InvalidRequestError(f"unknown acknowledge type in {tuple(b.acknowledge_types)}") from None
-        if not types:
-            raise InvalidRequestError(f"acknowledgement batch {b.first_offset}-{b.last_offset} has no type")
-        out.append(AcknowledgementBatch(int(b.first_offset), int(b.last_offset), types))
+        first, last = int(b.first_offset), int(b.last_offset)
+        if first < 0 or first > last:
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last}: bad offsets")
+        if out and first <= out[-1].last_offset:
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last} is not after {out[-1].first_offset}-"
+                                      f"{out[-1].last_offset}")
+        raw = [int(t) for t in b.acknowledge_types]
+        if not raw or len(raw) not in (1, last - first + 1):
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last} has {len(raw)} types")
+        if any(t < 0 or t > highest for t in raw):
+            raise InvalidRequestError(f"unknown acknowledge type in {raw} (version {version})")
+        out.append(AcknowledgementBatch(first, last, tuple(AcknowledgeType(t) for t in raw)))
     return out
 
 
@@ -104,6 +115,12 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
     acks: dict[tuple[uuid.UUID, int], Sequence[AckBatchFields]] = {
         (t.topic_id or ZERO_UUID, int(p.partition_index)): p.acknowledgement_batches
         for t in request.topics for p in t.partitions if p.acknowledgement_batches}
+    renew_only = bool(getattr(request, "is_renew_ack", False))
+    if renew_only and (int(request.max_bytes) or int(request.min_bytes) or int(request.max_records)
+                       or ms(request.max_wait)):
+        # KIP-1222: a renewing ShareFetch fetches nothing, and says so with zeros.
+        return error_response(m, int(ErrorCode.invalid_request),
+                              "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 when IsRenewAck is set")
     if epoch == FINAL_EPOCH and added and any(not p.acknowledgement_batches for t in request.topics
                                               for p in t.partitions):
         return error_response(m, int(ErrorCode.invalid_request),
@@ -150,7 +167,7 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
             r["acknowledge_error_code"], r["acknowledge_error_message"] = refused
             continue
         try:
-            to_ack[FetchTarget(tp[0], name_of(tp[0]) or "", tp[1])] = ack_batches(batches)
+            to_ack[FetchTarget(tp[0], name_of(tp[0]) or "", tp[1])] = ack_batches(batches, ctx.api_version)
         except KafkaError as e:
             r = row(tp)
             r["acknowledge_error_code"], r["acknowledge_error_message"] = int(e.code), e.message or None
@@ -162,7 +179,7 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
     if epoch == FINAL_EPOCH:
         deps.share_sessions.remove(group_id, member_id)
         manager.release(group_id, member_id, list(session.partitions))
-    else:
+    elif not renew_only:
         targets: list[FetchTarget] = []
         for tp in session.partitions:
             refused = refusal(tp)

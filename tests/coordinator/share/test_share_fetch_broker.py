@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from diff_wire import WireClient, incremental_alter_configs
 from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v1 import request as ack_v1
 from kio.schema.share_acknowledge.v2 import request as ack_req
 from kio.schema.share_fetch.v2 import request as fetch_req
 from kio.schema.types import GroupId
@@ -61,7 +62,8 @@ class ShareMember:
         self.wire.close()
 
     def fetch(self, acks: Acks | None = None, *, max_wait_ms: int = 500, max_records: int = 500,
-              epoch: int | None = None, partitions: Iterable[int] | None = None, mode: int = 0) -> Any:
+              epoch: int | None = None, partitions: Iterable[int] | None = None, mode: int = 0,
+              renew: bool = False, max_bytes: int = 1 << 20, min_bytes: int = 1) -> Any:
         """A ShareFetch; the epoch advances when the broker accepted the session."""
         acks = acks or {}
         use_epoch = self.epoch if epoch is None else epoch
@@ -72,8 +74,9 @@ class ShareMember:
                 for a, b, t in acks.get(p, []))) for p in sorted(wanted))
         r = self.wire.request(fetch_req.ShareFetchRequest(
             group_id=GroupId(self.group), member_id=self.member_id, share_session_epoch=i32(use_epoch),
-            max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)), min_bytes=i32(1), max_bytes=i32(1 << 20), max_records=i32(max_records),
-            batch_size=i32(max_records), share_acquire_mode=i8(mode),
+            max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)), min_bytes=i32(min_bytes),
+            max_bytes=i32(max_bytes), max_records=i32(max_records), batch_size=i32(max_records),
+            share_acquire_mode=i8(mode), is_renew_ack=renew,
             topics=(fetch_req.FetchTopic(topic_id=self.topic_id, partitions=parts),) if parts else (),
             forgotten_topics_data=()))
         if r.error_code == 0 and epoch is None:
@@ -363,5 +366,40 @@ def test_broker_restart_keeps_acknowledged_state(fresh_broker: BrokerProcess) ->
         r = fetch_until(m, lambda r: bool(offsets_of(r)))
         assert offsets_of(r) == [4, 5, 7, 8, 9]
         assert values_of(r)[4] == b"4"
+    finally:
+        m.close()
+
+
+def test_acknowledgement_validation_and_renew(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """KafkaApis' checks of acknowledgement batches (INVALID_REQUEST per partition, nothing
+    applied) and KIP-1222's renewing ShareFetch (v2: no fetch, zero limits)."""
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"])
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        fetch_until(m, lambda r: offsets_of(r) == [0, 1, 2])
+        # Batches out of order: INVALID_REQUEST, and the ACCEPT of 2 is not applied either.
+        r = m.acknowledge({0: [(2, 2, ACCEPT), (0, 0, ACCEPT)]})
+        assert r.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+        # RENEW (4) is not an acknowledge type of ShareAcknowledge v1.
+        v1 = ack_v1.ShareAcknowledgeRequest(
+            group_id=GroupId(group), member_id=m.member_id, share_session_epoch=i32(m.epoch),
+            topics=(ack_v1.AcknowledgeTopic(topic_id=topic_id, partitions=(ack_v1.AcknowledgePartition(
+                partition_index=i32(0), acknowledgement_batches=(ack_v1.AcknowledgementBatch(
+                    first_offset=i64(0), last_offset=i64(0), acknowledge_types=(i8(RENEW),)),)),)),))
+        r = m.wire.request(v1)
+        m.epoch += 1
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+        # A renewing fetch must zero its limits...
+        r = m.fetch({0: [(0, 2, RENEW)]}, renew=True, max_wait_ms=0)
+        assert r.error_code == ErrorCode.invalid_request
+        # ...and then renews without fetching; 2 is still acquired, so its ACCEPT now works.
+        produce(broker.bootstrap, topic, [b"d"])
+        r = m.fetch({0: [(0, 2, RENEW)]}, renew=True, max_wait_ms=0, max_records=0, max_bytes=0, min_bytes=0)
+        assert r.error_code == 0
+        assert [p.acknowledge_error_code for t in r.responses for p in t.partitions] == [0]
+        assert offsets_of(r) == []
+        assert m.acknowledge({0: [(0, 2, ACCEPT)]}).responses[0].partitions[0].error_code == 0
+        assert offsets_of(fetch_until(m, lambda r: bool(offsets_of(r)))) == [3]
     finally:
         m.close()
