@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -201,9 +201,15 @@ class S3Storage:
         # More pooled connections than botocore's 10: the chunk fetchers, the broker's remote
         # log readers and the copier share this client, and a connection beyond the pool is
         # closed after its request (a new TCP connection per GET under load).
-        config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=MAX_POOL_CONNECTIONS)
+        # payload_signing_enabled off: botocore then never SHA-256-hashes an upload's body for
+        # its signature (over https it already skips that; over http, as an S3-compatible store or
+        # moto may be, it hashed every byte: most of the copier's CPU). The body's CRC32 checksum
+        # (botocore's default) still guards it.
+        config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=MAX_POOL_CONNECTIONS,
+                        s3={"payload_signing_enabled": False})
         if path_style_access is not None:  # else botocore's default (virtual-hosted where it can)
-            config = config.merge(Config(s3={"addressing_style": "path" if path_style_access else "virtual"}))
+            config = config.merge(Config(s3={"addressing_style": "path" if path_style_access else "virtual",
+                                             "payload_signing_enabled": False}))
         self.client: S3Client = boto3.client(
             "s3", region_name=region, endpoint_url=endpoint_url, aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key, config=config)
@@ -228,30 +234,28 @@ class S3Storage:
     def upload(self, key: str, parts: Iterable[bytes]) -> int:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        pending = bytearray()
+        pending = _PartBuffer()
         size = 0
         upload_id: str | None = None
         done: list[dict[str, object]] = []
         try:
             for chunk in parts:
-                pending += chunk
+                pending.add(chunk)
                 size += len(chunk)
-                while len(pending) >= self.part_size * 2 or (upload_id is None and len(pending) > self.part_size):
+                while pending.size >= self.part_size * 2 or (upload_id is None and pending.size > self.part_size):
                     # More than one part's worth: from here on this object is a multipart upload.
                     if upload_id is None:
                         self._count("CreateMultipartUpload", key)
                         upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
-                    self._put_part(key, upload_id, done, bytes(pending[:self.part_size]))
-                    del pending[:self.part_size]
+                    self._put_part(key, upload_id, done, pending.take(self.part_size))
             if upload_id is None:
                 self._count("PUT", key)
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(pending))
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=pending.take(pending.size))
                 return size
-            while pending:
+            while pending.size:
                 # The last part may be small; one short of two parts' worth stays one part.
-                take = len(pending) if len(pending) < 2 * self.part_size else self.part_size
-                self._put_part(key, upload_id, done, bytes(pending[:take]))
-                del pending[:take]
+                take = pending.size if pending.size < 2 * self.part_size else self.part_size
+                self._put_part(key, upload_id, done, pending.take(take))
             self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
                                                   MultipartUpload={"Parts": done})  # type: ignore[typeddict-item]
             log.debug("uploaded s3://%s/%s in %d parts (%d bytes)", self.bucket, key, len(done), size)
@@ -365,6 +369,41 @@ class S3Storage:
                      "%d allocated", counts, segments, gets / segments if segments else 0.0, self.buffers.reused,
                      self.buffers.allocated)
         self.client.close()
+
+
+class _PartBuffer:
+    """An upload's chunks held until a part's worth: each part is joined once from them (one
+    copy; a part that is one whole chunk, as a small object is, none). Appending to one
+    bytearray and cutting parts off its front copied every byte three times."""
+
+    def __init__(self) -> None:
+        self._pieces: deque[bytes | memoryview] = deque()
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        if data:
+            self._pieces.append(data)
+            self.size += len(data)
+
+    def take(self, n: int) -> bytes:
+        """The first ``n`` bytes held (``n`` <= size)."""
+        if self._pieces and len(self._pieces[0]) == n and isinstance(self._pieces[0], bytes):
+            self.size -= n
+            return self._pieces.popleft()  # type: ignore[return-value]  # checked: bytes
+        out: list[bytes | memoryview] = []
+        got = 0
+        while got < n:
+            piece = self._pieces[0]
+            if len(piece) <= n - got:
+                out.append(self._pieces.popleft())
+                got += len(piece)
+            else:
+                view = memoryview(piece)
+                out.append(view[:n - got])
+                self._pieces[0] = view[n - got:]
+                got = n
+        self.size -= n
+        return b"".join(out)
 
 
 def _plain_http_response(body: object) -> http.client.HTTPResponse | None:
