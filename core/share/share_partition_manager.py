@@ -367,14 +367,15 @@ class SharePartitionManager:
                     break
         aborted = [AbortedTransaction(pid, first) for pid, first in (result.aborted_transactions or ())]
         limit = 0x7FFFFFFF if acquire_mode == BATCH_OPTIMIZED else max_records
-        acquired = sp.acquire(member_id, batches, max_records=limit, now_ms=_now_ms(),
+        now = _now_ms()
+        acquired = sp.acquire(member_id, batches, max_records=limit, now_ms=now,
                               aborted_transactions=aborted)
         if not acquired:
             if sp.can_acquire_records() and sp.next_fetch_offset() > offset:
                 # Everything read was archived (aborted, compacted away): waiters may go on.
                 self._wake(e)
             return None
-        self._schedule_expiry(e)
+        self._schedule_expiry(e, now + sp.config.record_lock_duration_ms)
         return FetchedPartition(records=_slice(data, positions, batches, acquired), acquired=acquired)
 
     # ---------------------------------------------------------------- acknowledge and release
@@ -426,7 +427,17 @@ class SharePartitionManager:
 
     # ---------------------------------------------------------------- locks, persistence, wakes
 
-    def _schedule_expiry(self, e: _Entry) -> None:
+    def _schedule_expiry(self, e: _Entry, added_deadline: int | None = None) -> None:
+        """Keep the partition's timer at (or before) its earliest lock deadline.
+
+        A timer already set fires no later than any deadline added since, unless an acquire
+        added an earlier one (``added_deadline``: a shorter lock duration after a group config
+        change); one that fires early finds nothing expired and sets itself again. So the scan
+        of the window for the earliest deadline runs once per expiry, not once per request.
+        """
+        if e.timer is not None and (added_deadline is None or e.timer_deadline is None
+                                    or e.timer_deadline <= added_deadline):
+            return
         deadline = e.sp.next_lock_deadline()
         if deadline == e.timer_deadline:
             return

@@ -28,6 +28,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from strom.core.errors import InvalidRecordStateError, InvalidRequestError
 
@@ -219,14 +220,6 @@ class AutoOffsetReset:
         return high_watermark if found is None else max(found, log_start_offset)
 
 
-@dataclass(slots=True)
-class _Transition:
-    """A validated acknowledgement of one offset, applied only once the whole request validated."""
-
-    offset: int
-    ack: AcknowledgeType
-
-
 class SharePartition:
     """The share-partition state machine of one (group, topic-partition). Event-loop only."""
 
@@ -316,12 +309,15 @@ class SharePartition:
         read_committed = self.config.isolation_level is IsolationLevel.READ_COMMITTED
         aborted = self._aborted_offsets(batches, aborted_transactions) if read_committed else set()
         deadline = now_ms + self.config.record_lock_duration_ms
-        acquired: list[int] = []
-        counts: dict[int, int] = {}
+        cache = self._cache
+        available, acquired_state = RecordState.AVAILABLE, RecordState.ACQUIRED
+        max_locks = self.config.max_record_locks
+        runs: list[list[int]] = []  # [first, last, delivery count], contiguous offsets of one count
+        taken = 0
         prev_last: int | None = None
         window_full = False
         for batch in batches:
-            if window_full or len(acquired) >= max_records:
+            if window_full or taken >= max_records:
                 # Stop at once: the rest of this batch was not taken in, so a later batch must not
                 # see its offsets as a hole (they would be archived unseen).
                 break
@@ -329,36 +325,59 @@ class SharePartition:
                 # A hole between batches: no record there, ever. Archive it if it is new.
                 self._archive_new(range(max(prev_last + 1, self._next_new), batch.base_offset))
             prev_last = max(prev_last if prev_last is not None else batch.last_offset, batch.last_offset)
-            for off in range(max(batch.base_offset, self._start), batch.last_offset + 1):
-                if len(acquired) >= max_records:
+            off = max(batch.base_offset, self._start)
+            end = batch.last_offset
+            while off <= end:
+                if taken >= max_records:
                     break
-                st = self._cache.get(off)
+                if off == self._next_new and not aborted:
+                    # Fast path: the rest of the batch is new (the common case), taken in as one run.
+                    last = min(end, self._start + max_locks - 1, off + (max_records - taken) - 1)
+                    if last < off:
+                        window_full = True
+                        break
+                    for o in range(off, last + 1):
+                        cache[o] = InFlightState(acquired_state, 1, member_id, deadline)
+                    self._next_new = last + 1
+                    if runs and runs[-1][1] == off - 1 and runs[-1][2] == 1:
+                        runs[-1][1] = last
+                    else:
+                        runs.append([off, last, 1])
+                    taken += last - off + 1
+                    off = last + 1
+                    continue
+                st = cache.get(off)
                 if st is None:
                     if off < self._next_new:
+                        off += 1
                         continue  # below start: already finished with
                     if off > self._next_new:
                         # Only reachable with a gap inside the fetched range: no record there.
                         self._archive_new(range(self._next_new, off))
-                    if off - self._start >= self.config.max_record_locks:
+                    if off - self._start >= max_locks:
                         window_full = True
                         break
-                    st = InFlightState(RecordState.AVAILABLE, 0)
-                    self._cache[off] = st
+                    st = InFlightState(available, 0)
+                    cache[off] = st
                     self._next_new = off + 1
-                if st.state is not RecordState.AVAILABLE:
-                    continue
-                if off in aborted:
-                    st.state = RecordState.ARCHIVED
-                    st.member_id = EMPTY_MEMBER_ID
-                    continue
-                st.state = RecordState.ACQUIRED
-                st.delivery_count += 1
-                st.member_id = member_id
-                st.lock_deadline_ms = deadline
-                acquired.append(off)
-                counts[off] = st.delivery_count
+                if st.state is available:
+                    if off in aborted:
+                        st.state = RecordState.ARCHIVED
+                        st.member_id = EMPTY_MEMBER_ID
+                    else:
+                        st.state = acquired_state
+                        st.delivery_count += 1
+                        st.member_id = member_id
+                        st.lock_deadline_ms = deadline
+                        count = st.delivery_count
+                        if runs and runs[-1][1] == off - 1 and runs[-1][2] == count:
+                            runs[-1][1] = off
+                        else:
+                            runs.append([off, off, count])
+                        taken += 1
+                off += 1
         self._advance_start()
-        return _runs(acquired, counts)
+        return [AcquiredRecords(a, b, c) for a, b, c in runs]
 
     def _archive_new(self, offsets: range) -> None:
         for off in offsets:
@@ -397,39 +416,50 @@ class SharePartition:
         acknowledges, REJECT and GAP archive, RELEASE makes the record available again (archived
         once its delivery count reached the limit), RENEW restarts its lock.
         """
-        plan: list[_Transition] = []
-        seen: set[int] = set()
+        # Validate everything first (per batch, not per offset where a batch has one type: a
+        # batch of thousands of records is the common case), then apply.
+        plan: list[tuple[int, int, tuple[AcknowledgeType, ...]]] = []
+        cache = self._cache
+        acquired_state = RecordState.ACQUIRED
         for b in batches:
-            if b.first_offset > b.last_offset or b.first_offset < 0:
-                raise InvalidRequestError(f"bad acknowledgement batch {b.first_offset}-{b.last_offset}")
-            n = b.last_offset - b.first_offset + 1
+            first, last = b.first_offset, b.last_offset
+            if first > last or first < 0:
+                raise InvalidRequestError(f"bad acknowledgement batch {first}-{last}")
+            n = last - first + 1
             if len(b.acknowledge_types) not in (1, n):
-                raise InvalidRequestError(f"acknowledgement batch {b.first_offset}-{b.last_offset} has "
+                raise InvalidRequestError(f"acknowledgement batch {first}-{last} has "
                                           f"{len(b.acknowledge_types)} types for {n} offsets")
-            for i, off in enumerate(range(b.first_offset, b.last_offset + 1)):
-                ack = AcknowledgeType(b.acknowledge_types[0 if len(b.acknowledge_types) == 1 else i])
-                if off in seen:
-                    raise InvalidRequestError(f"offset {off} acknowledged twice in one request")
-                seen.add(off)
-                st = self._cache.get(off)
-                if st is None or st.state is not RecordState.ACQUIRED or st.member_id != member_id:
+            types = tuple(AcknowledgeType(t) for t in b.acknowledge_types)
+            for off in range(first, last + 1):
+                st = cache.get(off)
+                if st is None or st.state is not acquired_state or st.member_id != member_id:
                     raise InvalidRecordStateError(
                         f"offset {off} is not acquired by member {member_id} "
                         f"({'not in flight' if st is None else st.state.name})")
-                plan.append(_Transition(off, ack))
+            plan.append((first, last, types))
+        plan.sort()
+        for (_, prev_last, _), (first, _, _) in pairwise(plan):
+            if first <= prev_last:
+                raise InvalidRequestError(f"offset {first} acknowledged twice in one request")
         changed: list[int] = []
-        for t in plan:
-            st = self._cache[t.offset]
-            if t.ack is AcknowledgeType.RENEW:
-                st.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
-                continue
-            if t.ack is AcknowledgeType.ACCEPT:
-                self._finish(st, RecordState.ACKNOWLEDGED)
-            elif t.ack is AcknowledgeType.RELEASE:
-                self._make_available(st)
-            else:  # REJECT, GAP
-                self._finish(st, RecordState.ARCHIVED)
-            changed.append(t.offset)
+        renew_deadline = now_ms + self.config.record_lock_duration_ms
+        for first, last, types in plan:
+            single = types[0] if len(types) == 1 else None
+            for i, off in enumerate(range(first, last + 1)):
+                ack = single if single is not None else types[i]
+                st = cache[off]
+                if ack is AcknowledgeType.RENEW:
+                    st.lock_deadline_ms = renew_deadline
+                    continue
+                if ack is AcknowledgeType.ACCEPT:
+                    st.state = RecordState.ACKNOWLEDGED
+                    st.member_id = EMPTY_MEMBER_ID
+                    st.lock_deadline_ms = -1
+                elif ack is AcknowledgeType.RELEASE:
+                    self._make_available(st)
+                else:  # REJECT, GAP
+                    self._finish(st, RecordState.ARCHIVED)
+                changed.append(off)
         self._advance_start()
         return changed
 
@@ -529,18 +559,6 @@ class SharePartition:
                 break
             del self._cache[self._start]
             self._start += 1
-
-
-def _runs(offsets: list[int], counts: dict[int, int]) -> list[AcquiredRecords]:
-    """Contiguous offsets with one delivery count, as ShareFetch reports AcquiredRecords."""
-    out: list[AcquiredRecords] = []
-    for off in offsets:
-        c = counts[off]
-        if out and out[-1].last_offset == off - 1 and out[-1].delivery_count == c:
-            out[-1] = AcquiredRecords(out[-1].first_offset, off, c)
-        else:
-            out.append(AcquiredRecords(off, off, c))
-    return out
 
 
 __all__ = [
