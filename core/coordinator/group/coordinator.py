@@ -16,8 +16,9 @@ through :meth:`GroupCoordinator.write_records` (append, then replay into the gro
 
 Share groups (KIP-932, ``share_group.ShareGroup``) live in the same map; their heartbeats,
 records (ShareGroup* types 10..15), expiry and deletion are ``share_group_service``'s
-(:attr:`GroupCoordinator.share`). A share group id is not a consumer group: the consumer and
-classic APIs answer GROUP_ID_NOT_FOUND / INCONSISTENT_GROUP_PROTOCOL for it, as Kafka.
+(:attr:`GroupCoordinator.share`). A share group id is not a consumer group: as Kafka 4.3.1, JoinGroup
+answers INCONSISTENT_GROUP_PROTOCOL, Heartbeat/SyncGroup/LeaveGroup UNKNOWN_MEMBER_ID, OffsetCommit
+and the KIP-848 APIs GROUP_ID_NOT_FOUND.
 
 Offset commits to a KIP-848 group follow Kafka 4.3 (KIP-1251): an epoch older than the member's
 is checked per partition against the epoch the partition was assigned at, and one refused
@@ -490,6 +491,8 @@ class GroupCoordinator:
         """The classic group a member request names; the coordinator's error, or
         UNKNOWN_MEMBER_ID for a group that does not exist."""
         self.check_available(group_id)
+        if isinstance(self.groups.get(group_id), ShareGroup):
+            raise UnknownMemberIdError()  # Kafka 4.3.1 answers a share group's id so (not JoinGroup's error)
         group = self._classic_group(group_id, create=False)
         if group is None:
             raise UnknownMemberIdError()
@@ -649,8 +652,6 @@ class GroupCoordinator:
         try:
             self.check_serving(group_id)
             group = self.groups.get(group_id)
-            if isinstance(group, ShareGroup):
-                group.validate_offset_fetch()  # GROUP_ID_NOT_FOUND, as Kafka's ShareGroup
             validate = getattr(group, "validate_offset_fetch", None)
             if group is not None and validate is not None and member_id is not None and member_epoch >= 0:
                 validate(member_id, member_epoch)

@@ -4,7 +4,9 @@ One scenario runs on both brokers over the same raw wire client, and what it obs
 compared: every heartbeat error (code and message: empty group or member id, bad epochs, unknown
 group, unknown member, fenced epochs), the join, the described group (state, assignor, members,
 their client, subscriptions and assignment, the authorized operations), the leave and its
-answer, ListGroups and DeleteGroups of the group.
+answer, ListGroups and DeleteGroups of the group, and what the classic and consumer-group APIs
+(JoinGroup, Heartbeat, OffsetCommit, OffsetFetch, DescribeGroups, ConsumerGroupHeartbeat,
+ConsumerGroupDescribe) answer for a share group's id.
 
 One difference is left out on purpose: Kafka initializes share partitions asynchronously and
 assigns them a heartbeat or more after the join (its epochs advance once more); strom
@@ -17,16 +19,32 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from diff_wire import WireClient
 from kafka_ref import KafkaRef
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_commit.v9.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_fetch.v9.request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
+)
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32
+from kio.static.primitive import i32, i32Timedelta, i64
 from ref_fixtures import kafka_ref  # noqa: F401 (the fixture)
 
 from strom.core.testing import BrokerProcess
@@ -90,6 +108,7 @@ def scenario(bootstrap: str) -> dict[str, Any]:
                               m.subscribed_topic_names,
                               [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions])
                              for m in d.members])
+        seen["other protocols"] = other_protocols(wire)
         listed = wire.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
         seen["list"] = [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups]
         deleted = wire.request(DeleteGroupsRequest(groups_names=(GroupId(GROUP),)))
@@ -108,6 +127,42 @@ def scenario(bootstrap: str) -> dict[str, Any]:
     return seen
 
 
+def other_protocols(wire: WireClient) -> dict[str, Any]:
+    """What the classic and consumer-group APIs answer for a share group's id."""
+    gid = GroupId(GROUP)
+    out: dict[str, Any] = {}
+    join = wire.request(JoinGroupRequest(
+        group_id=gid, session_timeout=i32Timedelta.parse(timedelta(seconds=30)),
+        rebalance_timeout=i32Timedelta.parse(timedelta(seconds=30)), member_id="", group_instance_id=None,
+        protocol_type="consumer", protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),), reason=None))
+    out["JoinGroup"] = (join.error_code.name, join.member_id)
+    out["Heartbeat"] = wire.request(HeartbeatRequest(group_id=gid, generation_id=i32(1), member_id=MEMBER,
+                                                     group_instance_id=None)).error_code.name
+    commit = wire.request(OffsetCommitRequest(
+        group_id=gid, generation_id_or_member_epoch=i32(-1), member_id="", group_instance_id=None,
+        topics=(OffsetCommitRequestTopic(name=TopicName(TOPIC), partitions=(OffsetCommitRequestPartition(
+            partition_index=i32(0), committed_offset=i64(1), committed_leader_epoch=i32(-1),
+            committed_metadata=None),)),)))
+    out["OffsetCommit"] = commit.topics[0].partitions[0].error_code.name
+    fetch = wire.request(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(
+        group_id=gid, member_id=None, member_epoch=i32(-1),
+        topics=(OffsetFetchRequestTopics(name=TopicName(TOPIC), partition_indexes=(i32(0),)),)),),
+        require_stable=False))
+    out["OffsetFetch"] = (fetch.groups[0].error_code.name,
+                          [(p.partition_index, p.committed_offset, p.error_code.name)
+                           for t in fetch.groups[0].topics for p in t.partitions])
+    described = wire.request(DescribeGroupsRequest(groups=(gid,), include_authorized_operations=False)).groups[0]
+    out["DescribeGroups"] = (error(described), described.group_state)
+    cg = wire.request(ConsumerGroupHeartbeatRequest(
+        group_id=gid, member_id=str(uuid.uuid4()), member_epoch=i32(0), instance_id=None, rack_id=None,
+        rebalance_timeout=i32Timedelta.parse(timedelta(seconds=30)), subscribed_topic_names=(TopicName(TOPIC),),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=()))
+    out["ConsumerGroupHeartbeat"] = error(cg)
+    cgd = wire.request(ConsumerGroupDescribeRequest(group_ids=(gid,), include_authorized_operations=False))
+    out["ConsumerGroupDescribe"] = error(cgd.groups[0])
+    return out
+
+
 def _parts(resp: Any) -> list[int]:
     return sorted(p for tp in resp.assignment.topic_partitions for p in tp.partitions)
 
@@ -121,3 +176,5 @@ def test_heartbeat_describe_list_delete_as_kafka(kafka_ref: KafkaRef, fresh_brok
     assert theirs["empty member id"] == ("invalid_request", None)
     assert theirs["unknown group"] == ("group_id_not_found", f"Share group {GROUP} not found.")
     assert theirs["leave"][2:4] == (-1, 0.0)
+    assert theirs["other protocols"]["Heartbeat"] == "unknown_member_id"
+    assert theirs["other protocols"]["OffsetFetch"] == ("none", [(0, -1, "none")])
