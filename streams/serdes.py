@@ -136,11 +136,11 @@ class _StringSerde(Serde[str]):
 
     def serialize_batch(self, topic: str, values: list[str | None]) -> list[bytes | None]:
         ser = self.serialize
-        return [v.encode("utf-8") if v.__class__ is str else ser(topic, v) for v in values]
+        return [v.encode() if v.__class__ is str else ser(topic, v) for v in values]  # UTF-8
 
     def deserialize_batch(self, topic: str, data: list[bytes | None]) -> list[str | None]:
         de = self.deserialize
-        return [d.decode("utf-8") if d.__class__ is bytes else de(topic, d) for d in data]
+        return [d.decode() if d.__class__ is bytes else de(topic, d) for d in data]  # UTF-8, strict
 
 
 class _FixedSerde(Serde[Any]):

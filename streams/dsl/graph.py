@@ -93,12 +93,9 @@ def repartition_through(builder: GraphBuilder, parent: str, prefix: str, key_ser
 
 # -- the aggregators of count() ------------------------------------------------------------
 
-def zero() -> int:
-    return 0
-
-
-def count_one(key: Any, value: Any, agg: int) -> int:
-    return agg + 1
+# count's initializer and aggregator live with the aggregation processor, which recognises them
+zero = P.zero
+count_one = P.count_one
 
 
 def uncount_one(key: Any, value: Any, agg: int) -> int:

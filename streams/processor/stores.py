@@ -266,13 +266,15 @@ class AutoSerde:
     def serialize_batch(self, topic: str, values: list[Any]) -> list[bytes | None]:
         """``serialize`` of each value; str (the common internal type) without a call."""
         ser = self.serialize
-        return [b"\x01" + v.encode("utf-8") if v.__class__ is str else ser(topic, v) for v in values]
+        # ("\x01" + v).encode(): one allocation less than b"\x01" + v.encode(), the same bytes
+        return [("\x01" + v).encode() if v.__class__ is str else ser(topic, v) for v in values]
 
     def deserialize_batch(self, topic: str, data: list[bytes | None]) -> list[Any]:
         """``deserialize`` of each element; a str (tag 1) without a call."""
         de = self.deserialize
-        return [d[1:].decode("utf-8") if d.__class__ is bytes and d[:1] == b"\x01" else de(topic, d)
-                for d in data]
+        # .decode() is UTF-8 (strict), as deserialize's; a bytes subclass or a memoryview goes
+        # the per-value way
+        return [d[1:].decode() if d.__class__ is bytes and d[:1] == b"\x01" else de(topic, d) for d in data]
 
     def deserialize(self, topic: str, data: bytes | None, headers: Any = None) -> Any:
         if data is None:

@@ -8,7 +8,8 @@ by the owner (the TopologyTestDriver, later the Kafka task). Punctuations on str
 after each input record; wall-clock punctuations fire from ``punctuate_wall_clock``.
 
 ``process_batch`` (the stream thread's entry, issue 26) takes the records of one poll for one
-source partition: the source deserializes them in one call per serde and a
+source partition, in batches of at most ``MAX_BATCH_RECORDS``: the source deserializes them in
+one call per serde and a
 :class:`~strom.streams.processor.batch.Batch` moves through the linear part of the sub-topology
 (operators with ``process_batch``: the stateless DSL operators, cached aggregations, sinks,
 which produce through ``emit_batch``). Where the chain fans out or reaches a processor without
@@ -54,6 +55,12 @@ Emit = Callable[[str, bytes | None, bytes | None, int, Headers], None]
 #: at element i is raised as :class:`EmitBatchError` (index i, the failure as ``__cause__``)
 EmitBatch = Callable[[str, list[bytes | None], list[bytes | None], list[int], list[Headers]], None]
 BatchProcess = Callable[[Batch], None]
+
+#: source records per batch at most. A batch runs stage by stage, so a user function's side
+#: effect on record i (a peek that blocks, say) happens before the output of records < i in
+#: the same batch is produced; small batches keep that window small (and the working set)
+#: while the per-batch cost stays a few percent of the per-record work.
+MAX_BATCH_RECORDS = 32
 
 
 class EmitBatchError(Exception):
@@ -241,7 +248,7 @@ class _SinkProcessor(Processor[Any, Any]):
                 exc = err.__cause__
                 assert isinstance(exc, Exception)
                 if self.runtime.errors is None or not is_record_error(exc):
-                    raise exc from None
+                    raise exc from exc.__cause__  # as it was raised, its own cause kept
                 self.runtime.set_current(batch, i)
                 try:
                     self.runtime.handle_error(ErrorKind.PRODUCTION, exc, sink_topic=topic)
@@ -463,13 +470,13 @@ class TopologyRuntime:
         n = len(offsets)
         start = 0
         while start < n:
-            end = n
+            end = min(n, start + MAX_BATCH_RECORDS)
             heap = self._stream_heap
             if heap:
                 # cut where a stream-time punctuation falls due: it fires after the same record
                 due = heap[0][0]
                 st = self.stream_time
-                for j in range(start, n):
+                for j in range(start, end):
                     ts = timestamps[j]
                     if ts > st:
                         st = ts
