@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
@@ -56,12 +56,24 @@ def consumer(bootstrap: str, group: str, topic: str, **config: str) -> ShareCons
     return c
 
 
-def data(messages: list[Message]) -> list[Message]:
+def data(messages: Iterable[Message]) -> list[Message]:
     out = []
     for m in messages:
         assert m.error() is None, m.error()
         out.append(m)
     return out
+
+
+def key(m: Message) -> tuple[int, int]:
+    partition, offset = m.partition(), m.offset()
+    assert partition is not None and offset is not None
+    return partition, offset
+
+
+def delivery_count(m: Message) -> int:
+    count = m.delivery_count()
+    assert count is not None
+    return count
 
 
 def test_implicit_acknowledgement_shares_records_exactly_once(broker: BrokerProcess,
@@ -80,10 +92,10 @@ def test_implicit_acknowledgement_shares_records_exactly_once(broker: BrokerProc
             deadline = time.monotonic() + 60
             while not done.is_set() and time.monotonic() < deadline:
                 for m in data(c.poll(0.5)):
-                    key = (m.partition(), m.offset())
+                    k = key(m)
                     with lock:
-                        assert key not in seen, f"{key} delivered to member {index} and {seen[key]}"
-                        seen[key] = index
+                        assert k not in seen, f"{k} delivered to member {index} and {seen[k]}"
+                        seen[k] = index
                         if len(seen) == n:
                             done.set()
             c.commit_sync(30)  # the last poll's records, accepted before closing
@@ -112,8 +124,7 @@ def test_explicit_release_redelivers_and_reject_does_not(broker: BrokerProcess,
         while len(first) < 4:
             assert time.monotonic() < deadline, first
             for m in data(c.poll(0.5)):
-                key = (m.partition(), m.offset())
-                first[key] = m.delivery_count()
+                first[key(m)] = delivery_count(m)
                 # Offset 0: release (comes back); offset 1: reject (never again).
                 c.acknowledge(m, AcknowledgeType.RELEASE if m.offset() == 0 else AcknowledgeType.REJECT)
             c.commit_sync(30)
@@ -123,7 +134,7 @@ def test_explicit_release_redelivers_and_reject_does_not(broker: BrokerProcess,
         while len(again) < 2:
             assert time.monotonic() < deadline, again
             for m in data(c.poll(0.5)):
-                again[(m.partition(), m.offset())] = m.delivery_count()
+                again[key(m)] = delivery_count(m)
                 c.acknowledge(m, AcknowledgeType.ACCEPT)
             c.commit_sync(30)
         assert again == {(0, 0): 2, (1, 0): 2}
