@@ -403,3 +403,32 @@ def test_acknowledgement_validation_and_renew(broker: BrokerProcess, share_topic
         assert offsets_of(fetch_until(m, lambda r: bool(offsets_of(r)))) == [3]
     finally:
         m.close()
+
+
+def test_auto_offset_reset_latest_and_by_duration(broker: BrokerProcess) -> None:
+    """A share partition with no state starts where share.auto.offset.reset says: latest (the
+    default) skips what is already there; by_duration:PT1H skips records older than an hour."""
+    topic = f"share-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as w:
+        w.create_topic(topic, 1)
+        w.wait_for_leaders(topic, 1)
+        topic_id = w.metadata([topic]).topics[0].topic_id
+    now_ms = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(2):
+        p.produce(topic, f"old-{i}".encode(), partition=0, timestamp=now_ms - 2 * 3600_000)
+    for i in range(2):
+        p.produce(topic, f"new-{i}".encode(), partition=0, timestamp=now_ms)
+    assert p.flush(30) == 0
+    latest = ShareMember(broker.bootstrap, f"g-{uuid.uuid4().hex[:8]}", topic_id)
+    by_duration_group = f"g-{uuid.uuid4().hex[:8]}"
+    set_group_configs(broker.bootstrap, by_duration_group, {"share.auto.offset.reset": "by_duration:PT1H"})
+    recent = ShareMember(broker.bootstrap, by_duration_group, topic_id)
+    try:
+        assert offsets_of(latest.fetch(max_wait_ms=200)) == []
+        assert offsets_of(fetch_until(recent, lambda r: bool(offsets_of(r)))) == [2, 3]
+        produce(broker.bootstrap, topic, [b"after"])
+        assert offsets_of(fetch_until(latest, lambda r: bool(offsets_of(r)))) == [4]
+    finally:
+        latest.close()
+        recent.close()
