@@ -192,3 +192,18 @@ def test_authorization_as_kafka_apis(tmp_path: Path) -> None:
                          15, "DESCRIBE on the topic to apply")
             assert r.member_epoch >= 1
             assert describe_code() == ErrorCode.none  # READ implies DESCRIBE, as in Kafka's AclOperation
+        # bob may describe the group but not the topic its member is assigned: no members shown.
+        binding = AclBinding(ResourceType.GROUP, "ag", ResourcePatternType.LITERAL, "User:bob", "*",
+                             AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        for future in admin.create_acls([binding], request_timeout=30).values():
+            future.result()
+        with sasl_wire_client(broker.sasl, "bob") as bob:
+            def bob_describe() -> Any:
+                return bob.request(ShareGroupDescribeRequest(group_ids=(GroupId("ag"),),
+                                                             include_authorized_operations=False)).groups[0]
+
+            g = wait_for(lambda: (x := bob_describe()).error_code != ErrorCode.group_authorization_failed and x,
+                         15, "bob's DESCRIBE on the group to apply")
+            assert (g.error_code, g.error_message, g.members) == (
+                ErrorCode.topic_authorization_failed,
+                "The described group uses topics that the client is not authorized to describe.", ())
