@@ -237,6 +237,8 @@ class Broker:
         self.share_sessions = ShareSessionCache(
             int(broker_value(config, "group.share.max.share.sessions") or DEFAULT_MAX_SHARE_SESSIONS))
         self.share_partition_manager = SharePartitionManager(self)
+        for listener in self.listeners:
+            listener.on_connection_closed = functools.partial(self._connection_closed, listener.name)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.incarnation_id = uuid.uuid4()
@@ -291,6 +293,15 @@ class Broker:
             self._metrics_server = None  # the port is taken: logged, the broker serves on
         if self.remote_storage_manager is not None:
             await self._start_remote_log()
+
+    def _connection_closed(self, listener_name: str, address: str) -> None:
+        """A client connection closed: its share sessions end and their members' records go back
+        (Kafka's connection-disconnect listener of the share session cache)."""
+        try:
+            for session in self.share_sessions.remove_connection(f"{listener_name}/{address}"):
+                self.share_partition_manager.release(session.group_id, session.member_id, list(session.partitions))
+        except Exception:
+            log.exception("ending the share sessions of connection %s on %s failed", address, listener_name)
 
     async def _start_remote_log(self) -> None:
         """The remote log manager, once the listeners serve (its metadata manager is a client of

@@ -379,6 +379,9 @@ class Listener:
         self.host = host
         self.port = port
         self.dispatcher: Dispatcher = dispatcher or _not_ready
+        # Called with a connection's client address once it closed (the broker ends the share
+        # sessions opened on it, as Kafka's connection-disconnect listener).
+        self.on_connection_closed: Callable[[str], None] | None = None
         self.max_request_bytes = max_request_bytes
         self.security_protocol = security_protocol
         self.limits = limits or SocketLimits()
@@ -572,6 +575,8 @@ class Listener:
         finally:
             self._connections.pop(task, None)
             self.limits.quotas.closed(ip)
+            if self.on_connection_closed is not None:
+                self.on_connection_closed(address)
             if writer is None:
                 with contextlib.suppress(OSError):
                     sock.close()

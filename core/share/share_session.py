@@ -75,8 +75,12 @@ class ShareSessionCache:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 
-    def sessions_of_connection(self, connection_id: str) -> list[ShareSession]:
-        return [s for s in self._sessions.values() if s.connection_id == connection_id]
+    def remove_connection(self, connection_id: str) -> list[ShareSession]:
+        """Remove the sessions last used on a connection that closed (Kafka evicts a share
+        session when its consumer's connection drops). A session a member re-opened on another
+        connection is not this connection's any more, so it stays."""
+        gone = [k for k, s in self._sessions.items() if s.connection_id == connection_id]
+        return [self._sessions.pop(k) for k in gone]
 
     def fetch_session(self, group_id: str, member_id: str, epoch: int, *, added: Iterable[TopicIdPartition],
                       forgotten: Iterable[TopicIdPartition], has_acknowledgements: bool,

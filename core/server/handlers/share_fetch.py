@@ -78,6 +78,11 @@ def ack_batches(batches: Iterable[AckBatchFields], version: int) -> list[Acknowl
     return out
 
 
+def connection_id(ctx: RequestContext) -> str:
+    """The connection a request came on, as the listener names it when it closes."""
+    return f"{ctx.listener_name}/{ctx.client_address}"
+
+
 def no_leader(m: Messages) -> object:
     # Kafka fills CurrentLeader only for NOT_LEADER / FENCED_LEADER_EPOCH; -1/-1 otherwise.
     return m.make("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
@@ -128,7 +133,7 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
     try:
         session, replaced = deps.share_sessions.fetch_session(
             group_id, member_id, epoch, added=added, forgotten=forgotten, has_acknowledgements=bool(acks),
-            connection_id=ctx.client_address)
+            connection_id=connection_id(ctx))
     except KafkaError as e:
         return error_response(m, int(e.code), e.message or None)
     # A replaced session's or a forgotten partition's records stay acquired (Kafka's newContext):

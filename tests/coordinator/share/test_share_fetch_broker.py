@@ -432,3 +432,27 @@ def test_auto_offset_reset_latest_and_by_duration(broker: BrokerProcess) -> None
     finally:
         latest.close()
         recent.close()
+
+
+def test_connection_close_ends_session_and_releases(broker: BrokerProcess,
+                                                    share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """A consumer whose connection drops loses its share session and its records go back at
+    once, not when their locks expire (Kafka's connection-disconnect listener)."""
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [b"x", b"y"])
+    gone = ShareMember(broker.bootstrap, group, topic_id)
+    other = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        fetch_until(gone, lambda r: offsets_of(r) == [0, 1])
+        gone.close()
+        # Well inside the 30 s record lock.
+        r = fetch_until(other, lambda r: bool(offsets_of(r)), timeout=10)
+        assert acquired(r)[0] == [(0, 1, 2)]
+        # The member's session is gone with its connection.
+        again = ShareMember(broker.bootstrap, group, topic_id, member_id=gone.member_id)
+        try:
+            assert again.fetch(epoch=gone.epoch, max_wait_ms=0).error_code == ErrorCode.share_session_not_found
+        finally:
+            again.close()
+    finally:
+        other.close()
