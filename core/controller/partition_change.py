@@ -5,15 +5,20 @@ The controller calls these with the committed image and gets back the
 
 * :func:`elect_leader` — a partition whose leader is missing (-1) or not acceptable (fenced,
   unregistered, in controlled shutdown) gets one: the first acceptable replica of the ISR in
-  replica order; else, when ``eligible.leader.replicas.version`` is enabled, the first acceptable
-  replica of the ELR (KIP-966: it left the ISR cleanly, so it holds every committed record; the
-  new ISR is that replica alone); else, only when unclean election is allowed, any acceptable
+  replica order; else the first acceptable replica of the ELR (KIP-966: it left the ISR cleanly,
+  so it holds every committed record; the new ISR is that replica alone); else, only when unclean election is allowed, any acceptable
   replica (leader recovery state RECOVERING). Otherwise the leader is -1.
 * :func:`remove_from_isr` — controlled shutdown of a broker: it leaves the ISR (unless it is the
   last member and ELR is off: Kafka then keeps the ISR and only drops the leader); a new leader is
   elected among the rest. With ELR on, replicas that leave the ISR while it is below
   ``min.insync.replicas`` join the ELR, and when the ISR empties the last leader is remembered
   in ``LastKnownElr`` (Kafka's ``maybeUpdateLastKnownLeader``).
+
+With ``eligible.leader.replicas.version`` off (downgraded to 0) Kafka 4.3.1's builder stops
+maintaining the ELR but still elects from one a partition holds, and each change it writes
+empties that ELR (LastKnownElr is left as it is); the downgrade itself writes only the
+FeatureLevelRecord, no ClearElrRecord (read from Kafka 4.3.1's PartitionChangeBuilder and
+ConfigurationControlManager bytecode).
 
 Acceptable leader (Kafka's ``isAcceptableLeader``): registered, unfenced, not in controlled shutdown.
 """
@@ -64,11 +69,17 @@ def _build(reg: PartitionRegistration, topic_id: uuid.UUID, partition: int, *, l
             last_known = [reg.leader]
         elif (leader >= 0 or (reg.leader != NO_LEADER and record_leader != NO_LEADER)) and reg.last_known_elr:
             last_known = []
+    elif reg.elr:
+        # Kafka's maybeUpdateRecordElr with the feature off (eligible.leader.replicas.version 0,
+        # e.g. after a downgrade): the partition's next change empties its ELR. LastKnownElr is
+        # left as it is (Kafka 4.3 builds with useLastKnownLeaderInBalancedRecovery on, which
+        # returns before touching it).
+        record_elr = []
     if record_isr is None and record_leader == NO_LEADER_CHANGE and record_elr is None and last_known is None:
         return None
     if record_leader >= 0 and record_elr is None and elr_enabled and reg.elr and record_leader in reg.elr:
         record_elr = [r for r in reg.elr if r != record_leader]
-    if record_elr is not None or last_known is not None:
+    if elr_enabled and (record_elr is not None or last_known is not None):
         # Kafka writes both ELR fields together (an unchanged one as its current value).
         record_elr = list(reg.elr) if record_elr is None else record_elr
         last_known = list(reg.last_known_elr) if last_known is None else last_known
@@ -88,19 +99,22 @@ def elect_leader(reg: PartitionRegistration, topic_id: uuid.UUID, partition: int
     in_isr = [r for r in reg.replicas if r in reg.isr and acceptable(r)]
     if in_isr:
         return _build(reg, topic_id, partition, leader=in_isr[0], isr=isr, elr=None, elr_enabled=elr_enabled)
-    if elr_enabled:
-        in_elr = [r for r in reg.replicas if r in reg.elr and acceptable(r)]
-        if in_elr:
-            leader = in_elr[0]
-            return _build(reg, topic_id, partition, leader=leader, isr=[leader],
-                          elr=[r for r in reg.elr if r != leader], elr_enabled=True)
+    # Kafka's isValidNewLeader takes the ELR as the partition holds it, with the feature on or
+    # off: off, the builder only stops maintaining it, so an ELR left from before a downgrade
+    # still elects (and the record empties it).
+    in_elr = [r for r in reg.replicas if r in reg.elr and acceptable(r)]
+    if in_elr:
+        leader = in_elr[0]
+        return _build(reg, topic_id, partition, leader=leader, isr=[leader],
+                      elr=[r for r in reg.elr if r != leader], elr_enabled=elr_enabled)
     if unclean:
         anyone = [r for r in reg.replicas if acceptable(r)]
         if anyone:
             # Unclean: the new leader may lack committed records; ELR no longer means anything.
             return _build(reg, topic_id, partition, leader=anyone[0], isr=[anyone[0]], elr=[],
                           elr_enabled=elr_enabled, recovering=True)
-    if reg.leader != NO_LEADER:
+    if reg.leader != NO_LEADER or (reg.elr and not elr_enabled):
+        # Still no leader; with the feature off Kafka's builder writes the change anyway, to empty the ELR.
         return _build(reg, topic_id, partition, leader=NO_LEADER, isr=isr, elr=None, elr_enabled=elr_enabled)
     return None
 

@@ -82,6 +82,7 @@ from strom.core.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClearElrRecord,
     ConfigRecord,
     ControllerEndpoint,
     ControllerFeature,
@@ -174,6 +175,14 @@ class AlterConfigsResource:
     resource_name: str
     # Incremental: (key, op, value) with op SET/DELETE/APPEND/SUBTRACT. Legacy: (key, OP_SET, value).
     ops: Sequence[tuple[str, int, str | None]]
+
+
+def _clear_elr_records(records: Sequence[Message]) -> list[Message]:
+    """Kafka's ConfigurationControlManager.createClearElrRecordsAsNeeded (ELR on): a change of
+    ``min.insync.replicas`` voids the ELRs it was computed with; a topic's clears that topic's,
+    a broker's or the cluster's clears every topic's (a ClearElrRecord with no name)."""
+    return [ClearElrRecord(topic_name=r.resource_name if r.resource_type == TOPIC_RESOURCE else "")
+            for r in records if isinstance(r, ConfigRecord) and r.name == "min.insync.replicas"]
 
 
 def _fail(result: CreateTopicResult | DeleteTopicResult | ItemResult, e: KafkaError) -> None:
@@ -519,6 +528,8 @@ class QuorumController:
                 except KafkaError as e:
                     _fail(result, e)
             if records and not validate_only:
+                if image.elr_enabled:
+                    records.extend(_clear_elr_records(records))
                 await self._commit(records)
             return results
 
@@ -580,11 +591,15 @@ class QuorumController:
             validate_group_configs(self.config, new)
         elif rtype == CLIENT_METRICS_RESOURCE:
             validate_client_metrics(name, new)
+        # Kafka's ConfigurationControlManager writes a broker key the request names even when its
+        # value does not change (so re-setting the cluster's min.insync.replicas clears the ELRs).
+        named = {key for key, _, _ in res.ops} if rtype == BROKER_RESOURCE else set()
         out: list[Message] = []
-        for key in sorted(set(current) | set(new)):
+        for key in sorted(set(current) | set(new) | named):
             if key not in new:
-                out.append(ConfigRecord(rtype, name, key, None))
-            elif current.get(key) != new[key]:
+                if key in current or key in named:
+                    out.append(ConfigRecord(rtype, name, key, None))
+            elif current.get(key) != new[key] or key in named:
                 out.append(ConfigRecord(rtype, name, key, new[key]))
         return out
 

@@ -410,8 +410,9 @@ class RegisterControllerRecord(Message):
 
 @dataclass(frozen=True, slots=True)
 class ClearElrRecord(Message):
-    """Clears the ELR of one topic's partitions (empty name: of every topic); Kafka writes it when
-    eligible.leader.replicas.version is disabled or min.insync.replicas changes."""
+    """Clears the ELR of one topic's partitions (empty name: of every topic); Kafka 4.3 writes it
+    when min.insync.replicas is set or deleted while eligible.leader.replicas.version is on (a
+    topic's: that topic; a broker's or the cluster's: every topic), not on the feature's downgrade."""
 
     topic_name: str = ""
     API_KEY: ClassVar[int] = 28

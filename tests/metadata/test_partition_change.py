@@ -39,9 +39,12 @@ def test_elr_when_the_isr_has_no_acceptable_replica() -> None:
                                            eligible_leader_replicas=[1], last_known_elr=[])
 
 
-def test_elr_is_not_used_when_the_feature_is_off_and_unclean_only_if_allowed() -> None:
+def test_an_elr_left_when_the_feature_is_off_still_leads_and_unclean_only_if_allowed() -> None:
     r = reg((1, 2), (), -1, elr=(1,))
-    assert elect_leader(r, TID, 0, acceptable=up(1), elr_enabled=False, unclean=False) is None
+    # Kafka 4.3.1's isValidNewLeader reads the partition's ELR whether the feature is on or not;
+    # with it off the record empties the ELR (tests/metadata/test_elr_disabled.py).
+    assert elect_leader(r, TID, 0, acceptable=up(1), elr_enabled=False, unclean=False) == PartitionChangeRecord(
+        partition_id=0, topic_id=TID, isr=[1], leader=1, eligible_leader_replicas=[])
     unclean = elect_leader(reg((1, 2), (), -1), TID, 0, acceptable=up(2), elr_enabled=True, unclean=True)
     assert unclean == PartitionChangeRecord(partition_id=0, topic_id=TID, isr=[2], leader=2, leader_recovery_state=1)
     assert elect_leader(reg((1, 2), (), -1), TID, 0, acceptable=up(2), elr_enabled=True, unclean=False) is None
