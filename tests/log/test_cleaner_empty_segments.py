@@ -9,11 +9,13 @@ at the group's first base offset; an empty segment joins any group.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from strom.core.log.cleaner import LogCleaner, group_segments_by_size
 from strom.core.log.log import Log
+from strom.core.log.segment import SWAP_SUFFIX
 from strom.core.records.builder import SimpleRecord, decode_records
 
 KEYS = 5
@@ -116,3 +118,32 @@ def test_grouping_follows_kafkas_limits(log_dir: Path, cfg: Any, appender: Any) 
     # (120 B) per segment; the time index is the one that limits a group here.
     assert [len(g) for g in group_segments_by_size(segs, 10**6, 240, first_uncleanable)] == [2, 2]
     log.close()
+
+
+def test_a_merge_interrupted_after_its_swap_commits_is_completed_on_load(
+        log_dir: Path, tmp_path: Path, cfg: Any, appender: Any) -> None:
+    """A crash after ``.cleaned`` became ``.swap`` (the commit point) but before the group's other
+    segments were removed: loading completes the swap, removing every old segment its offsets
+    cover, and reads as the finished merge does."""
+    config = cfg(cleanup_policy="compact", segment_bytes=100_000, min_cleanable_dirty_ratio=0.01)
+    log = Log(log_dir, config)
+    _fill(log, appender, 0, 200, roll_every=10)
+    log.close()
+    finished_dir = tmp_path / "finished" / log_dir.name
+    shutil.copytree(log_dir, finished_dir)
+    finished = Log(finished_dir, config)
+    finished.update_high_watermark(finished.log_end_offset)
+    assert LogCleaner().clean(finished, now_ms=5000) is not None
+    expected = _read_all(finished)
+    finished.close()
+    # The crashed directory: every old segment still there, beside the merged one as .swap files.
+    for ext in (".index", ".timeindex", ".txnindex", ".log"):
+        name = f"{0:020d}{ext}"
+        if (finished_dir / name).exists():
+            shutil.copyfile(finished_dir / name, log_dir / f"{name}{SWAP_SUFFIX}")
+    assert len(list(log_dir.glob("*.log"))) == 21
+    recovered = Log(log_dir, config, had_clean_shutdown=False)
+    assert [s.base_offset for s in recovered.log_segments()] == [0, 200]
+    assert _read_all(recovered) == expected and recovered.log_end_offset == 200
+    recovered.close()
+    assert not list(log_dir.glob(f"*{SWAP_SUFFIX}"))
