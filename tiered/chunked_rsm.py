@@ -156,9 +156,20 @@ class ChunkedRemoteStorageManager:
             nonlocal original_size
             compressor = zstandard.ZstdCompressor() if self.compression else None
             with open(data.log_segment, "rb") as f:
+                if compressor is None:
+                    # Stored bytes are the original bytes: read in the store's upload parts (each
+                    # piece is then sent as it was read, never joined from chunks) and derive the
+                    # chunk sizes from the file's.
+                    piece = max(getattr(self.storage, "part_size", 0), self.chunk_size)
+                    while block := f.read(piece):
+                        original_size += len(block)
+                        yield block
+                    full, rest = divmod(original_size, self.chunk_size)
+                    transformed_sizes.extend([self.chunk_size] * full + ([rest] if rest else []))
+                    return
                 while chunk := f.read(self.chunk_size):
                     original_size += len(chunk)
-                    out = compressor.compress(chunk) if compressor is not None else chunk
+                    out = compressor.compress(chunk)
                     transformed_sizes.append(len(out))
                     yield out
 
