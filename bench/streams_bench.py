@@ -20,9 +20,9 @@ processing guarantee, with a fresh application id, against one bundled strom bro
 The apps:
 
 - strom: ``bench/streams_apps/strom_{wordcount,windowed,join}.py`` (strom.streams' DSL);
-  ``--strom-src DIR`` runs them against the strom source tree in DIR (e.g. a ``git archive`` of
-  an earlier commit) while the broker stays the installed one, to measure two versions of
-  strom.streams in the same way;
+  ``--strom-src LABEL=DIR`` runs them as framework ``strom-LABEL`` against the strom source
+  tree in DIR (e.g. a ``git archive`` of a commit), while the broker stays the installed one;
+  repeated, it measures several versions of strom.streams in the same run, round by round;
 - kstreams: ``bench/kstreams/{WordCount,WindowedCount,StreamTableJoin}.java`` (Kafka Streams
   4.3.1 from Maven Central, RocksDB, ``-Xmx1g``);
 - quix: ``bench/streams_apps/quix_wordcount.py`` in ``.cache/quix-venv`` (Quix Streams pins its
@@ -39,6 +39,7 @@ java process) read when the group has finished, before the app is stopped.
     python bench/streams_bench.py                                   # all three workloads
     python bench/streams_bench.py --quick --only strom,kstreams     # small sizes
     python bench/streams_bench.py --workloads join --records 1000000 --guarantees at_least_once
+    python bench/streams_bench.py --strom-src before=/tmp/strom-a --strom-src after=/tmp/strom-b --repeat 3
 """
 
 from __future__ import annotations
@@ -348,8 +349,13 @@ def compare_counts(got: Mapping[K, int], expected: Mapping[K, int]) -> Check:
 
 # -- one run ------------------------------------------------------------------------------------
 
+def kind(framework: str) -> str:
+    """``strom`` for every strom variant (``strom-before``, ``strom-after``), else the name."""
+    return "strom" if framework.startswith("strom") else framework
+
+
 def command(framework: str, workload: str, args: list[str], classpath: str | None) -> list[str]:
-    if framework == "strom":
+    if kind(framework) == "strom":
         return [sys.executable, str(APPS / STROM_APP[workload]), *args]
     if framework == "quix":
         return [str(ensure_quix()), str(APPS / QUIX_APP[workload]), *args]
@@ -359,7 +365,7 @@ def command(framework: str, workload: str, args: list[str], classpath: str | Non
 
 
 def supports(framework: str, workload: str) -> bool:
-    return framework != "quix" or workload in QUIX_APP
+    return kind(framework) != "quix" or workload in QUIX_APP
 
 
 def _children(pid: int) -> list[int]:
@@ -433,6 +439,8 @@ class Result:
     peak_rss_bytes: int | None = None
     error: str | None = None
     load_seconds: float | None = None  # start-up and table load, when the clock starts after them
+    feed_seconds: float | None = None  # producing the live stream, inside ``seconds``
+    round: int = 1
 
     @property
     def rate(self) -> float:
@@ -447,7 +455,7 @@ def run_one(framework: str, guarantee: str, bootstrap: str, workload: Workload, 
     state_dir = tempfile.mkdtemp(prefix=f"{framework}-state-")
     log_path = Path(tempfile.gettempdir()) / f"{app_id}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if framework == "strom" and strom_src is not None:
+    if strom_src is not None:
         env["PYTHONPATH"] = str(strom_src)  # ahead of the editable install's finder
     inputs = list(workload.inputs)
     if workload.live_stream is not None:
@@ -468,6 +476,7 @@ def run_one(framework: str, guarantee: str, bootstrap: str, workload: Workload, 
                 result.load_seconds = time.perf_counter() - start
                 start = time.perf_counter()
                 workload.live_stream(inputs[0])
+                result.feed_seconds = time.perf_counter() - start
             wait_done(bootstrap, app_id, inputs, proc, timeout)
             result.seconds = time.perf_counter() - start
             result.peak_rss_bytes = peak_rss_bytes(proc.pid)
@@ -491,20 +500,48 @@ def _mib(n: int | None) -> str:
     return "?" if n is None else f"{n / (1 << 20):,.0f}"
 
 
-def table(results: list[Result], workloads: dict[str, Workload]) -> str:
-    lines = [f"{'workload':<10} {'guarantee':<16} {'framework':<9} {'seconds':>8} {'records/s':>10} "
-             f"{'result':>7} {'peak RSS MiB':>12} {'strom/x':>8}"]
-    by_key = {(r.workload, r.guarantee, r.framework): r for r in results}
+def median_runs(results: list[Result]) -> list[Result]:
+    """One row per (workload, guarantee, framework): the median round's run (by seconds; the
+    slower middle one of an even count), exact only if every round was, the highest peak RSS."""
+    groups: dict[tuple[str, str, str], list[Result]] = {}
     for r in results:
-        strom = by_key.get((r.workload, r.guarantee, "strom"))
+        groups.setdefault((r.workload, r.guarantee, r.framework), []).append(r)
+    rows = []
+    for runs in groups.values():
+        ok = [r for r in runs if r.error is None]
+        if not ok:
+            rows.append(runs[0])
+            continue
+        mid = sorted(ok, key=lambda r: r.seconds)[len(ok) // 2]
+        peaks = [r.peak_rss_bytes for r in ok if r.peak_rss_bytes is not None]
+        rows.append(Result(mid.workload, mid.guarantee, mid.framework, mid.seconds, mid.records,
+                           all(r.exact for r in runs) and len(ok) == len(runs),
+                           "; ".join(r.detail for r in runs if r.detail),
+                           max(peaks) if peaks else None, None, mid.load_seconds, mid.feed_seconds, len(runs)))
+    return rows
+
+
+def table(results: list[Result], workloads: dict[str, Workload]) -> str:
+    """The median of each run's rounds; "x kstreams" is the row's speed relative to Kafka Streams'
+    (its seconds over the row's) in the same workload and guarantee."""
+    rows = median_runs(results)
+    lines = [f"{'workload':<10} {'guarantee':<16} {'framework':<14} {'seconds':>8} {'records/s':>10} "
+             f"{'result':>7} {'peak RSS MiB':>12} {'x kstreams':>10}"]
+    by_key = {(r.workload, r.guarantee, r.framework): r for r in rows}
+    for r in rows:
+        peer = by_key.get((r.workload, r.guarantee, "kstreams"))
         ratio = ""
-        if r.framework != "strom" and strom is not None and strom.error is None and r.error is None:
-            ratio = f"{r.seconds / strom.seconds:.2f}x"  # strom's speed relative to this peer
+        if r.framework != "kstreams" and peer is not None and peer.error is None and r.error is None:
+            ratio = f"{peer.seconds / r.seconds:.2f}x"
         outcome = "FAILED" if r.error else "exact" if r.exact else "WRONG"
-        lines.append(f"{r.workload:<10} {r.guarantee:<16} {r.framework:<9} {r.seconds:>8.1f} {r.rate:>10,.0f} "
-                     f"{outcome:>7} {_mib(r.peak_rss_bytes):>12} {ratio:>8}")
+        lines.append(f"{r.workload:<10} {r.guarantee:<16} {r.framework:<14} {r.seconds:>8.1f} {r.rate:>10,.0f} "
+                     f"{outcome:>7} {_mib(r.peak_rss_bytes):>12} {ratio:>10}")
     for w in workloads.values():
         lines.append(f"{w.name}: {w.summary}" + (f"; {w.note}" if w.note else ""))
+    feeds = [r for r in results if r.feed_seconds is not None]
+    if feeds:
+        lines.append(f"join: producing the orders took {min(r.feed_seconds or 0 for r in feeds):.1f}-"
+                     f"{max(r.feed_seconds or 0 for r in feeds):.1f}s of those seconds (a floor of the join's clock)")
     return "\n".join(lines)
 
 
@@ -524,8 +561,10 @@ def parse_args(argv: Sequence[str] | None, default_workloads: str) -> argparse.N
     parser.add_argument("--only", default=",".join(FRAMEWORKS), help="frameworks, comma-separated")
     parser.add_argument("--guarantees", default=",".join(GUARANTEES))
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
-    parser.add_argument("--strom-src", type=Path,
-                        help="run the strom apps against this strom source tree (PYTHONPATH)")
+    parser.add_argument("--strom-src", action="append", default=[], metavar="[LABEL=]DIR",
+                        help="run the strom apps against this strom source tree (PYTHONPATH) as framework "
+                             "strom-LABEL; repeat to compare versions in the same run")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every run; the table shows the median")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -538,23 +577,45 @@ def parse_args(argv: Sequence[str] | None, default_workloads: str) -> argparse.N
         if unknown:
             parser.error(f"--{name}: unknown {', '.join(unknown)} (choose from {', '.join(allowed)})")
         setattr(args, name, chosen)
-    if args.strom_src is not None and not (args.strom_src / "strom" / "streams").is_dir():
-        parser.error(f"--strom-src {args.strom_src}: no strom/streams in it")
+    # framework name -> strom source tree (None: the installed strom)
+    args.variants = {}
+    for spec in args.strom_src:
+        label, sep, directory = spec.rpartition("=")
+        name = f"strom-{label}" if sep else "strom"
+        if not (Path(directory) / "strom" / "streams").is_dir():
+            parser.error(f"--strom-src {spec}: no strom/streams in {directory}")
+        if name in args.variants:
+            parser.error(f"--strom-src: {name} given twice (label each tree: LABEL=DIR)")
+        args.variants[name] = Path(directory)
+    if not args.variants:
+        args.variants = {"strom": None}
+    expanded: list[str] = []
+    for f in args.only:
+        expanded.extend(args.variants if f == "strom" else [f])
+    args.only = expanded
     return args
 
 
-def strom_version(strom_src: Path | None) -> str:
-    if strom_src is not None:
-        return f"strom.streams from {strom_src}"
+def strom_version(variants: dict[str, Path | None]) -> str:
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, check=False).stdout.strip()
-    return f"strom.streams at HEAD {head or '?'}"
+    return "; ".join(f"{name}: strom.streams from {src}" if src is not None else
+                     f"{name}: strom.streams at HEAD {head or '?'}" for name, src in variants.items())
+
+
+def report(r: Result) -> None:
+    if r.error is None:
+        status(f"  {r.seconds:.1f}s, {r.rate:,.0f} records/s, {'exact' if r.exact else 'WRONG'}, "
+               f"peak RSS {_mib(r.peak_rss_bytes)} MiB"
+               + (f" (start-up and table load before it: {r.load_seconds:.1f}s; producing the orders: "
+                  f"{r.feed_seconds or 0:.1f}s)" if r.load_seconds is not None else ""))
 
 
 def main(argv: Sequence[str] | None = None, default_workloads: str = ",".join(WORKLOADS)) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     args = parse_args(argv, default_workloads)
     classpath = ensure_kstreams() if "kstreams" in args.only else None
+    load_start = os.getloadavg()
     if "quix" in args.only and "wordcount" in args.workloads:
         ensure_quix()
 
@@ -572,25 +633,27 @@ def main(argv: Sequence[str] | None = None, default_workloads: str = ",".join(WO
             else:
                 w = join_workload(broker.bootstrap, args.partitions, args.records, args.customers)
             workloads[name] = w
+            # Rounds outermost, frameworks innermost: a change in the machine's load falls on
+            # every framework of a round alike.
             for guarantee in args.guarantees:
-                for framework in args.only:
-                    if not supports(framework, name):
-                        status(f"{framework} has no {name} app: skipped")
-                        continue
-                    status(f"{name} / {framework} / {guarantee}")
-                    r = run_one(framework, guarantee, broker.bootstrap, w, args.partitions, classpath,
-                                args.timeout, args.strom_src)
-                    results.append(r)
-                    if r.error is None:
-                        status(f"  {r.seconds:.1f}s, {r.rate:,.0f} records/s, {'exact' if r.exact else 'WRONG'}, "
-                               f"peak RSS {_mib(r.peak_rss_bytes)} MiB"
-                               + (f" (start-up and table load before it: {r.load_seconds:.1f}s)"
-                                  if r.load_seconds is not None else ""))
+                for round_ in range(1, args.repeat + 1):
+                    for framework in args.only:
+                        if not supports(framework, name):
+                            if round_ == 1:
+                                status(f"{framework} has no {name} app: skipped")
+                            continue
+                        status(f"{name} / {framework} / {guarantee} (round {round_}/{args.repeat})")
+                        r = run_one(framework, guarantee, broker.bootstrap, w, args.partitions, classpath,
+                                    args.timeout, args.variants.get(framework))
+                        r.round = round_
+                        results.append(r)
+                        report(r)
     finally:
         broker.stop()
 
-    header = (f"strom broker; {os.cpu_count()} CPUs; {args.partitions} partitions; {strom_version(args.strom_src)}; "
-              f"Kafka Streams 4.3.1 with -Xmx{JVM_XMX}")
+    load = f"load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    header = (f"strom broker; {os.cpu_count()} CPUs; {args.partitions} partitions; {strom_version(args.variants)}; "
+              f"Kafka Streams 4.3.1 with -Xmx{JVM_XMX}; median of {args.repeat} round(s); {load}")
     print(f"\n{header}\n{table(results, workloads)}")
     if args.json is not None:
         args.json.write_text(json.dumps({"header": header, "results": [asdict(r) for r in results],
