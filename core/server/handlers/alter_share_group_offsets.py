@@ -18,6 +18,7 @@ moves past the stored one, so a share-partition leader still holding the old sta
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -83,6 +84,8 @@ def empty_share_group(deps: ShareGroupOffsetsDeps, group_id: str, *, create: boo
         if not create:
             return GroupError(int(GroupIdNotFoundError.code), f"Group {group_id} not found.")
         group = ShareGroup(group_id)
+        # Kafka 4.3.1 creates the group at epoch 1 with an (empty) target assignment of epoch 1.
+        group.group_epoch = group.assignment_epoch = 1
     if group.members:
         return GroupError(int(GroupNotEmptyError.code), GroupNotEmptyError.description)
     return group
@@ -101,7 +104,12 @@ async def record_initialized(deps: ShareGroupOffsetsDeps, group: ShareGroup,
     group.topic_names = {**group.topic_names, **names}
     records: list[tuple[R.CoordinatorMessage, R.CoordinatorMessage | None]] = []
     if created:
-        records.append((R.ShareGroupMetadataKey(group.group_id), R.ShareGroupMetadataValue(epoch=group.group_epoch)))
+        # A new group's records in Kafka's order: what the group is, its target assignment, then
+        # its share partitions.
+        records.append((R.ShareGroupMetadataKey(group.group_id), R.ShareGroupMetadataValue(
+            epoch=group.group_epoch, metadata_hash=group.metadata_hash)))
+        records.append((R.ShareGroupTargetAssignmentMetadataKey(group.group_id), R.ShareGroupTargetAssignmentMetadataValue(
+            assignment_epoch=group.assignment_epoch, assignment_timestamp=time.time_ns() // 1_000_000)))
     records.append(state_partition_record(group))
     try:
         await coordinator.append_records(group.group_id, records)

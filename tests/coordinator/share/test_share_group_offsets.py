@@ -33,6 +33,7 @@ from kio.schema.describe_share_group_offsets.v1 import request as describe_req
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.offset_commit.v8 import request as commit_req
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1 import request as heartbeat_req
 
 from strom.core.testing import BrokerProcess
@@ -56,7 +57,13 @@ def produce(c: WireClient, topic: str, partition: int, count: int) -> None:
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
     for i in range(count):
         builder.append(i, timestamp=int(time.time() * 1000), key=None, value=b"v%d" % i, headers=[])
-    c.produce_batches({(topic, partition): bytes(builder.build())})
+    batch = bytes(builder.build())
+    # A broker that just made the topic may answer NOT_LEADER_OR_FOLLOWER once: retry.
+    deadline = time.monotonic() + 30
+    while (error := c.produce_batches({(topic, partition): batch})[(topic, partition)]) != 0 \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert error == 0, f"produce to {topic}-{partition} failed with error {error}"
 
 
 def describe(c: WireClient, group: str, topics: dict[str, list[int]] | None) -> Any:
@@ -101,6 +108,12 @@ def listed_share_groups(c: WireClient) -> dict[str, str]:
     return {g.group_id: g.group_state for g in resp.groups if g.group_type == "share"}
 
 
+def described(c: WireClient, group: str) -> tuple[str, int, int]:
+    """ShareGroupDescribe's (state, group epoch, assignment epoch)."""
+    g = c.request(ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)).groups[0]
+    return str(g.group_state), int(g.group_epoch), int(g.assignment_epoch)
+
+
 def setup(bootstrap: str, partitions: int = 2) -> tuple[WireClient, str, str]:
     c = WireClient(bootstrap)
     topic, group = unique("so-t"), unique("so-g")
@@ -137,6 +150,8 @@ def test_alter_creates_the_group_and_sets_start_offsets(share_broker: BrokerProc
                                  (topic, 0, 0, None), (topic, 1, 0, None),
                                  (topic, 7, ErrorCode.unknown_topic_or_partition, UNKNOWN)]
         assert listed_share_groups(c)[group] == "Empty"
+        # Kafka 4.3.1 creates the group at group and assignment epoch 1.
+        assert described(c, group) == ("Empty", 1, 1)
         # Lag: high watermark - start offset (10 - 3; 0 - 5 on the empty partition, as Kafka).
         assert offsets(describe(c, group, None)) == {(topic, 0): (3, 7, 0), (topic, 1): (5, -5, 0)}
         assert offsets(describe(c, group, {topic: [0, 1, 2]})) == {
@@ -222,13 +237,14 @@ def test_altered_offsets_survive_kill_and_the_next_consumer_starts_there(fresh_b
         c.wait_for_coordinator(group)
         assert offsets(describe(c, group, None)) == {(topic, 0): (6, 4, 0)}
         assert listed_share_groups(c)[group] == "Empty"
+        assert described(c, group) == ("Empty", 1, 1)
     consumer = ShareConsumer({"bootstrap.servers": fresh_broker.bootstrap, "group.id": group})
     try:
         consumer.subscribe([topic])
         seen: list[int] = []
         deadline = time.monotonic() + 30
         while len(seen) < 4 and time.monotonic() < deadline:
-            seen += [m.offset() for m in consumer.poll(0.5) if m.error() is None]
+            seen += [offset for m in consumer.poll(0.5) if m.error() is None and (offset := m.offset()) is not None]
     finally:
         consumer.close()
     # Records before the altered start offset are never delivered.
