@@ -801,16 +801,14 @@ class GroupCoordinator:
                     raise GroupIdNotFoundError()
                 if not group.is_empty():
                     raise NonEmptyGroupError()
+                if isinstance(group, ShareGroup):
+                    await self.share.delete_group(group)
+                    out[group_id] = 0
+                    continue
                 records: list[tuple[rec.CoordinatorMessage, rec.CoordinatorMessage | None]] = [
                     (rec.OffsetCommitKey(group_id, t, p), None) for t, p in self.offsets.of_group(group_id)]
                 if isinstance(group, ClassicGroup):
                     records.append((rec.GroupMetadataKey(group_id), None))
-                elif isinstance(group, ShareGroup):
-                    from strom.core.coordinator.group import share_group_service as sgs
-
-                    # As Kafka: the share-partition state goes first, then the group's records.
-                    await self.share.delete_state(group)
-                    records.extend(sgs.delete_records(group))
                 else:
                     records.extend(group.delete_records())
                 await self._append(group_id, records)

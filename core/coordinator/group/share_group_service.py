@@ -51,7 +51,12 @@ from strom.core.coordinator.share.share_group import (
     ShareGroup,
     ShareGroupMember,
 )
-from strom.core.errors import GroupIdNotFoundError, InvalidRequestError, UnknownServerError
+from strom.core.errors import (
+    GroupIdNotFoundError,
+    InvalidRequestError,
+    NonEmptyGroupError,
+    UnknownServerError,
+)
 from strom.core.group_config import GROUP_RESOURCE, broker_value, effective_group_config
 from strom.plugins.manager import load_assignors
 
@@ -522,6 +527,21 @@ class ShareGroupService:
         return gone
 
     # -- deletion -----------------------------------------------------------------------------
+
+    async def delete_group(self, group: ShareGroup) -> None:
+        """DeleteGroups of an empty share group, under the group's lock (a join in flight either
+        finishes first, and the group is not empty, or finds the group gone): its share-partition
+        state first, as Kafka, then tombstones of its records; NON_EMPTY_GROUP if a member joined."""
+        async with self.lock(group.group_id):
+            if self.host.groups.get(group.group_id) is not group:
+                raise GroupIdNotFoundError(f"Group {group.group_id} not found.")
+            if not group.is_empty():
+                raise NonEmptyGroupError()
+            await self.delete_state(group)
+            await self.host.append_records(group.group_id, delete_records(group))
+            if self.host.groups.get(group.group_id) is group:
+                del self.host.groups[group.group_id]
+            group.deleted = True
 
     async def delete_state(self, group: ShareGroup) -> None:
         """Delete the group's share-partition state (DeleteGroups, before the tombstones)."""
