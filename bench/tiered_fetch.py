@@ -1,6 +1,6 @@
 """Remote-tier read throughput: the S3 RemoteStorageManager against the raw limit (issue 21, item 8).
 
-Stage 1 (this script today): segment files are uploaded through the chunked manager to moto's S3
+Stage 1 (no ``--broker``): segment files are uploaded through the chunked manager to moto's S3
 server (in this process's threads), then read back whole, in the same run, two ways:
 
 * ``raw``: boto3 ``GetObject`` of the same ``.log`` objects — what the endpoint can serve;
@@ -9,29 +9,37 @@ server (in this process's threads), then read back whole, in the same run, two w
 
 The figure is rsm/raw (issue 21's goal for the consumer path: >= 0.8x, floor 0.5x).
 
-Stage 2 (``--broker``), issue 21 item 8 itself, on strom's broker process with moto's S3 server:
+Stage 2 (``--broker``), issue 21 item 8 itself, on strom's broker process with moto's S3 server
+(``--moto-process``: in a process of its own, as a real endpoint is; the recorded runs use it).
+Each figure is printed as target / ceiling / result, the ceiling measured in the same run:
 
-* (b) produce throughput, confluent-kafka, ``--size`` MiB to a plain topic then to a
-  ``remote.storage.enable`` topic (``local.retention.bytes=1``) of the same broker, whose closed
-  segments are copied to S3 meanwhile: tiered/plain (floor 0.9x);
+* (b) produce throughput, confluent-kafka, ``--size`` MiB to each of: a plain topic, a
+  ``remote.storage.enable`` topic (``local.retention.bytes=1``) whose closed segments are copied
+  to S3 meanwhile, and the plain topic again while another process copies its closed segments to
+  moto with raw boto3 as they close, making the requests strom's copier makes (the ceiling: what
+  moving the bytes to S3 costs this machine, nothing of strom's). In rounds of 256 MiB passes
+  whose order rotates; each pass starts once the copies of the one before are done. Target
+  tiered/plain >= 0.9x; it prints CPU ms per MiB of the broker, moto and the raw uploader,
+  copies included.
 * (a) once only the tiered topic's active segment is left on disk, a confluent-kafka consumer
   reads it from offset 0 to the local log start (all of it from S3 through the broker), against
   boto3 GETs of the same ``.log`` objects from the same server in the same run: consumer/raw
-  (goal >= 0.8x, floor 0.5x). Both rates count the same bytes (the remote ``.log`` objects). The
-  raw GETs run before and after the consumer, the faster counts (the ceiling); then the same
-  records are consumed from a plain topic on the broker's disk: what Fetch, the response and the
-  client cost without S3, the bound of the remote path. The broker runs with a memory chunk cache
-  of 256 MiB and 128 MiB of prefetch (``CACHE_DEFAULTS``; ``--no-cache``, ``--rsm KEY=VALUE``).
-  The consumer's config: ``max.partition.fetch.bytes`` 16 MiB (``--fetch-mib``), ``fetch.max.bytes``
-  64 MiB, the same for the remote and the local pass. It prints CPU ms per MiB of the broker, this
-  process and moto's (``--moto-process``): on this 2-CPU machine the remote path is CPU-bound, and
-  costs ~1.5-2.1 ms/MiB across the three against ~0.6-0.7 for the raw GETs (per request: botocore
-  ~1.2 ms, moto ~2 ms; a ranged GET makes moto read the whole object), which bounds the ratio near
-  0.35-0.45x while both get the same cores. ``--warm`` consumes the tiered topic again from the
-  chunk cache (with ``--quick``: at the local path's cost, ~0.3 ms/MiB of broker CPU).
+  (goal >= 0.8x, floor 0.5x). All rates count the same bytes (the remote ``.log`` objects). The
+  ceiling is the lower of two rates: the raw GETs of strom's requests (per segment the manifest,
+  the ``.indexes`` object and the ``.log`` object whole: strom's reader makes exactly these, the
+  broker logs its GETs per segment at close and this prints it) and the same records consumed
+  from a plain topic on the broker's disk (Fetch, the response and the client without S3). Raw
+  GETs run before and after the consumer; the faster counts. The broker runs with a memory chunk
+  cache of 256 MiB and 128 MiB of prefetch (``CACHE_DEFAULTS``; ``--no-cache``, ``--rsm
+  KEY=VALUE``). The consumer's config: ``max.partition.fetch.bytes`` 16 MiB (``--fetch-mib``),
+  ``fetch.max.bytes`` 64 MiB, the same for the remote and the local pass. It prints CPU ms per
+  MiB of the broker, this process and moto's: on this 2-CPU machine the remote path is CPU-bound
+  (broker + client + moto ~1.5 ms/MiB against ~0.55 for the raw GETs, which use one stream);
+  each small GET costs ~2 ms of CPU on each side. ``--warm`` consumes the tiered topic again
+  from the chunk cache.
 
     python bench/tiered_fetch.py                          # 256 MiB in 32 MiB segments
-    python bench/tiered_fetch.py --broker                 # stage 2, the full run: 1 GiB from S3
+    python bench/tiered_fetch.py --broker --moto-process  # stage 2, the full run (the recorded one)
     python bench/tiered_fetch.py --broker --quick         # stage 2, 256 MiB, no produce comparison
     python bench/tiered_fetch.py --broker --moto-process --no-produce-compare   # (a) alone, moto apart
     python bench/tiered_fetch.py --mib 1024 --segment-mib 64 --chunk-kib 4096 --compression
@@ -152,6 +160,8 @@ def _produce(bootstrap: str, topic: str, total: int, value: bytes) -> float:
     return rate
 
 
+PASS_MIB = 256  # one produce pass of the (b) comparison
+
 CACHE_DEFAULTS = {  # the chunk cache the broker stage runs with (Aiven's keys, under rsm.config.)
     "fetch.chunk.cache.class": "io.aiven.kafka.tieredstorage.fetch.cache.MemoryChunkCache",
     "fetch.chunk.cache.size": str(256 * MIB),
@@ -233,6 +243,26 @@ endpoint, key_id, secret, bucket, partition_dir = sys.argv[1:6]
 s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key_id,
                   aws_secret_access_key=secret, config=Config(s3={"payload_signing_enabled": False}))
 directory = Path(partition_dir)
+PART = 25 * 1024 * 1024  # storage.s3.multipart.upload.part.size's default, as strom's copier uses it
+def put(path):  # the requests strom's copier makes for a segment, with raw boto3
+    data = path.read_bytes()
+    key = f"ceiling/{path.name}.put"
+    if len(data) <= PART:
+        s3.put_object(Bucket=bucket, Key=key, Body=data)
+    else:  # multipart: parts of PART, the last one up to two parts' worth less one byte
+        upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        parts, at = [], 0
+        while at < len(data):
+            n = len(data) - at if len(data) - at < 2 * PART else PART
+            etag = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=len(parts) + 1,
+                                  Body=data[at:at + n])["ETag"]
+            parts.append({"ETag": etag, "PartNumber": len(parts) + 1})
+            at += n
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts})
+    indexes = b"".join(path.with_suffix(s).read_bytes() for s in (".index", ".timeindex")
+                       if path.with_suffix(s).exists())
+    s3.put_object(Bucket=bucket, Key=key + ".indexes", Body=indexes)
+    s3.put_object(Bucket=bucket, Key=key + ".manifest", Body=b"{}" * 512)
 def closed():  # the segment files of the partition but the active (last) one
     return sorted(directory.glob("*.log"))[:-1]
 print("ready", flush=True)
@@ -245,7 +275,7 @@ for line in sys.stdin:  # "go": upload what closes from now on, until "stop" on 
         stopping = stop.is_set()
         new = [p for p in closed() if p not in done]
         for path in new:
-            s3.put_object(Bucket=bucket, Key=f"ceiling/{path.name}.put", Body=path.read_bytes())
+            put(path)
             done.add(path)
             sent += path.stat().st_size
         if stopping and not new:
@@ -257,9 +287,12 @@ for line in sys.stdin:  # "go": upload what closes from now on, until "stop" on 
 
 
 class _RawUploader:
-    """A process copying the plain topic's segments to moto with raw boto3 ``put_object`` as they
-    close (read from the broker's disk, as the copier does), while the plain topic is produced to:
-    the produce ceiling of a broker whose closed segments go to S3, with nothing of strom's tier."""
+    """A process copying the plain topic's segments to moto with raw boto3 as they close (read
+    from the broker's disk, as the copier does), while the plain topic is produced to: the produce
+    ceiling of a broker whose closed segments go to S3, with nothing of strom's tier. It makes the
+    requests strom's copier makes per segment (a multipart upload in 25 MiB parts above 25 MiB,
+    else ``put_object``; a PUT of the indexes and one of a ~1 KiB manifest): moto's cost differs
+    by request shape (a multipart completion joins and checksums the parts)."""
 
     def __init__(self, endpoint: str, key_id: str, secret: str, partition_dir: Path) -> None:
         self.process = subprocess.Popen([sys.executable, "-c", _UPLOADER_MAIN, endpoint, key_id, secret, BUCKET,
@@ -289,11 +322,12 @@ class _RawUploader:
 
 
 class _CpuMeter:
-    """CPU seconds (user + system) of the broker process, of this one and of moto's server when it
-    runs in a process of its own (else 0: its CPU is this process's), lap by lap."""
+    """CPU seconds (user + system) of the broker process, of this one, of moto's server when it
+    runs in a process of its own (else 0: its CPU is this process's) and of any other process
+    given, lap by lap."""
 
-    def __init__(self, broker_pid: int, moto_pid: int | None) -> None:
-        self.pids = (broker_pid, moto_pid)
+    def __init__(self, broker_pid: int, moto_pid: int | None, *others: int) -> None:
+        self.pids = (broker_pid, moto_pid, *others)
         self.last = self._now()
 
     @staticmethod
@@ -304,13 +338,13 @@ class _CpuMeter:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def _now(self) -> tuple[float, float, float]:
+    def _now(self) -> tuple[float, ...]:
         own = os.times()
-        return self._of(self.pids[0]), own.user + own.system, self._of(self.pids[1])
+        return (self._of(self.pids[0]), own.user + own.system, *(self._of(p) for p in self.pids[1:]))
 
-    def lap(self) -> tuple[float, float, float]:
+    def lap(self) -> tuple[float, ...]:
         now = self._now()
-        lap = (now[0] - self.last[0], now[1] - self.last[1], now[2] - self.last[2])
+        lap = tuple(a - b for a, b in zip(now, self.last, strict=True))
         self.last = now
         return lap
 
@@ -367,34 +401,49 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
                     NewTopic("tiered", 1, 1, config={"segment.bytes": segment, "remote.storage.enable": "true",
                                                      "local.retention.bytes": "1"})]).values():
                 f.result(60)
-            half = total // 2
             if compare_produce:
                 _produce(broker.bootstrap, "plain", total // 8, value)  # warm-up: the first producer pays for it
-                # ABBA order (plain, tiered, ceiling, ceiling, tiered, plain): the machine's drift
-                # and the copies still running after a tiered half fall on all three alike. The
-                # ceiling: the plain topic while another process PUTs as many bytes to moto with
-                # raw boto3 (what moving the bytes to S3 costs this machine, nothing of strom's).
-                rates: dict[str, list[float]] = {"plain": [], "tiered": [], "ceiling": []}
+                # Rounds of three passes of PASS_MIB each, the order rotating (plain, tiered,
+                # ceiling; tiered, ceiling, plain; ...): the shared machine's drift falls on all
+                # three alike. The ceiling: the plain topic while another process copies its
+                # closed segments to moto with raw boto3 (what moving the bytes to S3 costs this
+                # machine, nothing of strom's). Each pass starts with the copies of the one before
+                # done (neither the copier nor the raw uploader runs into the next pass).
+                kinds = ("plain", "tiered", "ceiling")
+                rates: dict[str, list[float]] = {k: [] for k in kinds}
                 uploader = _RawUploader(endpoint, key_id, secret, Path(tmp) / "broker" / "logs" / "plain-0")
                 tiered_dir = Path(tmp) / "broker" / "logs" / "tiered-0"
+                piece = min(PASS_MIB * MIB, total)
+                # CPU of each kind's passes, copies included (to the end of the wait below): the
+                # broker, moto and the raw uploader (the copy's cost outside the broker).
+                meter = _CpuMeter(broker.pid, server.process.pid if server.process is not None else None,
+                                  uploader.process.pid)
+                spent = {k: [0.0, 0.0, 0.0] for k in kinds}
                 try:
-                    for topic in ("plain", "tiered", "ceiling", "ceiling", "tiered", "plain"):
-                        log.debug("produce pass: %s (broker pid %d)", topic, broker.pid)
-                        if topic == "ceiling":
-                            uploader.start()
-                            rates[topic].append(_produce(broker.bootstrap, "plain", half, value))
-                            uploader.finish()
-                        else:
-                            rates[topic].append(_produce(broker.bootstrap, topic, half, value))
-                        # Each pass starts with the copies of the one before done (neither the
-                        # copier nor the raw uploader runs into the next pass).
-                        wait_for(lambda: len(list(tiered_dir.glob("*.log"))) <= 1, 600, "the tiered copies")
+                    for r in range(max(1, total // piece)):
+                        for kind in kinds[r % 3:] + kinds[:r % 3]:
+                            log.debug("produce pass: %s (broker pid %d)", kind, broker.pid)
+                            if kind == "ceiling":
+                                uploader.start()
+                                rates[kind].append(_produce(broker.bootstrap, "plain", piece, value))
+                                uploader.finish()
+                            else:
+                                rates[kind].append(_produce(broker.bootstrap, kind, piece, value))
+                            wait_for(lambda: len(list(tiered_dir.glob("*.log"))) <= 1, 600, "the tiered copies")
+                            broker_s, _, moto_s, uploader_s = meter.lap()
+                            spent[kind] = [a + b for a, b in zip(spent[kind], (broker_s, moto_s, uploader_s),
+                                                                 strict=True)]
                 finally:
                     uploader.close()
-                plain, tiered, ceiling = (2 / sum(1 / r for r in rates[t]) for t in ("plain", "tiered", "ceiling"))
-                log.info("produce: plain %.0f MiB/s, tiered %.0f MiB/s, plain while raw boto3 PUTs the same bytes "
-                         "%.0f MiB/s (halves: %s)", plain, tiered, ceiling,
-                         ", ".join(f"{t} {' '.join(f'{r:.0f}' for r in rs)}" for t, rs in rates.items()))
+                # Each kind's rate: its bytes over its time (the harmonic mean of its passes).
+                plain, tiered, ceiling = (len(rates[k]) / sum(1 / r for r in rates[k]) for k in kinds)
+                log.info("produce: plain %.0f MiB/s, tiered %.0f MiB/s, plain while raw boto3 copies the same "
+                         "segments %.0f MiB/s (passes of %d MiB: %s)", plain, tiered, ceiling, piece // MIB,
+                         "; ".join(f"{k} {' '.join(f'{r:.0f}' for r in rates[k])}" for k in kinds))
+                produced_mib = len(rates["plain"]) * piece / MIB
+                log.info("produce: CPU ms per MiB (broker, moto, raw uploader), copies included: %s",
+                         "; ".join(f"{k} " + ", ".join(f"{1000 * x / produced_mib:.2f}" for x in spent[k])
+                                   for k in kinds))
             else:
                 tiered = _produce(broker.bootstrap, "tiered", total, value)
                 plain = _produce(broker.bootstrap, "plain", total, value)
@@ -501,9 +550,9 @@ def main() -> None:
                                              "rsm": extra}, indent=2))
         return
     figures = run(args.mib, args.segment_mib, args.chunk_kib, args.compression, args.rounds)
-    print(f"tiered_fetch: {figures['mib']:.0f} MiB from moto S3, chunk {args.chunk_kib} KiB, "
-          f"compression {'on' if args.compression else 'off'}: raw GET {figures['raw_mib_s']:.0f} MiB/s, "
-          f"RemoteStorageManager {figures['rsm_mib_s']:.0f} MiB/s, ratio {figures['ratio']:.2f}x")
+    log.info("tiered_fetch: %.0f MiB from moto S3, chunk %d KiB, compression %s: raw GET %.0f MiB/s, "
+             "RemoteStorageManager %.0f MiB/s, ratio %.2fx", figures["mib"], args.chunk_kib,
+             "on" if args.compression else "off", figures["raw_mib_s"], figures["rsm_mib_s"], figures["ratio"])
     if args.json:
         args.json.write_text(json.dumps({**figures, **vars(args), "json": str(args.json)}, indent=2))
 
