@@ -179,6 +179,15 @@ class SharePartitionManager:
         entry = self._entries.get(key)
         spc, _ = self.group_config(group_id)
         if entry is not None:
+            stored = self.host.share_coordinator.read_state(group_id, target.topic_id, target.partition)
+            if stored is None or stored.state_epoch != entry.sp.state_epoch:
+                # The state was re-initialized (AlterShareGroupOffsets: a new state epoch) or
+                # deleted (DeleteShareGroupOffsets) behind this share partition: start again from it.
+                logger.info("share partition %s %s-%d: its state was %s; reading it again", group_id, target.topic,
+                            target.partition, "deleted" if stored is None else "re-initialized")
+                self._drop(entry)
+                entry = None
+        if entry is not None:
             if entry.sp.config != spc:
                 entry.sp.config = spc  # a group config changed: it applies from the next acquire
             return entry

@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from diff_wire import WireClient, incremental_alter_configs
 from kio.schema.errors import ErrorCode
+from kio.schema.initialize_share_group_state.v0 import request as init_req
 from kio.schema.share_acknowledge.v1 import request as ack_v1
 from kio.schema.share_acknowledge.v2 import request as ack_req
 from kio.schema.share_fetch.v2 import request as fetch_req
@@ -456,3 +457,28 @@ def test_connection_close_ends_session_and_releases(broker: BrokerProcess,
             again.close()
     finally:
         other.close()
+
+
+def test_reinitialized_state_is_read_again(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """The share coordinator's state re-initialized at a new state epoch (what
+    AlterShareGroupOffsets does underneath) or deleted (DeleteShareGroupOffsets) replaces the
+    share partition this broker holds in memory: the next fetch starts from the stored state."""
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [str(i).encode() for i in range(10)])
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        fetch_until(m, lambda r: offsets_of(r) == list(range(10)))
+        assert m.acknowledge({0: [(0, 4, ACCEPT), (5, 9, RELEASE)]}, epoch=-1).error_code == 0
+    finally:
+        m.close()
+    p = init_req.PartitionData(partition=i32(0), state_epoch=i32(1), start_offset=i64(8))
+    with WireClient(broker.bootstrap) as w:
+        r = w.request(init_req.InitializeShareGroupStateRequest(
+            group_id=GroupId(group), topics=(init_req.InitializeStateData(topic_id=topic_id, partitions=(p,)),)))
+        assert r.results[0].partitions[0].error_code == 0
+    m = ShareMember(broker.bootstrap, group, topic_id)
+    try:
+        r = fetch_until(m, lambda r: bool(offsets_of(r)))
+        assert acquired(r)[0] == [(8, 9, 1)]
+    finally:
+        m.close()
