@@ -11,8 +11,10 @@ and defaults are Kafka's (``GroupConfig.CONFIG_DEF``, generated into
 * :func:`effective_group_config` gives every key's value for one group (override, else the
   broker's value, else Kafka's default); the group coordinator reads
   ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms`` from it for KIP-848
-  consumer groups. The share./streams. keys are stored, validated and described; strom has no
-  share or streams groups, so nothing reads them yet.
+  consumer groups; share groups read ``share.session.timeout.ms`` and
+  ``share.heartbeat.interval.ms`` (the group coordinator) and the other ``share.*`` keys (the
+  share-partition leaders). The streams. keys are stored, validated and described; strom has no
+  streams groups, so nothing reads them yet.
 * :func:`describe_group` lists them as ``ConfigHelper.createGroupConfigEntry`` does.
 """
 
