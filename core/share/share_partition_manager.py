@@ -479,7 +479,8 @@ class SharePartitionManager:
             try:
                 await self.host.share_coordinator.write_state(
                     group_id, topic_id, partition, state_epoch=sp.state_epoch, leader_epoch=-1,
-                    start_offset=sp.start_offset, state_batches=sp.state_batches())
+                    start_offset=sp.start_offset, state_batches=sp.state_batches(),
+                    delivery_complete_count=sp.delivery_complete_count())
             except KafkaError:
                 # The stored state moved on without us (re-initialized, deleted): forget the
                 # in-memory partition so the next fetch initializes it from what is stored.

@@ -286,6 +286,12 @@ class SharePartition:
         """The state of a cached offset (None below the start offset or past the end)."""
         return self._cache.get(offset)
 
+    def delivery_complete_count(self) -> int:
+        """Offsets at or past the start offset whose delivery is complete (ACKNOWLEDGED or
+        ARCHIVED): WriteShareGroupState's DeliveryCompleteCount, from which lag is computed."""
+        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+        return sum(1 for s in self._cache.values() if s.state in done)
+
     def acquired_count(self) -> int:
         """How many records are ACQUIRED now (the locks held)."""
         return sum(1 for s in self._cache.values() if s.state is RecordState.ACQUIRED)

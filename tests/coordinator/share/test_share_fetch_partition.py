@@ -29,3 +29,14 @@ def test_lock_limit_mid_batch_archives_nothing() -> None:
     assert got == [AcquiredRecords(100, 179, 1)]
     st = p.in_flight(100)
     assert st is not None and st.state is RecordState.ACQUIRED
+
+
+def test_delivery_complete_count_counts_finished_offsets_past_the_start() -> None:
+    p = SharePartition(SharePartitionConfig(), 0)
+    p.acquire(A, [FetchedBatch(0, 9)], max_records=100, now_ms=0)
+    # 0-1 accepted (the start moves past them), 4 accepted, 5 rejected: 2 finished past the start.
+    p.acknowledge(A, [AcknowledgementBatch(0, 1, (AcknowledgeType.ACCEPT,)),
+                      AcknowledgementBatch(4, 4, (AcknowledgeType.ACCEPT,)),
+                      AcknowledgementBatch(5, 5, (AcknowledgeType.REJECT,))], now_ms=1)
+    assert p.start_offset == 2
+    assert p.delivery_complete_count() == 2
