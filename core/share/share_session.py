@@ -54,6 +54,18 @@ class ShareSession:
     connection_id: str
     # dict as an ordered set: fetches go round the partitions in the order they were added.
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)
+    # Fetches so far: each one starts at the next partition, so the max_records budget of a
+    # fetch does not always go to the first partitions (Kafka rotates them the same way).
+    fetches: int = 0
+
+    def fetch_order(self) -> list[TopicIdPartition]:
+        """The session's partitions, starting one further along at each call."""
+        order = list(self.partitions)
+        if order:
+            k = self.fetches % len(order)
+            order = order[k:] + order[:k]
+        self.fetches += 1
+        return order
 
     def update(self, added: Iterable[TopicIdPartition], forgotten: Iterable[TopicIdPartition]) -> None:
         for tp in added:

@@ -186,7 +186,7 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
         manager.release(group_id, member_id, list(session.partitions))
     elif not renew_only:
         targets: list[FetchTarget] = []
-        for tp in session.partitions:
+        for tp in session.fetch_order():
             refused = refusal(tp)
             if refused is not None:
                 r = row(tp)

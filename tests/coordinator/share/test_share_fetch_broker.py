@@ -482,3 +482,26 @@ def test_reinitialized_state_is_read_again(broker: BrokerProcess, share_topic: t
         assert acquired(r)[0] == [(8, 9, 1)]
     finally:
         m.close()
+
+
+def test_fetches_go_round_the_partitions(broker: BrokerProcess) -> None:
+    """With max_records smaller than what each partition holds, consecutive fetches start at
+    the next partition of the session, so none is starved."""
+    topic = f"share-{uuid.uuid4().hex[:8]}"
+    with WireClient(broker.bootstrap) as w:
+        w.create_topic(topic, 2)
+        w.wait_for_leaders(topic, 2)
+        topic_id = w.metadata([topic]).topics[0].topic_id
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    for partition in (0, 1):
+        produce(broker.bootstrap, topic, [str(i).encode() for i in range(50)], partition=partition)
+    m = ShareMember(broker.bootstrap, group, topic_id, partitions=(0, 1))
+    try:
+        got: set[int] = set()
+        for _ in range(4):
+            r = m.fetch(max_records=10, mode=1, max_wait_ms=100)
+            got |= {p for p, runs in acquired(r).items() if runs}
+        assert got == {0, 1}
+    finally:
+        m.close()
