@@ -23,6 +23,7 @@ from strom.core.tools import (
     perf,
     produce,
     run,
+    share_groups,
     storage,
     topics,
 )
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(sub)
     consume.register(sub)
     consumer_groups.register(sub)
+    share_groups.register(sub)
     configs.register(sub)
     config_list.register(sub)
     perf.register(sub)
