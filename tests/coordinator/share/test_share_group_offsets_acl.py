@@ -31,8 +31,14 @@ from confluent_kafka.admin import (
 )
 from diff_wire import WireClient
 from kio.schema.alter_share_group_offsets.v0 import request as alter_req
+from kio.schema.alter_share_group_offsets.v0.response import AlterShareGroupOffsetsResponse
 from kio.schema.delete_share_group_offsets.v0 import request as delete_req
+from kio.schema.delete_share_group_offsets.v0.response import DeleteShareGroupOffsetsResponse
 from kio.schema.describe_share_group_offsets.v1 import request as describe_req
+from kio.schema.describe_share_group_offsets.v1.response import (
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+)
 from kio.schema.errors import ErrorCode
 
 pytestmark = pytest.mark.broker  # AclBroker starts strom's broker
@@ -53,21 +59,22 @@ def allow(admin: AdminClient, rtype: ResourceType, name: str, op: AclOperation) 
         assert future.result(timeout=30) is None
 
 
-def describe(c: WireClient, group: str, topics: dict[str, list[int]] | None) -> describe_req.DescribeShareGroupOffsetsRequestGroup:
+def describe(c: WireClient, group: str, topics: dict[str, list[int]] | None) -> DescribeShareGroupOffsetsResponseGroup:
     wanted = None if topics is None else tuple(
         describe_req.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(ps)) for t, ps in topics.items())
-    return c.request(describe_req.DescribeShareGroupOffsetsRequest(groups=(
-        describe_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=wanted),))).groups[0]
+    resp: DescribeShareGroupOffsetsResponse = c.request(describe_req.DescribeShareGroupOffsetsRequest(groups=(
+        describe_req.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=wanted),)))
+    return resp.groups[0]
 
 
-def alter(c: WireClient, group: str, starts: dict[str, dict[int, int]]) -> alter_req.AlterShareGroupOffsetsRequest:
+def alter(c: WireClient, group: str, starts: dict[str, dict[int, int]]) -> AlterShareGroupOffsetsResponse:
     return c.request(alter_req.AlterShareGroupOffsetsRequest(group_id=group, topics=tuple(
         alter_req.AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(
             alter_req.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o) for p, o in ps.items()))
         for t, ps in starts.items())))
 
 
-def delete(c: WireClient, group: str, topics: list[str]) -> delete_req.DeleteShareGroupOffsetsRequest:
+def delete(c: WireClient, group: str, topics: list[str]) -> DeleteShareGroupOffsetsResponse:
     return c.request(delete_req.DeleteShareGroupOffsetsRequest(group_id=group, topics=tuple(
         delete_req.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics)))
 
@@ -89,8 +96,8 @@ def test_acls_of_the_share_group_offsets_apis(acl_broker: AclBroker, tmp_path: P
         resp = alter(c, group, {open_topic: {0: 1}})
         assert (int(resp.error_code), resp.error_message, resp.responses) == (
             ErrorCode.group_authorization_failed, "Group authorization failed.", ())
-        resp = delete(c, group, [open_topic])
-        assert (int(resp.error_code), resp.error_message, resp.responses) == (
+        deleted = delete(c, group, [open_topic])
+        assert (int(deleted.error_code), deleted.error_message, deleted.responses) == (
             ErrorCode.group_authorization_failed, "Group authorization failed.", ())
 
         allow(admin, ResourceType.GROUP, group, AclOperation.DESCRIBE)
@@ -116,9 +123,9 @@ def test_acls_of_the_share_group_offsets_apis(acl_broker: AclBroker, tmp_path: P
         assert [p.start_offset for p in describe(c, group, {open_topic: [0]}).topics[0].partitions] == [1]
 
         allow(admin, ResourceType.GROUP, group, AclOperation.DELETE)
-        resp = delete(c, group, [open_topic, closed_topic])
-        assert int(resp.error_code) == 0
-        assert [(t.topic_name, int(t.error_code), t.error_message) for t in resp.responses] == [
+        deleted = delete(c, group, [open_topic, closed_topic])
+        assert int(deleted.error_code) == 0
+        assert [(t.topic_name, int(t.error_code), t.error_message) for t in deleted.responses] == [
             (closed_topic, ErrorCode.topic_authorization_failed, TOPIC_DENIED), (open_topic, 0, None)]
 
     with WireClient(acl_broker.plain) as su:
