@@ -418,7 +418,8 @@ class SharePartition:
         """Apply a member's acknowledgements atomically; return the offsets whose state changed.
 
         Every offset must be cached and ACQUIRED by ``member_id``, else nothing is applied and
-        INVALID_RECORD_STATE is raised (a malformed batch raises INVALID_REQUEST). ACCEPT
+        INVALID_RECORD_STATE is raised (a malformed batch, or offsets past the end offset, raise
+        INVALID_REQUEST; the part of a batch below the start offset is skipped). ACCEPT
         acknowledges, REJECT and GAP archive, RELEASE makes the record available again (archived
         once its delivery count reached the limit), RENEW restarts its lock.
         """
@@ -436,6 +437,19 @@ class SharePartition:
                 raise InvalidRequestError(f"acknowledgement batch {first}-{last} has "
                                           f"{len(b.acknowledge_types)} types for {n} offsets")
             types = tuple(AcknowledgeType(t) for t in b.acknowledge_types)
+            # As Kafka's SharePartition: offsets past the cached records are INVALID_REQUEST; a
+            # batch wholly below the start offset is INVALID_RECORD_STATE; one the start offset
+            # moved into (lock expiry, log start) acknowledges its part from the start on.
+            if last >= self._next_new:
+                raise InvalidRequestError(f"acknowledgement batch {first}-{last}: offsets past the acquired records "
+                                          f"(end offset {self.end_offset})")
+            if first < self._start:
+                if last < self._start:
+                    raise InvalidRecordStateError(f"acknowledgement batch {first}-{last} is below the start offset "
+                                                  f"{self._start}")
+                if len(types) > 1:
+                    types = types[self._start - first:]
+                first = self._start
             for off in range(first, last + 1):
                 st = cache.get(off)
                 if st is None or st.state is not acquired_state or st.member_id != member_id:

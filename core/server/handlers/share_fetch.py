@@ -126,10 +126,6 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
         # KIP-1222: a renewing ShareFetch fetches nothing, and says so with zeros.
         return error_response(m, int(ErrorCode.invalid_request),
                               "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 when IsRenewAck is set")
-    if epoch == FINAL_EPOCH and added and any(not p.acknowledgement_batches for t in request.topics
-                                              for p in t.partitions):
-        return error_response(m, int(ErrorCode.invalid_request),
-                              "A share fetch with the final epoch must not fetch partitions")
     try:
         session, replaced = deps.share_sessions.fetch_session(
             group_id, member_id, epoch, added=added, forgotten=forgotten, has_acknowledgements=bool(acks),

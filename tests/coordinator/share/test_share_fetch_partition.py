@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from strom.core.coordinator.share.share_partition import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -11,6 +13,7 @@ from strom.core.coordinator.share.share_partition import (
     SharePartition,
     SharePartitionConfig,
 )
+from strom.core.errors import InvalidRecordStateError, InvalidRequestError
 
 A, B = "member-a", "member-b"
 
@@ -40,3 +43,21 @@ def test_delivery_complete_count_counts_finished_offsets_past_the_start() -> Non
                       AcknowledgementBatch(5, 5, (AcknowledgeType.REJECT,))], now_ms=1)
     assert p.start_offset == 2
     assert p.delivery_complete_count() == 2
+
+
+def test_acknowledging_past_the_end_or_below_the_start() -> None:
+    """As Kafka 4.3.1 answers (probed): offsets past the acquired records are INVALID_REQUEST, a
+    batch wholly below the start offset INVALID_RECORD_STATE, and a batch the start offset moved
+    into acknowledges its part from the start on."""
+    p = SharePartition(SharePartitionConfig(delivery_count_limit=1), 0)
+    p.acquire(A, [FetchedBatch(0, 4)], max_records=100, now_ms=0)
+    with pytest.raises(InvalidRequestError):
+        p.acknowledge(A, [AcknowledgementBatch(5, 5, (AcknowledgeType.ACCEPT,))], now_ms=1)
+    # The locks expire at the delivery limit: 0-4 archived, the start offset moves to 5.
+    p.expire_locks(30_001)
+    assert p.start_offset == 5
+    with pytest.raises(InvalidRecordStateError):
+        p.acknowledge(A, [AcknowledgementBatch(0, 4, (AcknowledgeType.ACCEPT,))], now_ms=30_002)
+    p.acquire(A, [FetchedBatch(5, 9)], max_records=100, now_ms=30_003)
+    p.acknowledge(A, [AcknowledgementBatch(3, 9, (AcknowledgeType.ACCEPT,))], now_ms=30_004)
+    assert p.start_offset == 10
