@@ -35,6 +35,7 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.offset_commit.v8 import request as commit_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1 import request as heartbeat_req
+from share_kit import set_group_config
 
 from strom.core.testing import BrokerProcess
 
@@ -249,3 +250,37 @@ def test_altered_offsets_survive_kill_and_the_next_consumer_starts_there(fresh_b
         consumer.close()
     # Records before the altered start offset are never delivered.
     assert sorted(seen) == [6, 7, 8, 9]
+
+
+def consume(bootstrap: str, group: str, topic: str, count: int) -> list[int]:
+    """Offsets a new share consumer of ``group`` gets (and accepts) until ``count`` or 30 s."""
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    seen: list[int] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(seen) < count and time.monotonic() < deadline:
+            seen += [offset for m in consumer.poll(0.5) if m.error() is None and (offset := m.offset()) is not None]
+    finally:
+        consumer.close()
+    return sorted(seen)
+
+
+def test_the_next_consumer_starts_where_alter_or_delete_put_the_group(share_broker: BrokerProcess) -> None:
+    """Without a restart: the share-partition leader has the old state in memory when the
+    offsets change under it."""
+    c, topic, group = setup(share_broker.bootstrap, partitions=1)
+    with c:
+        produce(c, topic, 0, 10)
+        set_group_config(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+        assert consume(share_broker.bootstrap, group, topic, 10) == list(range(10))
+        deadline = time.monotonic() + 30
+        while described(c, group)[0] != "Empty" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert altered(alter(c, group, {topic: {0: 7}})) == [(topic, 0, 0, None)]
+        assert consume(share_broker.bootstrap, group, topic, 3) == [7, 8, 9]
+        while described(c, group)[0] != "Empty" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # Without state the group's share.auto.offset.reset (earliest) applies again.
+        assert deleted(delete(c, group, [topic])) == [(topic, True, 0, None)]
+        assert consume(share_broker.bootstrap, group, topic, 10) == list(range(10))
