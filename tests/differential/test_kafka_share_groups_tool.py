@@ -27,6 +27,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -187,9 +188,11 @@ def observations(strom: HasBootstrap, kafka: KafkaRef) -> Iterator[tuple[Seen, S
     skip_without_java()
     run = uuid.uuid4().hex[:8]
     first_ms = (int(time.time()) - 60) * 1000
-    theirs = observe(kafka.bootstrap, run, first_ms)
-    ours = observe(strom.bootstrap, run, first_ms)
-    yield ours, theirs
+    # The two scenarios are independent: side by side (each is mostly JVM start-ups of the tool).
+    with ThreadPoolExecutor(2) as pool:
+        theirs = pool.submit(observe, kafka.bootstrap, run, first_ms)
+        ours = pool.submit(observe, strom.bootstrap, run, first_ms)
+        yield ours.result(), theirs.result()
 
 
 @pytest.mark.parametrize("case", CASES)
