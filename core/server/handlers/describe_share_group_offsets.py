@@ -9,7 +9,9 @@ does not know, a partition never initialized and a group that does not exist are
 the start offset is -1 (as OffsetFetch answers "no offset"). The start offset and the
 delivery-complete count come from the share coordinator's state (ReadShareGroupStateSummary);
 v1's lag is the high watermark minus the start offset minus the records already delivered
-(-1 when the start offset is -1). The leader epoch is 0: Kafka 4.3.1 leaves the field unset.
+(-1 when the start offset is -1). The leader epoch is the one the state was last written with,
+0 before a share-partition leader wrote it (Kafka's PartitionFactory.DEFAULT_LEADER_EPOCH; its
+4.3.1 broker answers 0 for a state only initialized, as for none).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ API_KEY = 90
 VERSIONS = (0, 1)
 
 UNINITIALIZED_START_OFFSET = -1
+DEFAULT_LEADER_EPOCH = 0
 
 
 def share_partition_lag(deps: ShareGroupOffsetsDeps, topic: str, partition: int, start_offset: int,
@@ -56,8 +59,9 @@ def _partition(m: Messages, deps: ShareGroupOffsetsDeps, group_id: str, topic: s
         summary = deps.share_coordinator.read_summary(group_id, topic_id, partition)
     start = summary.start_offset if summary is not None else UNINITIALIZED_START_OFFSET
     lag = share_partition_lag(deps, topic, partition, start, summary.delivery_complete_count) if summary else -1
+    epoch = max(summary.leader_epoch, DEFAULT_LEADER_EPOCH) if summary is not None else DEFAULT_LEADER_EPOCH
     return m.make("DescribeShareGroupOffsetsResponsePartition", partition_index=partition, start_offset=start,
-                  leader_epoch=0, lag=lag, error_code=0, error_message=None)
+                  leader_epoch=epoch, lag=lag, error_code=0, error_message=None)
 
 
 def _describe_group(m: Messages, deps: ShareGroupOffsetsDeps, ctx: RequestContext, group_id: str,
@@ -88,7 +92,7 @@ def _describe_group(m: Messages, deps: ShareGroupOffsetsDeps, ctx: RequestContex
             refused.append(m.make(
                 "DescribeShareGroupOffsetsResponseTopic", topic_name=name, topic_id=None, partitions=tuple(
                     m.make("DescribeShareGroupOffsetsResponsePartition", partition_index=p,
-                           start_offset=UNINITIALIZED_START_OFFSET, leader_epoch=0, lag=-1,
+                           start_offset=UNINITIALIZED_START_OFFSET, leader_epoch=DEFAULT_LEADER_EPOCH, lag=-1,
                            error_code=ErrorCode.topic_authorization_failed,
                            error_message=TopicAuthorizationError.description)
                     for p in parts)))
