@@ -6,6 +6,7 @@ Apache Kafka 4.3.1 alike.
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -16,7 +17,8 @@ from confluent_kafka import Producer
 from diff_wire import WireClient, incremental_alter_configs
 from kio.schema.share_acknowledge.v2 import request as ack_req
 from kio.schema.share_fetch.v2 import request as fetch_req
-from kio.schema.types import GroupId
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from strom.core.records.builder import decode_records
@@ -127,3 +129,34 @@ def fetch_until(member: ShareMember, condition: Callable[[Any], bool], timeout: 
         if condition(r):
             return r
         assert time.monotonic() < deadline, "condition not met before the deadline"
+
+
+def member_id() -> str:
+    """A member id as Kafka's clients make them: a Uuid's url-safe base64 form."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def join_share_group(bootstrap: str, group: str, member: str, topics: Iterable[str], timeout: float = 60.0) -> int:
+    """ShareGroupHeartbeat as ``member`` until it is assigned partitions; returns its member epoch."""
+    with WireClient(bootstrap) as w:
+        w.wait_for_coordinator(group)
+        epoch = 0
+        deadline = time.monotonic() + timeout
+        while True:
+            r = w.request(ShareGroupHeartbeatRequest(
+                group_id=GroupId(group), member_id=member, member_epoch=i32(epoch), rack_id=None,
+                subscribed_topic_names=tuple(TopicName(t) for t in topics) if epoch == 0 else None))
+            assert r.error_code == 0, r
+            epoch = int(r.member_epoch)
+            if r.assignment is not None and r.assignment.topic_partitions:
+                return epoch
+            assert time.monotonic() < deadline, f"{member} not assigned within {timeout} s"
+            time.sleep(0.2)
+
+
+def leave_share_group(bootstrap: str, group: str, member: str) -> None:
+    """ShareGroupHeartbeat with member epoch -1: the member leaves the group."""
+    with WireClient(bootstrap) as w:
+        r = w.request(ShareGroupHeartbeatRequest(group_id=GroupId(group), member_id=member, member_epoch=i32(-1),
+                                                 rack_id=None, subscribed_topic_names=None))
+        assert r.error_code == 0, r

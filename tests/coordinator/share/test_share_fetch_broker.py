@@ -29,6 +29,9 @@ from share_fetch_kit import (
     ShareMember,
     acquired,
     fetch_until,
+    join_share_group,
+    leave_share_group,
+    member_id,
     offsets_of,
     produce,
     set_group_configs,
@@ -406,3 +409,24 @@ def test_fetches_go_round_the_partitions(broker: BrokerProcess) -> None:
         assert got == {0, 1}
     finally:
         m.close()
+
+
+def test_member_leaving_the_group_releases_its_records(broker: BrokerProcess,
+                                                       share_topic: tuple[str, str, uuid.UUID]) -> None:
+    """The group coordinator's share-member listener: a member that leaves the group (its
+    fetch connection still open) gives its acquired records back at once."""
+    topic, group, topic_id = share_topic
+    produce(broker.bootstrap, topic, [b"x", b"y"])
+    leaving, staying = member_id(), member_id()
+    for m_id in (leaving, staying):
+        join_share_group(broker.bootstrap, group, m_id, [topic])
+    holder = ShareMember(broker.bootstrap, group, topic_id, member_id=leaving)
+    other = ShareMember(broker.bootstrap, group, topic_id, member_id=staying)
+    try:
+        fetch_until(holder, lambda r: offsets_of(r) == [0, 1])
+        leave_share_group(broker.bootstrap, group, leaving)
+        r = fetch_until(other, lambda r: bool(offsets_of(r)), timeout=10)  # well inside the 30 s lock
+        assert acquired(r)[0] == [(0, 1, 2)]
+    finally:
+        holder.close()
+        other.close()
