@@ -9,8 +9,10 @@ lock expires, a RELEASE, a closed session and a broker restart.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -101,14 +103,19 @@ def test_session_epochs(broker: BrokerProcess, share_topic: tuple[str, str, uuid
 
 
 def test_idle_fetch_waits_for_data(broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
-    """An idle member's fetch parks in the purgatory and returns as soon as a record arrives."""
+    """An idle member's fetch parks in the purgatory (max wait 60 s) and an append wakes it: it
+    answers with the record long before its max wait."""
     topic, group, topic_id = share_topic
     m = ShareMember(broker.bootstrap, group, topic_id)
     try:
         assert offsets_of(m.fetch(max_wait_ms=0)) == []
+        result: list[Any] = []
+        waiting = threading.Thread(target=lambda: result.append(m.fetch(max_wait_ms=60_000)))
+        waiting.start()
         produce(broker.bootstrap, topic, [b"late"])
-        r = m.fetch(max_wait_ms=30_000)
-        assert offsets_of(r) == [0]
+        waiting.join(30)  # half the max wait: only a wake-up answers within it
+        assert not waiting.is_alive(), "the parked fetch was not woken by the append"
+        assert offsets_of(result[0]) == [0]
     finally:
         m.close()
 
