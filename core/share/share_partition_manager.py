@@ -19,8 +19,12 @@ the group's ``share.auto.offset.reset`` (earliest, latest, by_duration) applied 
 * **Lock expiry**: one timer per share partition at its earliest lock deadline; expired records
   become AVAILABLE again (ARCHIVED at ``share.delivery.count.limit``), the state is written and
   waiting fetches are woken.
-* **Release**: a closed share session or a member that left the group gives back every record it
-  holds (Kafka's ``releaseSession`` / the group coordinator's member-left callback).
+* **Release**: a closed share session (epoch -1, or its connection dropped) or a member that left
+  the group gives back every record it holds (Kafka's ``releaseSession`` / the group
+  coordinator's member-left callback).
+* **Re-read**: a share partition whose stored state was re-initialized at another state epoch
+  (AlterShareGroupOffsets) or deleted (DeleteShareGroupOffsets) is dropped and initialized again
+  from the store on its next fetch.
 
 Event-loop only.
 """
@@ -507,11 +511,6 @@ class SharePartitionManager:
         if e.timer is not None:
             e.timer.cancel()
             e.timer = None
-
-    def drop_group(self, group_id: str) -> None:
-        """Forget a group's share partitions (its state was deleted)."""
-        for e in [e for k, e in self._entries.items() if k[0] == group_id]:
-            self._drop(e)
 
     async def close(self) -> None:
         for e in list(self._entries.values()):
