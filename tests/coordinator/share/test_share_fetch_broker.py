@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -175,30 +176,44 @@ def test_release_and_reject(broker: BrokerProcess, share_topic: tuple[str, str, 
         m2.close()
 
 
-def test_lock_expiry_redelivers_and_delivery_limit_archives(
-        broker: BrokerProcess, share_topic: tuple[str, str, uuid.UUID]) -> None:
+@pytest.fixture(scope="module")
+def short_lock_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that lets a group lock records for 1 s (Kafka's minimum group value is 15 s)."""
+    with BrokerProcess(tmp_path_factory.mktemp("short-lock"),
+                       config={"group.share.min.record.lock.duration.ms": "1000"}) as proc:
+        yield proc
+
+
+def test_lock_expiry_redelivers_and_delivery_limit_archives(short_lock_broker: BrokerProcess) -> None:
     """A member that never acknowledges loses its records when the lock expires; after
     share.delivery.count.limit deliveries the poison record is archived, the next one flows."""
-    topic, group, topic_id = share_topic
-    set_group_configs(broker.bootstrap, group, {"share.record.lock.duration.ms": "15000",
-                                                "share.delivery.count.limit": "2"})
-    produce(broker.bootstrap, topic, [b"poison"])
-    m = ShareMember(broker.bootstrap, group, topic_id)
-    other = ShareMember(broker.bootstrap, group, topic_id)
+    bootstrap = short_lock_broker.bootstrap
+    topic, group = f"share-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with WireClient(bootstrap) as w:
+        w.create_topic(topic, 1)
+        w.wait_for_leaders(topic, 1)
+        topic_id = w.metadata([topic]).topics[0].topic_id
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "2000",
+                                         "share.delivery.count.limit": "2"})
+    produce(bootstrap, topic, [b"poison"])
+    m = ShareMember(bootstrap, group, topic_id)
+    other = ShareMember(bootstrap, group, topic_id)
     try:
         r = fetch_until(m, lambda r: offsets_of(r) == [0])
         assert acquired(r)[0] == [(0, 0, 1)]
-        started = time.monotonic()
-        # RENEW keeps the lock; the other member gets nothing meanwhile.
+        assert r.acquisition_lock_timeout.total_seconds() == 2
+        # Locked to m (RENEW keeps it so): the other member gets nothing now.
         assert m.acknowledge({0: [(0, 0, RENEW)]}).responses[0].partitions[0].error_code == 0
         assert offsets_of(other.fetch(max_wait_ms=0)) == []
-        # The lock expires (15 s, Kafka's minimum for the group config): the other member gets it.
-        r = other.fetch(max_wait_ms=30_000)
+        # The lock expires: the other member's waiting fetch is woken with it, delivery count 2.
+        r = other.fetch(max_wait_ms=20_000)
         assert acquired(r)[0] == [(0, 0, 2)]
-        assert time.monotonic() - started >= 14
+        # m's lock is gone: acknowledging it now is INVALID_RECORD_STATE.
+        assert m.acknowledge({0: [(0, 0, ACCEPT)]}).responses[0].partitions[0].error_code == \
+            ErrorCode.invalid_record_state
         # Released at the limit (2 deliveries): archived, never delivered again.
         assert other.acknowledge({0: [(0, 0, RELEASE)]}).responses[0].partitions[0].error_code == 0
-        produce(broker.bootstrap, topic, [b"next"])
+        produce(bootstrap, topic, [b"next"])
         r = fetch_until(m, lambda r: bool(offsets_of(r)))
         assert offsets_of(r) == [1]
     finally:
