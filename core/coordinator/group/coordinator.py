@@ -171,6 +171,10 @@ class GroupCoordinator:
         """The share group ``group_id`` (its members, their assignments, epochs, state) or None."""
         return self.share.group(group_id)
 
+    def share_group_lock(self, group_id: str) -> asyncio.Lock:
+        """The lock a share group's changes run under (heartbeats, expiry, offset admin)."""
+        return self.share.lock(group_id)
+
     def share_group_member_assignment(self, group_id: str, member_id: str) -> dict[uuid.UUID, set[int]] | None:
         """What a share-group member is assigned now (topic id -> partitions); None if unknown."""
         return self.share.member_assignment(group_id, member_id)

@@ -15,6 +15,7 @@ them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -199,6 +200,10 @@ class ShareGroupsView(Protocol):
     def groups(self) -> MutableMapping[str, object]: ...
     def check_available(self, group_id: str | None = None) -> None: ...
     def share_group(self, group_id: str) -> ShareGroup | None: ...
+    def share_group_lock(self, group_id: str) -> asyncio.Lock:
+        """Held while the offsets change: a member cannot join between the emptiness check and
+        the write."""
+        ...
     async def append_records(self, group_id: str,
                              records: list[tuple[CoordinatorMessage, CoordinatorMessage | None]]) -> int:
         """Append a share group's records (ShareGroupMetadata, ShareGroupStatePartitionMetadata)."""

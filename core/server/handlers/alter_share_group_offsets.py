@@ -128,6 +128,13 @@ def next_state_epoch(deps: ShareGroupOffsetsDeps, group: ShareGroup, topic_id: u
 
 async def handle(deps: ShareGroupOffsetsDeps, ctx: RequestContext,
                  request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
+    # Under the group's lock: a member cannot join between the emptiness check and the write.
+    async with deps.group_coordinator.share_group_lock(request.group_id):
+        return await _handle_locked(deps, ctx, request)
+
+
+async def _handle_locked(deps: ShareGroupOffsetsDeps, ctx: RequestContext,
+                 request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
     m = response_messages(API_KEY, ctx.api_version)
 
     def whole(code: int, message: str | None) -> AlterShareGroupOffsetsResponse:

@@ -50,6 +50,13 @@ NO_OFFSETS = "There is no offset information to delete."
 
 async def handle(deps: ShareGroupOffsetsDeps, ctx: RequestContext,
                  request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
+    # Under the group's lock: a member cannot join between the emptiness check and the write.
+    async with deps.group_coordinator.share_group_lock(request.group_id):
+        return await _handle_locked(deps, ctx, request)
+
+
+async def _handle_locked(deps: ShareGroupOffsetsDeps, ctx: RequestContext,
+                 request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
     m = response_messages(API_KEY, ctx.api_version)
 
     def whole(code: int, message: str | None) -> DeleteShareGroupOffsetsResponse:
