@@ -32,7 +32,7 @@ def build(deps: ApiVersionsDeps, version: int, error: ErrorCode = ErrorCode.none
         return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0)
     # What this node supports (the controller's range, UpdateFeatures accepts up to it): every
     # metadata.version level strom reads and writes, and each feature at the levels whose
-    # behaviour strom has (kraft/share/streams.version: 0 only).
+    # behaviour strom has (kraft.version and streams.version: 0 only; share.version up to 1).
     ranges = {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION)}
     ranges.update({name: (spec.min_level, spec.max_level) for name, spec in FEATURES.items()})
     # KIP-1022: a supported minimum of 0 is only shown from v4; older clients would reject it.
