@@ -155,8 +155,9 @@ class SharePartitionManager:
         self.host = host
         self._entries: dict[SharePartitionKey, _Entry] = {}
         self._initializing: dict[SharePartitionKey, asyncio.Future[_Entry]] = {}
-        # group -> (overrides mapping seen, parsed configs): re-parsed only when the overrides change.
-        self._configs: dict[str, tuple[Mapping[str, str], SharePartitionConfig, AutoOffsetReset]] = {}
+        # group -> (overrides mapping seen, parsed configs, share.renew.acknowledge.enable):
+        # re-parsed only when the overrides change.
+        self._configs: dict[str, tuple[Mapping[str, str], SharePartitionConfig, AutoOffsetReset, bool]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     # ---------------------------------------------------------------- configs and entries
@@ -164,11 +165,16 @@ class SharePartitionManager:
     def group_config(self, group_id: str) -> tuple[SharePartitionConfig, AutoOffsetReset]:
         overrides = self.host.image.resource_configs(GROUP_RESOURCE, group_id)
         cached = self._configs.get(group_id)
-        if cached is not None and cached[0] is overrides:
-            return cached[1], cached[2]
-        spc, reset = share_config(self.host.config, overrides)
-        self._configs[group_id] = (overrides, spc, reset)
-        return spc, reset
+        if cached is None or cached[0] is not overrides:
+            spc, reset = share_config(self.host.config, overrides)
+            renew = effective_group_config(self.host.config, overrides).get("share.renew.acknowledge.enable")
+            cached = self._configs[group_id] = (overrides, spc, reset, renew is not False)
+        return cached[1], cached[2]
+
+    def renew_acknowledge_enabled(self, group_id: str) -> bool:
+        """``share.renew.acknowledge.enable`` of the group (KIP-1222's RENEW; on by default)."""
+        self.group_config(group_id)
+        return self._configs[group_id][3]
 
     def record_lock_duration_ms(self, group_id: str) -> int:
         return self.group_config(group_id)[0].record_lock_duration_ms

@@ -78,10 +78,14 @@ class ShareMember:
             self.epoch = self.epoch + 1 if self.epoch >= 0 else self.epoch
         return r
 
-    def acknowledge(self, acks: Acks, *, epoch: int | None = None) -> Any:
+    def acknowledge(self, acks: Acks, *, epoch: int | None = None, renew: bool | None = None) -> Any:
+        """A ShareAcknowledge; IsRenewAck is set when a batch is RENEW (unless ``renew`` says)."""
         use_epoch = self.epoch if epoch is None else epoch
+        if renew is None:
+            renew = any(t == RENEW for batches in acks.values() for _, _, t in batches)
         r = self.wire.request(ack_req.ShareAcknowledgeRequest(
             group_id=GroupId(self.group), member_id=self.member_id, share_session_epoch=i32(use_epoch),
+            is_renew_ack=renew,
             topics=(ack_req.AcknowledgeTopic(topic_id=self.topic_id, partitions=tuple(
                 ack_req.AcknowledgePartition(partition_index=i32(p), acknowledgement_batches=tuple(
                     ack_req.AcknowledgementBatch(first_offset=i64(a), last_offset=i64(b), acknowledge_types=(i8(t),))

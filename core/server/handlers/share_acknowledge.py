@@ -71,7 +71,10 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareAcknow
                 results[tp] = (int(ErrorCode.topic_authorization_failed), None)
             else:
                 try:
-                    to_ack[FetchTarget(tid, name, tp[1])] = ack_batches(p.acknowledgement_batches, ctx.api_version)
+                    to_ack[FetchTarget(tid, name, tp[1])] = ack_batches(
+                        p.acknowledgement_batches, ctx.api_version,
+                        is_renew_ack=bool(getattr(request, "is_renew_ack", False)),
+                        renew_enabled=manager.renew_acknowledge_enabled(group_id))
                 except KafkaError as e:
                     results[tp] = (int(e.code), e.message or None)
     if to_ack:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from kio.schema.errors import ErrorCode
 
 from strom.core.coordinator.share.share_partition import AcknowledgementBatch, AcknowledgeType
-from strom.core.errors import InvalidRequestError, KafkaError
+from strom.core.errors import InvalidRecordStateError, InvalidRequestError, KafkaError
 from strom.core.protocol.messages import Messages, ms, response_messages
 from strom.core.server.handlers._common import authorize_topics
 from strom.core.share.share_partition_manager import BATCH_OPTIMIZED, FetchedPartition, FetchTarget
@@ -56,10 +56,13 @@ class AckBatchFields(Protocol):
     def acknowledge_types(self) -> Sequence[int]: ...
 
 
-def ack_batches(batches: Iterable[AckBatchFields], version: int) -> list[AcknowledgementBatch]:
+def ack_batches(batches: Iterable[AckBatchFields], version: int, *, is_renew_ack: bool = False,
+                renew_enabled: bool = True) -> list[AcknowledgementBatch]:
     """The wire's acknowledgement batches as SharePartition takes them, checked as Kafka's KafkaApis
     does (INVALID_REQUEST): offsets in order, batches ascending and disjoint, a known type (RENEW
-    from v2, KIP-1222), one type for the batch or one per offset."""
+    from v2, KIP-1222, and only in a request that sets IsRenewAck), one type for the batch or one
+    per offset. RENEW in a group with ``share.renew.acknowledge.enable=false`` is
+    INVALID_RECORD_STATE, as Kafka 4.3.1 answers."""
     out: list[AcknowledgementBatch] = []
     highest = max(AcknowledgeType) if version >= 2 else AcknowledgeType.REJECT
     for b in batches:
@@ -74,6 +77,11 @@ def ack_batches(batches: Iterable[AckBatchFields], version: int) -> list[Acknowl
             raise InvalidRequestError(f"acknowledgement batch {first}-{last} has {len(raw)} types")
         if any(t < 0 or t > highest for t in raw):
             raise InvalidRequestError(f"unknown acknowledge type in {raw} (version {version})")
+        if AcknowledgeType.RENEW in raw:
+            if not is_renew_ack:
+                raise InvalidRequestError("RENEW acknowledgements in a request without IsRenewAck")
+            if not renew_enabled:
+                raise InvalidRecordStateError("Renewing acquisition locks is not enabled for the group.")
         out.append(AcknowledgementBatch(first, last, tuple(AcknowledgeType(t) for t in raw)))
     return out
 
@@ -168,7 +176,9 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
             r["acknowledge_error_code"], r["acknowledge_error_message"] = refused
             continue
         try:
-            to_ack[FetchTarget(tp[0], name_of(tp[0]) or "", tp[1])] = ack_batches(batches, ctx.api_version)
+            to_ack[FetchTarget(tp[0], name_of(tp[0]) or "", tp[1])] = ack_batches(
+                batches, ctx.api_version, is_renew_ack=renew_only,
+                renew_enabled=manager.renew_acknowledge_enabled(group_id))
         except KafkaError as e:
             r = row(tp)
             r["acknowledge_error_code"], r["acknowledge_error_message"] = int(e.code), e.message or None

@@ -326,6 +326,14 @@ def test_acknowledgement_validation_and_renew(broker: BrokerProcess, share_topic
         assert r.error_code == 0
         assert [p.acknowledge_error_code for t in r.responses for p in t.partitions] == [0]
         assert offsets_of(r) == []
+        # RENEW only in a request that says IsRenewAck (Kafka 4.3.1: INVALID_REQUEST otherwise), and
+        # only in a group that allows it (share.renew.acknowledge.enable).
+        r = m.acknowledge({0: [(0, 2, RENEW)]}, renew=False)
+        assert r.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+        set_group_configs(broker.bootstrap, group, {"share.renew.acknowledge.enable": "false"})
+        r = m.acknowledge({0: [(0, 2, RENEW)]})
+        assert (r.responses[0].partitions[0].error_code, r.responses[0].partitions[0].error_message) == (
+            ErrorCode.invalid_record_state, "Renewing acquisition locks is not enabled for the group.")
         assert m.acknowledge({0: [(0, 2, ACCEPT)]}).responses[0].partitions[0].error_code == 0
         assert offsets_of(fetch_until(m, lambda r: bool(offsets_of(r)))) == [3]
     finally:
