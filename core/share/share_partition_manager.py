@@ -283,8 +283,6 @@ class SharePartitionManager:
             # found nothing where _acquirable hoped) would otherwise spin without yielding the loop.
             if not await rm.fetch_purgatory.wait_until(keys, self._changed_and_acquirable(entries), remaining):
                 break
-        for t, _ in entries:
-            out.setdefault(t, FetchedPartition())
         return out
 
     def _changed_and_acquirable(self, entries: Sequence[tuple[FetchTarget, _Entry]]) -> Callable[[], bool]:

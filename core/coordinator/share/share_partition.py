@@ -440,6 +440,9 @@ class SharePartition:
             # As Kafka's SharePartition: offsets past the cached records are INVALID_REQUEST; a
             # batch wholly below the start offset is INVALID_RECORD_STATE; one the start offset
             # moved into (lock expiry, log start) acknowledges its part from the start on.
+            if self._start == self._next_new:
+                # Nothing in flight at all: Kafka finds no cached batch for it (INVALID_RECORD_STATE).
+                raise InvalidRecordStateError(f"acknowledgement batch {first}-{last}: no records in flight")
             if last >= self._next_new:
                 raise InvalidRequestError(f"acknowledgement batch {first}-{last}: offsets past the acquired records "
                                           f"(end offset {self.end_offset})")

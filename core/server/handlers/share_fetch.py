@@ -15,8 +15,8 @@ as KafkaApis does (ascending, disjoint, known types: RENEW only from v2), else t
 ``acknowledge_error_code`` is INVALID_REQUEST. A partition of an unknown topic id is UNKNOWN_TOPIC_ID,
 one of a topic the principal may not READ TOPIC_AUTHORIZATION_FAILED.
 
-The response of an opening fetch lists every partition; later ones list the partitions with
-records, an error or an acknowledgement result (Kafka's incremental share-session response).
+The response lists only the partitions with records, an error or an acknowledgement result, the
+opening fetch's too (as Kafka 4.3.1 answers).
 ``acquisition_lock_timeout`` is the group's ``share.record.lock.duration.ms``.
 """
 
@@ -33,7 +33,7 @@ from strom.core.errors import InvalidRecordStateError, InvalidRequestError, Kafk
 from strom.core.protocol.messages import Messages, ms, response_messages
 from strom.core.server.handlers._common import authorize_topics
 from strom.core.share.share_partition_manager import BATCH_OPTIMIZED, FetchedPartition, FetchTarget
-from strom.core.share.share_session import FINAL_EPOCH, INITIAL_EPOCH
+from strom.core.share.share_session import FINAL_EPOCH
 
 if TYPE_CHECKING:
     from strom.core.server.context import RequestContext
@@ -206,10 +206,6 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
                 acquire_mode=int(getattr(request, "share_acquire_mode", BATCH_OPTIMIZED)))
             for t, f in fetched.items():
                 _fill(row((t.topic_id, t.partition)), f, m)
-        if epoch == INITIAL_EPOCH:
-            for tp in session.partitions:
-                row(tp)
-
     by_topic: dict[uuid.UUID, list[object]] = {}
     for (tid, partition), r in rows.items():
         by_topic.setdefault(tid, []).append(m.make(

@@ -88,7 +88,10 @@ def scenario(bootstrap: str) -> list[tuple[object, ...]]:
     out: list[tuple[object, ...]] = [(name, step()) for name, step in steps]
     m.epoch = 0
     r = m.fetch(max_wait_ms=0)
-    out.append(("re-opened session", code(r), parts(r), acquired(r)))
+    # What is acquired, not which empty partitions are listed: Kafka lists an empty partition in
+    # some opening responses and not in others (a partition whose log is empty is left out);
+    # strom lists only partitions with records, an error or an acknowledgement result.
+    out.append(("re-opened session", code(r), {p: runs for p, runs in acquired(r).items() if runs}))
     r = m.acknowledge({0: [(0, 2, ACCEPT)]})
     out.append(("the old session's records acknowledged", code(r), parts(r)))
     out.append(("closing fetch naming a partition", code(m.fetch(epoch=-1, partitions=(0,), max_wait_ms=0))))
