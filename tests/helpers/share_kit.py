@@ -189,16 +189,18 @@ class ShareWorkers:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
-    def wait_until(self, check: Callable[[dict[str, WorkerLog]], bool], timeout: float, what: str) -> dict[str, WorkerLog]:
-        """Poll the workers' output until ``check`` holds; fail naming ``what`` and each worker's
-        state (and stderr of any that died) at the deadline."""
+    def wait_until(self, check: Callable[[dict[str, WorkerLog]], bool], timeout: float, what: str, *,
+                   expected: set[TP] | None = None) -> dict[str, WorkerLog]:
+        """Poll the workers' output until ``check`` holds; fail naming ``what``, each worker's
+        state (and stderr of any that died) and the ``expected`` records never accepted."""
         deadline = time.monotonic() + timeout
         while True:
             logs = self.logs()
             if check(logs):
                 return logs
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n{self.describe(logs)}")
+                missing = "" if expected is None else "\n" + describe_missing(expected - set(accepted_counts(logs.values())))
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n{self.describe(logs)}{missing}")
             time.sleep(0.2)
 
     def describe(self, logs: dict[str, WorkerLog]) -> str:
@@ -252,3 +254,12 @@ def accepted_counts(logs: Iterable[WorkerLog]) -> Counter[TP]:
 
 def accepted_total(logs: dict[str, WorkerLog]) -> int:
     return sum(len(wl.accepted) for wl in logs.values())
+
+
+def describe_missing(missing: set[TP]) -> str:
+    """Records never accepted, per partition: how many, and the first and last offsets."""
+    by_partition: dict[int, list[int]] = {}
+    for p, o in missing:
+        by_partition.setdefault(p, []).append(o)
+    return "; ".join(f"partition {p}: {len(offs)} never accepted, offsets {min(offs)}..{max(offs)} "
+                     f"(first {sorted(offs)[:8]})" for p, offs in sorted(by_partition.items())) or "none missing"

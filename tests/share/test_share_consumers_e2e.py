@@ -131,7 +131,8 @@ def test_five_consumers_share_100k_records_each_accepted_exactly_once(share_brok
             _start(workers, f"c{i}", client)
         written |= produce(share_broker.bootstrap, topic, RECORDS - RECORDS // 2, 2)
         assert len(written) == RECORDS
-        workers.wait_until(lambda logs: accepted_total(logs) >= RECORDS, 50, f"{RECORDS:,} accepted records")
+        workers.wait_until(lambda logs: accepted_total(logs) >= RECORDS, 50, f"{RECORDS:,} accepted records",
+                           expected=written)
         logs = workers.stop_all()
     counts = accepted_counts(logs.values())
     assert set(counts) == written, f"missing {len(written - set(counts))}, unknown {len(set(counts) - written)}"
@@ -160,7 +161,8 @@ def test_killed_consumer_holding_locks_its_records_go_to_the_others(share_broker
         assert held
         for i in range(2):
             _start(workers, f"c{i}", client)
-        workers.wait_until(lambda logs: accepted_total(logs) >= len(written), 45, "every record accepted")
+        workers.wait_until(lambda logs: accepted_total(logs) >= len(written), 45, "every record accepted",
+                           expected=written)
         logs = workers.stop_all()
     counts = accepted_counts(logs.values())
     assert set(counts) == written and set(counts.values()) == {1}, \
