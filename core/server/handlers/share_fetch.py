@@ -206,6 +206,10 @@ async def handle(deps: ShareFetchDeps, ctx: RequestContext, request: ShareFetchR
                 acquire_mode=int(getattr(request, "share_acquire_mode", BATCH_OPTIMIZED)))
             for t, f in fetched.items():
                 _fill(row((t.topic_id, t.partition)), f, m)
+            if deps.share_sessions.get(group_id, member_id) is None:
+                # The session ended while this fetch waited (its connection closed): what it just
+                # acquired goes back now rather than when its locks expire.
+                manager.release(group_id, member_id, [(t.topic_id, t.partition) for t in targets])
     by_topic: dict[uuid.UUID, list[object]] = {}
     for (tid, partition), r in rows.items():
         by_topic.setdefault(tid, []).append(m.make(
