@@ -69,6 +69,10 @@ CONTROL_ABORT = 0
 # A share partition reads at most this much of its log per fetch: acquisition is bounded by the
 # record-lock limit anyway, so reading the client's whole max_bytes would mostly be thrown away.
 PARTITION_READ_BYTES = 1 << 20
+# Once the partition's bytes per record are known, a read asks for what the records it may
+# acquire take (with this much to spare), at least MIN_READ_BYTES (a whole batch always comes).
+READ_ESTIMATE_SLACK = 1.25
+MIN_READ_BYTES = 16 << 10
 # ShareFetch's share_acquire_mode.
 BATCH_OPTIMIZED = 0
 RECORD_LIMIT = 1
@@ -123,6 +127,8 @@ class _Entry:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     timer_deadline: int | None = None
+    # Bytes per record of the batches last read (0: not read yet), to size the next read.
+    bytes_per_record: float = 0.0
 
 
 def share_config(config: BrokerConfig, overrides: Mapping[str, str]) -> tuple[SharePartitionConfig, AutoOffsetReset]:
@@ -355,6 +361,9 @@ class SharePartitionManager:
         if not sp.can_acquire_records():
             return None
         offset = sp.next_fetch_offset()
+        if e.bytes_per_record > 0:
+            room = min(max_records, sp.config.max_record_locks)
+            budget = min(budget, max(MIN_READ_BYTES, int(e.bytes_per_record * room * READ_ESTIMATE_SLACK)))
         read_committed = sp.config.isolation_level is IsolationLevel.READ_COMMITTED
         try:
             result = part.read_records(offset, budget, min_one_message=True, isolation_level=1 if read_committed else 0)
@@ -368,7 +377,10 @@ class SharePartitionManager:
         positions: list[tuple[int, int]] = []
         batches: list[FetchedBatch] = []
         wanted = max_records if acquire_mode == BATCH_OPTIMIZED else 0
+        read_bytes = read_records = 0
         for pos, h in iter_headers(data):
+            read_bytes += h.size
+            read_records += h.last_offset_delta + 1
             is_abort = False
             if h.is_control:
                 control = read_control_record(data, pos, h)
@@ -382,6 +394,8 @@ class SharePartitionManager:
                 wanted -= h.last_offset - max(h.base_offset, offset) + 1
                 if wanted <= 0:
                     break
+        if read_records:
+            e.bytes_per_record = read_bytes / read_records
         aborted = [AbortedTransaction(pid, first) for pid, first in (result.aborted_transactions or ())]
         limit = 0x7FFFFFFF if acquire_mode == BATCH_OPTIMIZED else max_records
         now = _now_ms()
