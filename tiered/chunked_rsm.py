@@ -26,7 +26,10 @@ a chunk is taken from the cache, or from the GET already bringing it, or fetched
 also brings the chunks of the prefetch window after it (one request for the run of missing chunks,
 cut into chunks as it arrives: each waiting read goes on as soon as its own chunk is in). Each chunk
 read moves the window: once half of it is missing, one GET fetches that half, so a sequential
-reader finds its next chunks fetched, at few requests per segment.
+reader finds its next chunks fetched, at few requests per segment. A segment's manifest and its
+indexes are fetched once (one thread fetches, others asking meanwhile wait for it) and cached;
+all the indexes come in one GET of the ``.indexes`` object: a sequential reader makes three GETs
+per segment (manifest, indexes, the ``.log`` object whole).
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@
 * ``io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage`` (alias ``filesystem``):
   files under ``storage.root`` (Aiven's test/dev backend; strom's unit tests use it).
 
+The S3 store reads chunk bodies with ``readinto`` into buffers of a :class:`BufferPool` (the
+memory chunk cache hands back those it drops), counts its requests (logged at close) and
+uploads each part from the chunks with one join at most.
+
 Every method blocks; a failure is :class:`~strom.plugins.exceptions.RemoteStorageError` and a
 missing object :class:`~strom.plugins.exceptions.RemoteResourceNotFoundError`.
 """
