@@ -110,7 +110,13 @@ class ProcessorContext(Protocol):
 
 
 class Processor(ABC, Generic[K, V]):
-    """A node of the topology written by the user (Kafka's ``api.Processor``)."""
+    """A node of the topology written by the user (Kafka's ``api.Processor``).
+
+    Optional: a processor that also defines ``process_batch(batch)`` receives the records of a
+    batch (:class:`strom.streams.processor.batch.Batch`) in one call from a Kafka task and
+    forwards with ``context.forward_batch``; it must give what ``process`` gives record by
+    record (the DSL's stateless operators do this). Without it, ``process`` sees every record.
+    """
 
     context: ProcessorContext
 
