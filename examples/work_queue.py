@@ -64,7 +64,7 @@ def setup(bootstrap: str) -> None:
 
 
 def handle(consumer: ShareConsumer, msg: Message, done: list[str], dead: list[str]) -> None:
-    job, attempt = (msg.value() or b"").decode(), msg.delivery_count()
+    job, attempt = (msg.value() or b"").decode(), msg.delivery_count() or 1
     try:
         work(job, attempt)
     except RuntimeError as exc:

@@ -52,6 +52,20 @@ SHARE_CONSUMER_APIS = {SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat", SHARE_FETCH
 TP = tuple[int, int]  # (partition, offset): one record
 
 
+def coords(msg: Message) -> TP:
+    """(partition, offset) of a consumed or delivered record (both are set on those)."""
+    partition, offset = msg.partition(), msg.offset()
+    assert partition is not None and offset is not None
+    return partition, offset
+
+
+def delivery_count(msg: Message) -> int:
+    """A share consumer's record always carries its delivery count."""
+    count = msg.delivery_count()
+    assert count is not None
+    return count
+
+
 def advertised_apis(bootstrap: str) -> set[int]:
     """The api keys the broker lists in its ApiVersions response."""
     with connect(bootstrap) as sock:
@@ -100,7 +114,7 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, *, value_si
         if err is not None:
             failed.append(err)
         else:
-            written.add((msg.partition(), msg.offset()))
+            written.add(coords(msg))
 
     pad = b"x" * max(0, value_size - 8)
     for i in range(count):

@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer, TopicPartition
@@ -31,7 +32,7 @@ from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer, Topi
 log = logging.getLogger(__name__)
 
 
-def _on_commit(out: TextIO) -> object:
+def _on_commit(out: TextIO) -> Callable[[dict[TopicPartition, set[int]], KafkaException | None], None]:
     def callback(offsets: dict[TopicPartition, set[int]], exc: KafkaException | None) -> None:
         for tp, done in offsets.items():
             if not done:

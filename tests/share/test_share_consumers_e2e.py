@@ -26,7 +26,9 @@ from share_kit import (
     WorkerLog,
     accepted_counts,
     accepted_total,
+    coords,
     create_topic,
+    delivery_count,
     group_config,
     produce,
     set_group_config,
@@ -77,7 +79,7 @@ class Acks:
         self.refused: list[tuple[TP, str]] = []
 
     def __call__(self, msg: Message, kind: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
-        self.pending[(msg.partition(), msg.offset())] = kind
+        self.pending[coords(msg)] = kind
         self.consumer.acknowledge(msg, kind)
 
     def on_commit(self, offsets: dict[TopicPartition, set[int]], exc: KafkaException | None) -> None:
@@ -183,7 +185,7 @@ def test_release_redelivers_and_reject_archives(share_broker: Broker) -> None:
     seen: list[tuple[int, int]] = []  # offset, delivery count
 
     def handle(msg: Message) -> None:
-        offset, count = msg.offset(), msg.delivery_count()
+        offset, count = coords(msg)[1], delivery_count(msg)
         seen.append((offset, count))
         if offset % 3 == 1 and count == 1:
             acks(msg, AcknowledgeType.RELEASE)
@@ -219,9 +221,9 @@ def test_delivery_count_limit_archives_a_poison_record(share_broker: Broker) -> 
     seen: list[tuple[int, int]] = []
 
     def handle(msg: Message) -> None:
-        seen.append((msg.offset(), msg.delivery_count()))
+        seen.append((coords(msg)[1], delivery_count(msg)))
         # The poison job fails every time: released for another try.
-        kind = AcknowledgeType.RELEASE if msg.offset() == poison else AcknowledgeType.ACCEPT
+        kind = AcknowledgeType.RELEASE if coords(msg)[1] == poison else AcknowledgeType.ACCEPT
         acks(msg, kind)
 
     try:
@@ -287,7 +289,7 @@ def test_broker_kill9_and_restart_in_the_middle(fresh_share_broker: Broker) -> N
 
     def handle(msg: Message) -> None:
         if killed:
-            after_restart.append((msg.partition(), msg.offset()))
+            after_restart.append(coords(msg))
         acks(msg)
 
     try:
