@@ -577,6 +577,11 @@ class MirrorSourceTask(SourceTask):
                                metadata.offset)
 
     def commit(self) -> None:
+        """Sends the delayed syncs (each partition's latest position), as Kafka's ``commit()``.
+
+        The worker calls this after each offset commit, every ``offset.flush.interval.ms``: so the
+        sync of a topic's last record arrives up to that long (60 s by default) after the
+        producer stops, in Kafka 4.3.1 as here (tests/connect/mirror/test_mirror_last_sync.py)."""
         if self.syncs is not None:
             self.syncs.promote_delayed()
             self.syncs.fire_pending()
