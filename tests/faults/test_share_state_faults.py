@@ -6,7 +6,8 @@
 - A torn or corrupted tail of the __share_group_state segment at restart: the broker starts, the
   partition is recovered as any topic's log is (the bad batch cut off), and the share state is
   what the valid prefix says: the last write's acknowledgements are gone, so its records come
-  back; the earlier write's stay accepted.
+  back; the earlier write's stay accepted. After a clean shutdown (log trusted, not re-validated)
+  the share coordinator's load stops at the bad batch with an ERROR and keeps the prefix.
 """
 
 from __future__ import annotations
@@ -120,8 +121,9 @@ def _batch_starts(segment: bytes) -> list[int]:
     return starts
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip"])
-def test_damaged_share_state_tail_recovers_to_the_valid_prefix(fresh_broker: BrokerProcess, damage: str) -> None:
+@pytest.mark.parametrize(("damage", "shutdown"), [("truncate", "kill"), ("flip", "kill"), ("flip", "clean")])
+def test_damaged_share_state_tail_recovers_to_the_valid_prefix(fresh_broker: BrokerProcess, damage: str,
+                                                               shutdown: str) -> None:
     fresh_broker.start()
     topic, group = f"share-torn-{damage}", f"g-torn-{damage}"
     topic_id = _topic(fresh_broker, topic)
@@ -136,8 +138,13 @@ def test_damaged_share_state_tail_recovers_to_the_valid_prefix(fresh_broker: Bro
     finally:
         m.close()
     # kill -9: no clean-shutdown marker, so the restart re-validates the log past its recovery
-    # point batch by batch, as after any crash (a clean shutdown trusts the log, as Kafka's does).
-    fresh_broker.kill()
+    # point batch by batch, as after any crash. After a clean shutdown the log is trusted (as
+    # Kafka's is) and the bad batch reaches the share coordinator's load: it must keep the
+    # valid prefix and go on, not stop the broker.
+    if shutdown == "kill":
+        fresh_broker.kill()
+    else:
+        fresh_broker.stop()
 
     logs = sorted((fresh_broker.data_dir / "logs").glob("__share_group_state-*/*.log"),
                   key=lambda p: p.stat().st_size)
@@ -160,3 +167,5 @@ def test_damaged_share_state_tail_recovers_to_the_valid_prefix(fresh_broker: Bro
     assert sorted(again) == list(range(10, 20)), again
     log = fresh_broker.log_text()
     assert "Traceback" not in log, log[-5000:]
+    if shutdown == "clean":
+        assert "__share_group_state" in "\n".join(ln for ln in log.splitlines() if " ERROR " in ln), log[-3000:]

@@ -132,19 +132,29 @@ class ShareCoordinator:
         self.states.clear()
         self._updates_since_snapshot.clear()
         for p in range(self.num_partitions):
-            for record in self.runtime.read(SHARE_GROUP_STATE_TOPIC, p):
-                if record.key is None or record.header.is_control:
-                    continue
-                try:
-                    key = decode_key(record.key)
-                    if key is None:
-                        continue  # a record type of a later version
-                    self._replay(key, decode_value(key, record.value))
-                except KafkaError as e:
-                    # A record we cannot read must not stop the coordinator: skip it, loudly.
-                    log.error("skipping unreadable %s-%d record at offset %d: %s",
-                              SHARE_GROUP_STATE_TOPIC, p, record.offset, e)
+            try:
+                self._load_partition(p)
+            except KafkaError as e:
+                # A corrupt batch (the log is not re-validated after a clean shutdown) must not
+                # stop the broker: the state is what the partition's valid prefix says.
+                log.error("loading %s-%d stopped at a corrupt batch, its earlier records kept: %s",
+                          SHARE_GROUP_STATE_TOPIC, p, e)
         log.info("loaded the state of %d share partition(s) from %s", len(self.states), SHARE_GROUP_STATE_TOPIC)
+
+    def _load_partition(self, p: int) -> None:
+        assert self.runtime is not None
+        for record in self.runtime.read(SHARE_GROUP_STATE_TOPIC, p):
+            if record.key is None or record.header.is_control:
+                continue
+            try:
+                key = decode_key(record.key)
+                if key is None:
+                    continue  # a record type of a later version
+                self._replay(key, decode_value(key, record.value))
+            except KafkaError as e:
+                # A record we cannot read must not stop the coordinator: skip it, loudly.
+                log.error("skipping unreadable %s-%d record at offset %d: %s",
+                          SHARE_GROUP_STATE_TOPIC, p, record.offset, e)
 
     def _replay(self, key: ShareSnapshotKey | ShareUpdateKey, value: ShareSnapshotValue | ShareUpdateValue | None) -> None:
         k: StateKey = (key.group_id, key.topic_id, key.partition)
