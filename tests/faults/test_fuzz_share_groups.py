@@ -36,6 +36,7 @@ from kio.schema.share_fetch.v2 import request as fetch_req
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.schema.types import GroupId, TopicName
+from kio.schema.write_share_group_state.v0 import request as write_req
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from share_fetch_kit import ShareMember, fetch_until, offsets_of, produce, set_group_configs
 
@@ -119,8 +120,7 @@ def _ack(group: str, member: str, epoch: int, topic_id: uuid.UUID,
 
 
 def _write(group: str, topic_id: uuid.UUID, batches: int, *, delivery_count: int, state: int,
-           partition: int = 0, start: int = 0, state_epoch: int = 0) -> Any:
-    from kio.schema.write_share_group_state.v0 import request as write_req
+           partition: int = 0, start: int = 0, state_epoch: int = 0) -> write_req.WriteShareGroupStateRequest:
     return write_req.WriteShareGroupStateRequest(group_id=group, topics=(write_req.WriteStateData(
         topic_id=topic_id, partitions=(write_req.PartitionData(
             partition=i32(partition), state_epoch=i32(state_epoch), leader_epoch=i32(0), start_offset=i64(start),
