@@ -503,11 +503,13 @@ class SharePartitionManager:
                     group_id, topic_id, partition, state_epoch=sp.state_epoch, leader_epoch=-1,
                     start_offset=sp.start_offset, state_batches=sp.state_batches(),
                     delivery_complete_count=sp.delivery_complete_count())
-            except KafkaError:
-                # The stored state moved on without us (re-initialized, deleted): forget the
-                # in-memory partition so the next fetch initializes it from what is stored.
-                logger.warning("writing the state of share partition %s %s-%d failed; it is read again on the "
-                               "next fetch", group_id, e.topic, partition, exc_info=True)
+            except KafkaError as exc:
+                # The stored state moved on without us (re-initialized, deleted) or could not be
+                # written (a full disk): forget the in-memory partition so the next fetch
+                # initializes it from what is stored. A Kafka error is an answer, not a bug: its
+                # name and text, no traceback.
+                logger.warning("writing the state of share partition %s %s-%d failed (%s: %s); it is read again "
+                               "on the next fetch", group_id, e.topic, partition, type(exc).__name__, exc)
                 self._drop(e)
                 raise
 

@@ -276,8 +276,6 @@ def test_full_disk_during_share_state_writes(tmpfs: Path) -> None:
     assert len(errors) == 1 and "is now offline" in errors[0], errors
 
 
-@pytest.mark.xfail(strict=True, reason="core/share/share_partition_manager.py _persist logs a failed state write "
-                   "(KafkaStorageError on a full disk) as a WARNING with exc_info=True: a traceback in the log")
 def test_full_disk_share_state_write_logs_no_traceback(tmpfs: Path) -> None:
     log = _full_disk_scenario(tmpfs)
     assert "Traceback" not in log, log[-3000:]
