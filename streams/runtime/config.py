@@ -52,6 +52,7 @@ STREAMS_DOCS: dict[str, str] = {
     'request.timeout.ms': 'The configuration controls the maximum amount of time the client will wait for the response of a request.',
     'poll.ms': 'The amount of time in milliseconds to block waiting for input.',
     'max.poll.records': 'The most records one poll of the consumer hands to the tasks.',
+    'max.task.idle.ms': 'This config controls whether joins and merges may produce out-of-order results. The config value is the maximum amount of time in milliseconds a stream task will stay idle when it is fully caught up on some (but not all) input partitions to wait for producers to send additional records and avoid potential out-of-order record processing across multiple input streams. The default (zero) does not wait for producers to send more records, but it does wait to fetch data that is already present on the brokers. This default means that for records that are already present on the brokers, Streams will process them in timestamp order. Set to -1 to disable idling entirely and process any locally available data, even though doing so may produce out-of-order processing.',
 }
 
 class StreamsConfigError(StreamsError):
@@ -102,6 +103,9 @@ class StreamsConfig(BaseModel):
     request_timeout_ms: int | None = Field(None, alias="request.timeout.ms", ge=10)
     poll_ms: int = Field(100, alias="poll.ms", ge=0)
     max_poll_records: int = Field(1000, alias="max.poll.records", ge=1)
+    # Kafka's: how long a task with an empty input partition (known to be at its end) waits for
+    # data before it processes the others' records anyway; -1 never waits (partition_group.py)
+    max_task_idle_ms: int = Field(0, alias="max.task.idle.ms", ge=-1)
     consumer: dict[str, Any] = Field(default_factory=dict)
     producer: dict[str, Any] = Field(default_factory=dict)
     admin: dict[str, Any] = Field(default_factory=dict)

@@ -81,6 +81,7 @@ from confluent_kafka import (
 
 from strom.streams.exceptions import StreamsError, TaskCorruptedError, TaskMigratedError
 from strom.streams.runtime.config import StreamsConfig
+from strom.streams.runtime.partition_group import PartitionGroup
 from strom.streams.runtime.task import StreamTask
 from strom.streams.topology.errors import (
     ErrorContext,
@@ -262,6 +263,9 @@ class StreamThread(threading.Thread):
         self.tasks: dict[tuple[int, int], StreamTask] = {}
         self._route: dict[tuple[str, int], Callable[..., None]] = {}
         self._positions: dict[tuple[str, int], int] = {}
+        #: input partition -> the record queues of its task, for tasks of several input partitions
+        #: (a single-partition task's records go straight to it: nothing to choose between)
+        self._groups: dict[tuple[str, int], PartitionGroup] = {}
         self._topic_sub: dict[str, SubTopology] = {}
         for sub in subs:
             for t in sub.source_topics:
@@ -297,6 +301,9 @@ class StreamThread(threading.Thread):
             **({"client.id": client_id} if client_id else {}),
             **config.client_timeouts(producer=False),
             **config.consumer,
+            # a task of several input partitions waits on an empty one until the fetcher says
+            # it is at its end (max.task.idle.ms; strom.streams.runtime.partition_group)
+            "enable.partition.eof": True,
         }
         producer_conf: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap_servers,
@@ -525,10 +532,19 @@ class StreamThread(threading.Thread):
                     task.close(clean=False)
                     raise
                 self.tasks[key] = task
+            inputs: dict[tuple[int, int], list[tuple[str, int]]] = {}
             for tp in partitions:
                 sub = self._topic_sub.get(tp.topic)
                 if sub is not None:
                     self._route[(tp.topic, tp.partition)] = self.tasks[(sub.id, tp.partition)].process_batch
+                    inputs.setdefault((sub.id, tp.partition), []).append((tp.topic, tp.partition))
+            for key, tps in inputs.items():
+                task = self.tasks[key]
+                if len(tps) > 1 and task.partition_group is None:
+                    task.partition_group = PartitionGroup(sorted(tps), self.config.max_task_idle_ms)
+                if task.partition_group is not None:
+                    for tp_ in task.partition_group.partitions:
+                        self._groups[tp_] = task.partition_group
             self.log(f"[{self.app}] {self.name}: assigned tasks {sorted(t.id for t in self.tasks.values())}")
             self.state = ThreadState.RUNNING
 
@@ -565,6 +581,7 @@ class StreamThread(threading.Thread):
             self.standbys.deactivated(list(self.tasks))
         self.tasks.clear()
         self._route.clear()
+        self._groups.clear()
         self._positions.clear()
         # every task is closed: end offsets of changelog records no commit took (an aborted
         # transaction's) must not be recorded by a later task of the same changelog partition
@@ -894,6 +911,33 @@ class StreamThread(threading.Thread):
              [m.headers() for m in run])
         self._positions[tp] = offsets[-1] + 1
 
+    def _take_run(self, tp: tuple[str, int], run: list[Message], now_ms: int) -> None:
+        """A fetched run of one partition: processed at once, or queued in its task's partition
+        group when the task has other input partitions to choose between."""
+        if not run:
+            return
+        group = self._groups.get(tp)
+        if group is None:
+            self._process_run(tp, run, now_ms)
+        else:
+            group.add_records(tp, run)
+
+    def _process_groups(self, now_ms: int) -> None:
+        """Kafka's StreamTask.process for tasks of several input partitions: while the task is
+        processable, the head records with the smallest timestamp go next (partition_group.py)."""
+        seen: set[int] = set()
+        for group in self._groups.values():
+            if id(group) in seen:
+                continue
+            seen.add(id(group))
+            while group.ready_to_process(now_ms):
+                if self.config.exactly_once and not self._in_txn:
+                    self._begin()
+                nxt = group.next_run(now_ms)
+                if nxt is None:
+                    break
+                self._process_run(nxt[0], cast(list[Message], nxt[1]), now_ms)
+
     def _loop(self) -> None:
         consume = self.consumer.consume
         batch = self.config.max_poll_records
@@ -918,21 +962,31 @@ class StreamThread(threading.Thread):
                             err = m.error()
                             if err is not None:
                                 if err.code() == KafkaError._PARTITION_EOF:
+                                    group = self._groups.get((m.topic(), m.partition()))
+                                    if group is not None:
+                                        self._take_run(run_tp, run, now_ms)
+                                        run = []
+                                        run_tp = ("", -1)
+                                        group.at_end((m.topic(), m.partition()))
                                     continue
                                 if err.fatal():
-                                    self._process_run(run_tp, run, now_ms)
+                                    self._take_run(run_tp, run, now_ms)
                                     raise KafkaException(err)
                                 self.log(f"[{self.app}] consumer error: {err}")
                                 continue
                             tp = (m.topic(), m.partition())
                             if tp != run_tp:
                                 if run:
-                                    self._process_run(run_tp, run, now_ms)
+                                    self._take_run(run_tp, run, now_ms)
                                 run = []
                                 run_tp = tp
                             run.append(m)
                         if run:
-                            self._process_run(run_tp, run, now_ms)
+                            self._take_run(run_tp, run, now_ms)
+                if self._groups:
+                    # also without new records: an idle deadline may have passed
+                    with self.lock:
+                        self._process_groups(int(time.time() * 1000))
                 if self.tasks:
                     with self.lock:
                         if eos and not self._in_txn:

@@ -28,6 +28,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from strom.streams.exceptions import StreamsError, TaskCorruptedError
+from strom.streams.runtime.partition_group import PartitionGroup
 from strom.streams.state.changelogging import (
     ChangeLoggingKeyValueStore,
     ChangeLoggingSessionStore,
@@ -90,6 +91,8 @@ class StreamTask:
     process_input: Callable[..., None]
     #: entry point of the records of one poll from one partition (the runtime's process_batch)
     process_batch: Callable[..., None]
+    #: the record queues of the task's input partitions, when it has several (the stream thread's)
+    partition_group: PartitionGroup | None = None
 
     def __init__(self, topology: Topology, sub: SubTopology, partition: int, *, application_id: str,
                  state_dir: str, emit: Emit, exactly_once: bool, default_key_serde: Any,
