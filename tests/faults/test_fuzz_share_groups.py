@@ -13,7 +13,6 @@ must come back near where it started.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 import uuid
@@ -40,8 +39,8 @@ from kio.schema.write_share_group_state.v0 import request as write_req
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from share_fetch_kit import ShareMember, fetch_until, offsets_of, produce, set_group_configs
 
-from strom.core.protocol import fuzz
-from strom.core.records.builder import SimpleRecord, build_batch
+from strom.core.protocol import fuzz, fuzz_harness
+from strom.core.protocol.fuzz_harness import LogTap
 from strom.core.testing import BrokerProcess
 
 log = logging.getLogger(__name__)
@@ -54,39 +53,10 @@ INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 INT64_MAX = 2**63 - 1
 
 
-class LogTap(collections.deque[str]):
-    """The broker's output as BrokerProcess pumps it, keeping every ERROR and traceback line."""
-
-    def __init__(self) -> None:
-        super().__init__(maxlen=2000)
-        self.bad: list[str] = []
-
-    def append(self, line: str) -> None:
-        if " ERROR " in line or "Traceback" in line:
-            self.bad.append(line)
-        super().append(line)
-
-
 @pytest.fixture
 def share_fuzz_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, LogTap]]:
-    proc = BrokerProcess(tmp_path / "data", config={"auto.create.topics.enable": "false",
-                                                    "group.initial.rebalance.delay.ms": "0"})
-    proc.start()
-    tap = LogTap()
-    for line in proc.output:
-        tap.append(line)
-    proc.output = tap
-    try:
-        yield proc, tap
-    finally:
-        proc.stop()
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    with fuzz_harness.fuzz_broker(tmp_path / "data") as started:
+        yield started
 
 
 def _fetch(group: str, member: str, epoch: int, topics: tuple[fetch_req.FetchTopic, ...], *,
@@ -150,23 +120,19 @@ def test_share_api_fuzz_slice(share_fuzz_broker: tuple[BrokerProcess, LogTap]) -
     with WireClient(broker.bootstrap) as w:
         w.create_topic("fuzz", 1)
         w.wait_for_leaders("fuzz", 1)
-    versions = fuzz.api_versions(broker.bootstrap)
+    versions, seeds = fuzz_harness.seeds_for(broker.bootstrap, "fuzz", b"fuzz-value")
     assert set(versions) >= SHARE_APIS, f"not advertised: {sorted(SHARE_APIS - set(versions))}"
-    records = build_batch([SimpleRecord(b"key", b"fuzz-value") for _ in range(3)])
-    seeds = fuzz.build_seeds(versions, fuzz.SeedContext(topic="fuzz", records=records))
     fuzz.send_seeds(broker.bootstrap, seeds)
     seeds = [s for s in seeds if s.api_key in SHARE_APIS]
     assert {s.api_key for s in seeds} == SHARE_APIS
     assert broker.proc is not None
-    rss_before = _rss_kib(broker.proc.pid)
+    rss_before = fuzz_harness.rss_kib(broker.proc.pid)
     stats = fuzz.run(broker.bootstrap, FRAMES, seeds=seeds, versions=versions, seed=RUN_SEED,
                      max_seconds=MAX_SECONDS, stop=lambda: not broker.alive)
     summary = f"{stats.sent} frames: {stats.answered} answered, {stats.closed} closed; {stats.by_kind}"
-    assert broker.alive, f"the broker died after {summary}:\n{broker.log_text()[-5000:]}"
+    assert not (harm := fuzz_harness.harm(broker, tap, stats, summary)), "\n".join(harm)
     assert stats.sent >= 3000 and stats.answered > 500 and stats.closed > 500, summary
-    assert stats.wrong_correlation == 0, stats.examples
-    assert not tap.bad, "the broker logged errors or tracebacks:\n" + "\n".join(tap.bad[:30])
-    rss_after = _rss_kib(broker.proc.pid)
+    rss_after = fuzz_harness.rss_kib(broker.proc.pid)
     assert rss_after < rss_before * 1.2 + 10 * 1024, (rss_before, rss_after)
 
 
@@ -185,7 +151,7 @@ def test_hostile_share_requests_are_answered_with_error_codes(
     m = ShareMember(broker.bootstrap, group, topic_id, partitions=(0, 1))
     fetch_until(m, lambda r: len(offsets_of(r)) == 20)
     assert broker.proc is not None
-    rss_before = _rss_kib(broker.proc.pid)
+    rss_before = fuzz_harness.rss_kib(broker.proc.pid)
     mid, unknown = m.member_id, uuid.uuid4()
     big_member = "m" * 10 * 1024
 
@@ -326,4 +292,4 @@ def test_hostile_share_requests_are_answered_with_error_codes(
     finally:
         m2.close()
     assert broker.alive
-    assert _rss_kib(broker.proc.pid) < rss_before * 1.5 + 64 * 1024
+    assert fuzz_harness.rss_kib(broker.proc.pid) < rss_before * 1.5 + 64 * 1024
