@@ -212,7 +212,9 @@ class ShareGroup:
             members={m.member_id: MemberSubscription(
                 frozenset(topics[n][0] for n in m.subscribed_topic_names if n in topics), m.rack_id)
                 for m in self.members.values()},
-            current={m.member_id: MemberAssignment({t: frozenset(ps) for t, ps in m.assignment.items()})
+            # Kafka's GroupSpec holds each member's target assignment (its last one), in the order
+            # the assignor gave it: the assignor walks it in Java's hash order.
+            current={m.member_id: MemberAssignment({t: frozenset(ps) for t, ps in self.target.get(m.member_id, {}).items()})
                      for m in self.members.values()})
         names = {tid: name for name, (tid, _) in topics.items()}
         described = SubscribedTopicMetadata({tid: TopicMetadata(tid, names.get(tid, ""), n)

@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 
-from strom.core.coordinator.runtime import java_string_hashcode
 from strom.core.coordinator.share.assignor import PartitionAssignorError, SimpleAssignor
 
 T1 = uuid.UUID(int=1)
@@ -21,31 +20,40 @@ def holders(assignment: dict[str, dict[uuid.UUID, set[int]]], topic: uuid.UUID) 
     return out
 
 
-def test_more_members_than_partitions_every_member_gets_its_hashed_partition() -> None:
+def test_more_members_than_partitions_shares_each_partition_evenly() -> None:
     members = [f"member-{i}" for i in range(5)]
     a = SimpleAssignor().compute({m: [T1] for m in members}, {T1: 2})
-    for m in members:
-        assert abs(java_string_hashcode(m)) % 2 in a[m][T1]
-    # A partition no member hashed to is dealt round-robin: both are read.
-    assert set(holders(a, T1)) == {0, 1}
-    assert sum(len(a[m][T1]) for m in members) <= len(members) + 1
+    # desiredSharing = ceil(5 / 2) = 3 members per partition, 6 slots: every member reads a
+    # partition, one of them both.
+    assert sorted(len(a[m][T1]) for m in members) == [1, 1, 1, 1, 2]
+    assert sorted(len(ms) for ms in holders(a, T1).values()) == [3, 3]
 
 
-def test_more_partitions_than_members_covers_every_partition() -> None:
-    members = ["a", "b", "c"]
-    a = SimpleAssignor().compute({m: [T1, T2] for m in members}, {T1: 4, T2: 3})
-    assert set(holders(a, T1)) == {0, 1, 2, 3} and set(holders(a, T2)) == {0, 1, 2}
-    # Leftovers are dealt round-robin: no member is left out.
-    assert all(a[m] for m in members)
+def test_members_get_partition_counts_differing_by_one_at_most() -> None:
+    for n_members, n_parts in [(4, 4), (3, 7), (2, 12), (6, 5)]:
+        members = [f"m{i}" for i in range(n_members)]
+        a = SimpleAssignor().compute({m: [T1] for m in members}, {T1: n_parts})
+        counts = [len(a[m].get(T1, ())) for m in members]
+        assert max(counts) - min(counts) <= 1, (n_members, n_parts, counts)
+        assert set(holders(a, T1)) == set(range(n_parts))
 
 
-def test_current_assignment_is_kept_and_held_partitions_are_not_dealt_again() -> None:
+def test_balanced_current_assignment_is_kept() -> None:
     members = ["a", "b"]
-    current = {"a": {T1: {0, 1, 2, 3}}}
-    a = SimpleAssignor().compute({m: [T1] for m in members}, {T1: 4}, current)
-    assert a["a"][T1] >= {0, 1, 2, 3}
-    # b gets only the partition it hashes to: every other one is held by a already.
-    assert a["b"] == {T1: {abs(java_string_hashcode("b")) % 4}}
+    current = {"a": {T1: {0, 2}}, "b": {T1: {1, 3}}}
+    assert SimpleAssignor().compute({m: [T1] for m in members}, {T1: 4}, current) == current
+
+
+def test_an_overfilled_member_gives_partitions_to_a_new_member() -> None:
+    # a held all four; b joins: two each, a keeps two of its own (stickiness after balance).
+    a = SimpleAssignor().compute({"a": [T1], "b": [T1]}, {T1: 4}, {"a": {T1: {0, 1, 2, 3}}})
+    assert len(a["a"][T1]) == len(a["b"][T1]) == 2 and a["a"][T1] | a["b"][T1] == {0, 1, 2, 3}
+
+
+def test_only_initialized_partitions_are_assignable() -> None:
+    a = SimpleAssignor().compute({"a": [T1], "b": [T1]}, {T1: 4}, assignable={T1: {1, 3}})
+    assert holders(a, T1).keys() == {1, 3}
+    assert SimpleAssignor().compute({"a": [T1]}, {T1: 4}, assignable={}) == {"a": {}}
 
 
 def test_a_topic_no_longer_subscribed_is_dropped_from_the_current_assignment() -> None:

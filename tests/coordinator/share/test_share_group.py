@@ -36,11 +36,12 @@ def test_join_heartbeat_leave() -> None:
     # A plain heartbeat: same epoch, assignment not resent.
     r = g.heartbeat("a", 1, None, topics=TOPICS, now_ms=10)
     assert (r.member_epoch, r.assignment) == (1, None)
-    # A second member joins: the epoch moves and both read (a keeps what it holds).
+    # A second member joins: the epoch moves and the two partitions are split (one each).
     r = g.heartbeat("b", 0, ["t1"], topics=TOPICS, now_ms=20)
-    assert r.member_epoch == 2 and r.assignment and r.assignment[T1]
+    assert r.member_epoch == 2 and r.assignment and len(r.assignment[T1]) == 1
+    b_part = r.assignment[T1]
     r = g.heartbeat("a", 1, None, topics=TOPICS, now_ms=30)
-    assert r.member_epoch == 2 and r.assignment is None  # a's assignment did not change
+    assert r.member_epoch == 2 and r.assignment == {T1: {0, 1} - b_part}  # a's assignment changed: resent
     r = g.heartbeat("b", 2, None, topics=TOPICS, now_ms=40)
     assert r.assignment is None
     r = g.heartbeat("a", -1, None, topics=TOPICS, now_ms=50)
