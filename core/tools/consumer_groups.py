@@ -16,16 +16,22 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-from strom.core.tools.common import (
-    Progress,
-    ToolError,
-    UsageError,
-    add_client_args,
-    admin_client,
-    kafka_failure,
+from strom.core.tools.common import Progress, ToolError, UsageError, admin_client, kafka_failure
+from strom.core.tools.group_tool import (
+    MISSING,
+    add_actions,
+    add_reset_args,
+    add_selection_args,
+    check_timeout_and_groups,
+    check_views,
+    parse_datetime,
+    plan_lines,
+    print_deletion,
+    warn_empty_partition,
+    width,
 )
 
 if TYPE_CHECKING:
@@ -34,8 +40,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-MISSING = "-"
-DEFAULT_TIMEOUT_MS = 30_000  # Kafka's --timeout default
 # ListOffsets asks for at most this many partitions at once, so a reset over thousands of
 # partitions can report progress between requests.
 OFFSETS_CHUNK = 1000
@@ -55,48 +59,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "(--to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime, --by-duration), "
                     "a scope (--topic or --all-topics) and --dry-run (the default) or --execute, only on "
                     "an inactive group; --delete. Works against any Kafka cluster.")
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="list all consumer groups")
-    action.add_argument("--describe", action="store_true",
-                        help="describe groups: offsets and lag (default), --members or --state")
-    action.add_argument("--reset-offsets", action="store_true",
-                        help="reset a group's committed offsets (the group must be inactive)")
-    action.add_argument("--delete", action="store_true", help="delete groups (they must be empty)")
-    p.add_argument("--group", action="append", default=[], metavar="G",
-                   help="the consumer group; repeatable")
-    p.add_argument("--all-groups", action="store_true", help="apply to every consumer group")
-    view = p.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
-    view.add_argument("--members", action="store_true", help="with --describe: the group's members")
-    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
-                      help="with --describe: coordinator, assignor, state; with --list: a STATE column, and "
-                           "only groups in STATES if given (e.g. stable,empty)")
+    add_actions(p, [
+        ("--list", "list all consumer groups"),
+        ("--describe", "describe groups: offsets and lag (default), --members or --state"),
+        ("--reset-offsets", "reset a group's committed offsets (the group must be inactive)"),
+        ("--delete", "delete groups (they must be empty)")])
+    add_selection_args(p, "consumer", offsets="offsets and lag", state="coordinator, assignor, state")
     p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
                    help="with --list: a TYPE column, and only groups of TYPES if given (classic,consumer)")
     p.add_argument("--verbose", action="store_true",
                    help="with --describe: the committed offsets' leader epochs, the members' assignments, "
                         "the group epochs (Kafka 4.3's extra columns)")
-    p.add_argument("--topic", action="append", default=[], metavar="T[:P,P...]",
-                   help="with --reset-offsets: a topic, or some of its partitions; repeatable")
-    p.add_argument("--all-topics", action="store_true",
-                   help="with --reset-offsets: every partition the group has an offset for")
-    scenario = p.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true", help="reset to the log start offset")
-    scenario.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
-    scenario.add_argument("--to-current", action="store_true", help="reset to the committed offset")
-    scenario.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
-    scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)")
-    scenario.add_argument("--to-datetime", metavar="ISO",
-                          help="reset to the first offset at or after a time: YYYY-MM-DDTHH:mm:SS.sss "
-                               "(local time unless it ends in Z or +hh:mm)")
-    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS",
-                          help="reset to the first offset at or after this long ago (ISO-8601 duration)")
-    run = p.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
-    run.add_argument("--execute", action="store_true", help="commit the new offsets")
-    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
-                   help=f"timeout of each admin request in ms (default: {DEFAULT_TIMEOUT_MS})")
-    add_client_args(p)
+    add_reset_args(
+        p, topic="with --reset-offsets: a topic, or some of its partitions; repeatable",
+        all_topics="with --reset-offsets: every partition the group has an offset for",
+        execute="commit the new offsets", timeout_of="each admin request",
+        more_scenarios=[("--to-current", {"action": "store_true", "help": "reset to the committed offset"}),
+                        ("--to-offset", {"type": int, "metavar": "N", "help": "reset to offset N"}),
+                        ("--shift-by", {"type": int, "metavar": "N",
+                                        "help": "move the committed offset by N (may be < 0)"})],
+        last_scenarios=[("--by-duration", {"metavar": "PnDTnHnMnS", "help": "reset to the first offset at or after "
+                                           "this long ago (ISO-8601 duration)"})])
     p.set_defaults(func=cmd_consumer_groups)
 
 
@@ -114,29 +97,11 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
 
 
-def parse_datetime(text: str) -> int:
-    """Epoch ms of ``--to-datetime`` (Kafka's yyyy-MM-dd'T'HH:mm:ss.SSS, optional zone)."""
-    raw = text.strip()
-    try:
-        when = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
-    except ValueError:
-        raise UsageError(f"--to-datetime expects YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm], got {text!r}") from None
-    if when.tzinfo is None:
-        when = when.astimezone()  # Kafka reads a time without zone in the local zone
-    return int(when.timestamp() * 1000)
-
-
 def _validate(args: argparse.Namespace) -> None:
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout expects a positive number of ms, got {args.timeout}")
-    if args.group and args.all_groups:
-        raise UsageError("--group and --all-groups cannot be used together")
+    check_timeout_and_groups(args)
     if (args.describe or args.reset_offsets or args.delete) and not (args.group or args.all_groups):
         raise UsageError("--group G or --all-groups is required with --describe, --reset-offsets and --delete")
-    if (args.members or args.offsets) and not args.describe:
-        raise UsageError("--offsets and --members go with --describe")
-    if args.state is not None and not (args.describe or args.list):
-        raise UsageError("--state goes with --describe or --list")
+    check_views(args)
     if args.type is not None and not args.list:
         raise UsageError("--type goes with --list")
     if not args.reset_offsets:
@@ -301,10 +266,10 @@ class GroupTool:
         rows = sorted((g, st, ty) for g, (st, ty) in listings.items()
                       if (not states or st.lower() in states) and (not kinds or ty.lower() in kinds))
         # Kafka's printGroupInfo: the group column 10 wider than the longest name (at least 15).
-        width = max([15, *(len(g) for g, _, _ in rows)]) + 10
+        gw = width(g for g, _, _ in rows) + 10
 
         def line(group: str, st: str, ty: str) -> str:
-            return (f"{group:<{width}}" + (f" {ty:<20}" if kind is not None else "")
+            return (f"{group:<{gw}}" + (f" {ty:<20}" if kind is not None else "")
                     + (f" {st:<20}" if state is not None else ""))
 
         print(line("GROUP", "STATE", "TYPE"))
@@ -368,10 +333,10 @@ class GroupTool:
         rows = [] if state == "Dead" else self.offset_rows(group, desc)
         if not self._printable(group, state, len(rows)):
             return
-        gw = max([15, *(len(r.group) for r in rows)])
-        tw = max([15, *(len(r.topic) for r in rows)])
-        cw = max([15, *(len(r.consumer_id) for r in rows)])
-        hw = max([15, *(len(r.host) for r in rows)])
+        gw = width(r.group for r in rows)
+        tw = width(r.topic for r in rows)
+        cw = width(r.consumer_id for r in rows)
+        hw = width(r.host for r in rows)
 
         verbose = self.args.verbose  # Kafka 4.3 adds the committed offset's LEADER-EPOCH
 
@@ -394,11 +359,11 @@ class GroupTool:
         self._printable(group, state, len(members))
         if state == "Dead":
             return
-        gw = max([15, *(len(group) for _ in members)])  # Kafka sizes the columns from the member rows
-        cw = max([15, *(len(m.member_id) for m in members)])
-        iw = max([17, *(len(m.group_instance_id or "") for m in members)])
-        hw = max([15, *(len(m.host) for m in members)])
-        lw = max([15, *(len(m.client_id) for m in members)])
+        gw = width(group for _ in members)  # Kafka sizes the columns from the member rows
+        cw = width(m.member_id for m in members)
+        iw = width((m.group_instance_id or "" for m in members), 17)
+        hw = width(m.host for m in members)
+        lw = width(m.client_id for m in members)
         with_instance = any(m.group_instance_id for m in members)
 
         def line(g: str, cid: str, inst: str, host: str, client: str, n: str) -> str:
@@ -512,8 +477,7 @@ class GroupTool:
             found = self.log_offsets(partitions, lambda: OffsetSpec.for_timestamp(ts), progress)
             empty = [k for k in partitions if found.get(k, -1) < 0]
             for topic, partition in empty:
-                print(f"\nWarn: Partition {partition} from topic {topic} is empty. "
-                      "Falling back to latest known offset.")
+                warn_empty_partition(topic, partition)
             found.update(self.log_offsets(empty, _latest))
             return self._require(found, partitions, "by timestamp")
         if args.to_offset is not None:
@@ -585,15 +549,7 @@ class GroupTool:
             except KafkaException as e:
                 err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
                 failed[group] = f"{err.name()}: {err.str()}" if err is not None else str(e)
-        if not failed:
-            print(f"Deletion of requested consumer groups ('{', '.join(done)}') was successful.")
-            return 0
-        print("\nError: Deletion of some consumer groups failed:")
-        for group, reason in failed.items():
-            print(f"* Group '{group}' could not be deleted due to: {reason}")
-        if done:
-            print(f"\nThese consumer groups were deleted successfully: '{', '.join(done)}'")
-        return 1
+        return print_deletion("consumer", f"'{', '.join(done)}'", done, failed)
 
 
 def assignment_text(tps: Iterable[TopicPartition]) -> str:
@@ -618,19 +574,6 @@ def _earliest() -> OffsetSpec:
 
 
 def _print_plan(plans: dict[str, dict[tuple[str, int], int]]) -> None:
-    """Kafka's printOffsetsToReset: GROUP TOPIC PARTITION NEW-OFFSET (columns as wide as their
-    longest value, at least 15, as Kafka 4.3 prints them)."""
-    rows = [(g, t) for g, plan in plans.items() for (t, _) in plan]
-    gw = max([15, *(len(g) for g, _ in rows)])
-    tw = max([15, *(len(t) for _, t in rows)])
-
-    def line(*cols: str) -> str:
-        g, t, p, o = cols
-        return f"{g:<{gw}} {t:<{tw}} {p:<10} {o}"
-
-    out = [""]
-    if plans:
-        out.append(line("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))
-    for group, plan in plans.items():
-        out += [line(group, t, str(p), str(o)) for (t, p), o in sorted(plan.items())]
-    print("\n".join(out))
+    """Kafka's printOffsetsToReset (columns as wide as their longest value, at least 15, as
+    Kafka 4.3 prints them)."""
+    print("\n".join(["", *plan_lines(plans, width(g for g, plan in plans.items() for _ in plan))]))

@@ -20,8 +20,20 @@ from typing import TYPE_CHECKING, TypeVar
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
-from strom.core.tools.common import ToolError, UsageError, add_client_args, admin_client, client_config
-from strom.core.tools.consumer_groups import parse_datetime
+from strom.core.tools.common import ToolError, UsageError, admin_client, client_config
+from strom.core.tools.group_tool import (
+    MISSING,
+    add_actions,
+    add_reset_args,
+    add_selection_args,
+    check_timeout_and_groups,
+    check_views,
+    parse_datetime,
+    plan_lines,
+    print_deletion,
+    warn_empty_partition,
+    width,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -29,8 +41,6 @@ if TYPE_CHECKING:
 
 E = TypeVar("E", bound="Entity")
 
-MISSING = "-"
-DEFAULT_TIMEOUT_MS = 30_000  # Kafka's --timeout default
 # Api keys and the versions sent (those Kafka 4.3.1 serves).
 LIST_GROUPS, FIND_COORDINATOR, DELETE_GROUPS = (16, 5), (10, 6), (42, 2)
 SHARE_GROUP_DESCRIBE, DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = (77, 1), (90, 1), (91, 0), (92, 0)
@@ -45,57 +55,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "START-OFFSET LAG; --reset-offsets with --to-earliest, --to-latest or --to-datetime, a "
                     "scope (--topic or --all-topics) and --dry-run (the default) or --execute, only on a "
                     "group without members; --delete-offsets --topic T; --delete. PLAINTEXT listeners.")
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="list all share groups")
-    action.add_argument("--describe", action="store_true",
-                        help="describe groups: start offsets and lag (default), --members or --state")
-    action.add_argument("--reset-offsets", action="store_true",
-                        help="reset a group's share-partition start offsets (the group must have no members)")
-    action.add_argument("--delete-offsets", action="store_true",
-                        help="delete a group's offsets of --topic (the group must have no members)")
-    action.add_argument("--delete", action="store_true", help="delete share groups (they must have no members)")
-    p.add_argument("--group", action="append", default=[], metavar="G", help="the share group; repeatable")
-    p.add_argument("--all-groups", action="store_true", help="apply to every share group")
-    view = p.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="with --describe: start offsets and lag (the default)")
-    view.add_argument("--members", action="store_true", help="with --describe: the group's members")
-    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
-                      help="with --describe: coordinator, state, members; with --list: a STATE column, and "
-                           "only groups in STATES if given (e.g. stable,empty)")
+    add_actions(p, [
+        ("--list", "list all share groups"),
+        ("--describe", "describe groups: start offsets and lag (default), --members or --state"),
+        ("--reset-offsets", "reset a group's share-partition start offsets (the group must have no members)"),
+        ("--delete-offsets", "delete a group's offsets of --topic (the group must have no members)"),
+        ("--delete", "delete share groups (they must have no members)")])
+    add_selection_args(p, "share", offsets="start offsets and lag", state="coordinator, state, members")
     p.add_argument("--verbose", action="store_true",
                    help="with --describe: leader epochs, member epochs, group and assignment epochs")
-    p.add_argument("--topic", action="append", default=[], metavar="T[:P,P...]",
-                   help="with --reset-offsets: a topic or some of its partitions; with --delete-offsets: a topic")
-    p.add_argument("--all-topics", action="store_true",
-                   help="with --reset-offsets: every partition the group has a start offset for")
-    scenario = p.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true", help="reset to the log start offset")
-    scenario.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
-    scenario.add_argument("--to-datetime", metavar="ISO",
-                          help="reset to the first offset at or after a time: YYYY-MM-DDTHH:mm:SS.sss "
-                               "(local time unless it ends in Z or +hh:mm)")
-    run = p.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
-    run.add_argument("--execute", action="store_true", help="set the new offsets")
-    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS",
-                   help=f"timeout of each request in ms (default: {DEFAULT_TIMEOUT_MS})")
-    add_client_args(p)
+    add_reset_args(p, topic="with --reset-offsets: a topic or some of its partitions; with --delete-offsets: a topic",
+                   all_topics="with --reset-offsets: every partition the group has a start offset for",
+                   execute="set the new offsets", timeout_of="each request")
     p.set_defaults(func=cmd_share_groups)
 
 
 def _validate(args: argparse.Namespace) -> None:
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout expects a positive number of ms, got {args.timeout}")
-    if args.group and args.all_groups:
-        raise UsageError("--group and --all-groups cannot be used together")
+    check_timeout_and_groups(args)
     if (args.describe or args.delete) and not (args.group or args.all_groups):
         raise UsageError("--group G or --all-groups is required with --describe and --delete")
     if (args.reset_offsets or args.delete_offsets) and len(args.group) != 1:
         raise UsageError("--reset-offsets and --delete-offsets take exactly one --group G")
-    if (args.members or args.offsets) and not args.describe:
-        raise UsageError("--offsets and --members go with --describe")
-    if args.state is not None and not (args.describe or args.list):
-        raise UsageError("--state goes with --describe or --list")
+    check_views(args)
     if args.delete_offsets and not args.topic:
         raise UsageError("--delete-offsets needs --topic T")
     if args.reset_offsets:
@@ -254,10 +235,10 @@ class ShareGroupTool:
             raise UsageError(f"--state: share groups are in states {', '.join(sorted(set(known.values())))}; "
                              f"not {', '.join(bad)}")
         listed = self.listings(known[s.lower()] for s in states)
-        width = max([15, *(len(g) for g in listed)])
-        print(f"{'GROUP':<{width}} STATE")
+        gw = width(listed)
+        print(f"{'GROUP':<{gw}} STATE")
         for group in sorted(listed):
-            print(f"{group:<{width}} {listed[group]}")
+            print(f"{group:<{gw}} {listed[group]}")
         return 0
 
     # -- --describe -------------------------------------------------------------------------
@@ -290,7 +271,7 @@ class ShareGroupTool:
             print(f"\nShare group '{desc.group}' has no offset information.")
             return
         gw = max(15, len(desc.group))
-        tw = max([15, *(len(t) for t, _ in offsets)])
+        tw = width(t for t, _ in offsets)
         verbose = self.args.verbose
         header = ["GROUP", "TOPIC", "PARTITION", *(["LEADER-EPOCH"] if verbose else []), "START-OFFSET", "LAG"]
 
@@ -327,9 +308,9 @@ class ShareGroupTool:
             return
         members = sorted(desc.members, key=lambda m: m.member_id)
         gw = max(15, len(desc.group))
-        mw = max([15, *(len(m.member_id) for m in members)])
-        hw = max([15, *(len(m.host) for m in members)])
-        lw = max([15, *(len(m.client_id) for m in members)])
+        mw = width(m.member_id for m in members)
+        hw = width(m.host for m in members)
+        lw = width(m.client_id for m in members)
         verbose = self.args.verbose
 
         def line(g: str, mid: str, host: str, client: str, n: str, epoch: str, assignment: str) -> str:
@@ -405,15 +386,11 @@ class ShareGroupTool:
             latest = self._log_offsets([k for k, o in plan.items() if o < 0], OffsetSpec.latest)
             for (topic, partition), offset in latest.items():
                 # Kafka's resetToDateTime: no record at or after the time, so the log end.
-                print(f"\nWarn: Partition {partition} from topic {topic} is empty. Falling back to latest known offset.")
+                warn_empty_partition(topic, partition)
                 plan[(topic, partition)] = offset
         if self.args.execute:
             self._alter(group, plan)
-        gw = max(15, len(group))
-        tw = max([15, *(len(t) for t, _ in plan)])
-        out = ["", f"{'GROUP':<{gw}} {'TOPIC':<{tw}} {'PARTITION':<10} NEW-OFFSET"]
-        out += [f"{group:<{gw}} {t:<{tw}} {p:<10} {o}" for (t, p), o in sorted(plan.items())]
-        print("\n".join(out) + "\n")
+        print("\n".join(["", *plan_lines({group: plan}, max(15, len(group)))]) + "\n")
         return 0
 
     def _alter(self, group: str, plan: dict[tuple[str, int], int]) -> None:
@@ -455,7 +432,7 @@ class ShareGroupTool:
         for t in resp.responses:
             status[str(t.topic_name)] = ("Successful" if not int(t.error_code)
                                          else f"Error: {t.error_message or _error_name(int(t.error_code))}")
-        tw = max([15, *(len(t) for t in status)])
+        tw = width(status)
         out = ["", f"{'TOPIC':<{tw}} STATUS"] + [f"{t:<{tw}} {s}" for t, s in sorted(status.items())]
         print("\n".join(out) + "\n")
         return 1 if any(s != "Successful" for s in status.values()) else 0
@@ -485,16 +462,7 @@ class ShareGroupTool:
                 failed[group] = _error_name(code)
             else:
                 done.append(group)
-        names = ", ".join(f"'{g}'" for g in done)
-        if not failed:
-            print(f"Deletion of requested share groups ({names}) was successful.")
-            return 0
-        print("\nError: Deletion of some share groups failed:")
-        for group, reason in failed.items():
-            print(f"* Group '{group}' could not be deleted due to: {reason}")
-        if done:
-            print(f"\nThese share groups were deleted successfully: {names}")
-        return 1
+        return print_deletion("share", ", ".join(f"'{g}'" for g in done), done, failed)
 
 
 def _error_name(code: int) -> str:
