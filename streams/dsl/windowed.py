@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom.streams.dsl.graph import WindowedTableInfo, count_one, repartition_through, sum_counts, zero
 from strom.streams.dsl.options import Materialized, Named
-from strom.streams.dsl.processors import Change
+from strom.streams.dsl.processors import BatchContext, CachingContext, Change
 from strom.streams.dsl.windows import (
     SessionWindows,
     SlidingWindows,
@@ -27,7 +27,8 @@ from strom.streams.dsl.windows import (
 )
 from strom.streams.exceptions import TopologyError
 from strom.streams.processor.api import Processor, ProcessorContext, Record
-from strom.streams.processor.stores import SessionStoreFacade, WindowStoreFacade
+from strom.streams.processor.batch import Batch
+from strom.streams.processor.stores import CachedWindowStoreFacade, SessionStoreFacade, WindowStoreFacade
 from strom.streams.serdes import Serdes
 from strom.streams.state.factory import DslStoreSupplier
 from strom.streams.topology.topology import StoreSpec
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 Fn = Callable[..., Any]
 _NO_TIME = -(1 << 63)
+_MAX_TIME = (1 << 63) - 1
 log = logging.getLogger(__name__)
 
 
@@ -59,7 +61,17 @@ def _no_getter(ctx: Any) -> Callable[[Any], Any]:
 
 
 class TimeWindowAggregate(Processor[Any, Any]):
-    """count/reduce/aggregate into time windows; forwards ``Change`` per updated window."""
+    """count/reduce/aggregate into time windows; forwards ``Change`` per updated window.
+
+    With the record cache on (``statestore.cache.max.bytes`` > 0, Kafka's default), updates go
+    to a :class:`CachedWindowStoreFacade` (Kafka's ``CachingWindowStore``): the store write and
+    the ``Change`` downstream happen once per key-window when the cache flushes (every commit,
+    and when it is full), with the newest aggregate and the one stored before. Without it,
+    every update is written and forwarded at once. ``process_batch`` takes a whole batch in one
+    loop over the records (no Record, no serde call, one dict lookup per record).
+    """
+
+    context: BatchContext
 
     def __init__(self, store_name: str, windows: TimeWindows, initializer: Fn | None, aggregator: Fn | None,
                  reducer: Fn | None) -> None:
@@ -72,7 +84,22 @@ class TimeWindowAggregate(Processor[Any, Any]):
 
     def init(self, context: Any) -> None:
         super().init(context)
-        self.store = WindowStoreFacade(context.get_state_store(self.store_name))
+        store = (context.get_caching_store(self.store_name, self._flushed)
+                 if isinstance(context, CachingContext) else context.get_state_store(self.store_name))
+        # caching off (statestore.cache.max.bytes = 0) gives the plain store
+        self._cache = store if isinstance(store, CachedWindowStoreFacade) else None
+        self.store = WindowStoreFacade(store)
+
+    def _flushed(self, kw: tuple[Any, int], new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        start = kw[1]
+        self.context.forward(Record(Windowed(kw[0], Window(start, min(start + self.windows.size, _MAX_TIME))),
+                                    Change(new, old), timestamp, headers))
+
+    def _add(self, key: Any, value: Any, agg: Any) -> Any:
+        if self.reducer is not None:
+            return value if agg is None else self.reducer(agg, value)
+        assert self.initializer is not None and self.aggregator is not None
+        return self.aggregator(key, value, self.initializer() if agg is None else agg)
 
     def process(self, record: Record[Any, Any]) -> None:
         key, value, ts = record.key, record.value, record.timestamp
@@ -84,19 +111,109 @@ class TimeWindowAggregate(Processor[Any, Any]):
         if ts > self.observed:
             self.observed = ts
         close = self.observed - self.windows.grace
+        cache = self._cache
         for w in self.windows.windows_for(ts):
             if w.end <= close:  # window closed: the record is late for it
                 _log_expired(self.context, ts, w.start, w.end, close, self.observed)
                 continue
-            old = self.store.fetch_one(key, w.start)
-            old_agg, new_ts = (None, ts) if old is None else (old[0], max(ts, old[1]))
-            if self.reducer is not None:
-                new = value if old_agg is None else self.reducer(old_agg, value)
+            if cache is not None:
+                entry = cache._dirty.get((key, w.start))
+                old = cache.fetch_stored(key, w.start) if entry is None else (entry[0], entry[2])
             else:
-                assert self.initializer is not None and self.aggregator is not None
-                new = self.aggregator(key, value, self.initializer() if old_agg is None else old_agg)
+                old = self.store.fetch_one(key, w.start)
+            old_agg, new_ts = (None, ts) if old is None else (old[0], max(ts, old[1]))
+            new = self._add(key, value, old_agg)
+            if cache is not None:  # written and forwarded when the cache flushes
+                if entry is None:
+                    cache.put_window(key, w.start, new, old_agg, new_ts, record.headers)
+                else:
+                    entry[0], entry[2], entry[3] = new, new_ts, record.headers
+                continue
             self.store.put(key, new, new_ts, w.start)
             self.context.forward(Record(Windowed(key, w), Change(new, old_agg), new_ts, record.headers))
+
+    def process_batch(self, batch: Batch) -> None:
+        cache = self._cache
+        if cache is None:  # every update written and forwarded at once: record by record
+            self.context.process_each(batch, self.process)
+            return
+        keys, values = batch.keys, batch.values
+        timestamps, headers = batch.timestamps(), batch.headers()
+        windows = self.windows
+        size, advance, grace = windows.size, windows.advance, windows.grace
+        tumbling = size == advance
+        reducer, initializer, aggregator = self.reducer, self.initializer, self.aggregator
+        counting = reducer is None and aggregator is count_one and initializer is zero
+        limit = cache.max_entries
+        dirty = cache._dirty
+        stored = cache.fetch_stored
+        if self.observed == _NO_TIME:
+            self.observed = self.store.inner.observed_stream_time
+        observed = self.observed
+        moved = False  # set_current moved the stream time to a record's
+        n = len(keys)
+        begin = i = 0
+        while begin < n:
+            try:
+                for i in range(begin, n):
+                    key = keys[i]
+                    value = values[i]
+                    if key is None or value is None:  # Kafka skips both
+                        continue
+                    ts = timestamps[i]
+                    if ts > observed:
+                        observed = ts
+                    close = observed - grace
+                    if tumbling:
+                        if ts < 0:
+                            continue  # no window holds a negative time (windows start at 0)
+                        starts: Any = (ts - ts % size,)
+                    else:
+                        starts = [w.start for w in windows.windows_for(ts)]
+                    for start in starts:
+                        if start + size <= close:  # window closed: the record is late for it
+                            self.observed = observed
+                            self.context.set_current(batch, i)
+                            moved = True
+                            _log_expired(self.context, ts, start, start + size, close, observed)
+                            continue
+                        kw = (key, start)
+                        entry = dirty.get(kw)
+                        if entry is not None:
+                            old_agg = entry[0]
+                            if counting:
+                                entry[0] = old_agg + 1
+                            elif reducer is not None:
+                                entry[0] = reducer(old_agg, value)
+                            else:
+                                assert aggregator is not None
+                                entry[0] = aggregator(key, value, old_agg)
+                            if ts > entry[2]:
+                                entry[2] = ts
+                            entry[3] = headers[i]
+                            continue
+                        old = stored(key, start)
+                        old_agg, new_ts = (None, ts) if old is None else (old[0], max(ts, old[1]))
+                        if counting:
+                            new = 1 if old_agg is None else old_agg + 1
+                        else:
+                            new = self._add(key, value, old_agg)
+                        if len(dirty) >= limit:
+                            # this update flushes the cache: what it forwards belongs to this record
+                            self.observed = observed
+                            self.context.set_current(batch, i)
+                            moved = True
+                        cache.put_window(key, start, new, old_agg, new_ts, headers[i])
+                        dirty = cache._dirty  # a flush started a new one
+                break
+            except Exception as exc:
+                self.observed = observed
+                self.context.batch_failed(batch, i, exc)
+                dirty = cache._dirty
+                begin = i + 1
+        self.observed = observed
+        if moved:
+            self.context.end_current(batch)
 
 
 class SlidingWindowAggregate(Processor[Any, Any]):

@@ -12,9 +12,12 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from strom.streams.exceptions import SerializationError
+from strom.streams.exceptions import SerializationError, StreamsError
+from strom.streams.state import keys as K
+from strom.streams.state.api import Windowed as BytesWindowed
 
 _DOUBLE = struct.Struct(">d")
+_TS = struct.Struct(">q")
 
 Serializer = Callable[[str, Any], bytes | None]
 Deserializer = Callable[[str, bytes | None], Any]
@@ -152,6 +155,14 @@ class CachedKeyValueStoreFacade:
 
     __slots__ = ("_dirty", "_kser", "_listener", "_topic", "inner", "max_entries", "name")
 
+    def __new__(cls, inner: Any, max_entries: int, listener: Callable[[Any, Any, Any, int, Any], None]
+                ) -> CachedKeyValueStoreFacade:
+        # the runtime builds every record cache with this class (TopologyRuntime.caching_store);
+        # a facade over a byte window store gets the window cache (a subclass) instead
+        if cls is CachedKeyValueStoreFacade and is_window_bytes(getattr(inner, "inner", None)):
+            cls = CachedWindowStoreFacade
+        return object.__new__(cls)
+
     def __init__(self, inner: KeyValueStoreFacade | CachedKeyValueStoreFacade, max_entries: int,
                  listener: Callable[[Any, Any, Any, int, Any], None]) -> None:
         self.inner = inner
@@ -231,6 +242,200 @@ class CachedKeyValueStoreFacade:
         return self.inner.approximate_num_entries() + len(self._dirty)
 
 
+def is_window_bytes(store: Any) -> bool:
+    """Whether ``store`` is a byte window store (plain or change-logged; not a session store)."""
+    return store is not None and callable(getattr(store, "fetch_one", None)) and hasattr(store, "window_size")
+
+
+class CachedWindowStoreFacade(CachedKeyValueStoreFacade):
+    """Kafka Streams' ``CachingWindowStore`` in front of a time-windowed aggregation's store.
+
+    Entries are keyed by ``(key, window start)`` and hold the aggregate as an object with its
+    timestamp: an aggregation reads and updates them with no serde call; the store write (and
+    its changelog record) and the downstream update happen once per key-window per commit, at
+    :meth:`flush`, which hands ``((key, start), new, old, timestamp, headers)`` to the listener.
+    ``old`` is the store's value before the first update since the last flush (Kafka fetches it
+    from the store at flush time; nothing else writes the store between). As the key-value
+    cache, more than ``max_entries`` dirty entries flush the whole cache early.
+
+    Readers that work on bytes (the read-only views of interactive queries and the
+    TopologyTestDriver, a ``WindowStoreFacade`` built over this store) get :attr:`inner`, a byte
+    window store that merges the dirty entries into the store's results, as Kafka's caching
+    store merges its cache and the underlying store.
+    """
+
+    __slots__ = ("_kde", "_vde", "_vser", "store")
+
+    def __init__(self, inner: KeyValueStoreFacade | CachedKeyValueStoreFacade, max_entries: int,
+                 listener: Callable[[Any, Any, Any, int, Any], None]) -> None:
+        # not the key-value cache's __init__: this one writes the byte window store itself
+        self.name = inner.name
+        self._topic = inner._topic
+        self._kser = inner._kser
+        assert isinstance(inner, KeyValueStoreFacade)
+        self._kde, self._vser, self._vde = inner._kde, inner._vser, inner._vde
+        #: the byte window store (change-logged when logging is on) the flush writes to
+        self.store: Any = inner.inner
+        self.inner = _CachedWindowBytes(self)  # type: ignore[assignment]
+        self.max_entries = max_entries
+        #: (key, window start) -> [new aggregate, aggregate at the last flush, timestamp, headers]
+        self._dirty: dict[Any, list[Any]] = {}
+        self._listener = listener
+
+    def fetch_cached(self, key: Any, window_start: int) -> tuple[Any, int] | None:
+        """(aggregate, timestamp) of the window: the cache's, else the store's, else None."""
+        entry = self._dirty.get((key, window_start))
+        if entry is not None:
+            return entry[0], entry[2]
+        return self.fetch_stored(key, window_start)
+
+    def fetch_stored(self, key: Any, window_start: int) -> tuple[Any, int] | None:
+        """(aggregate, timestamp) of the window in the store (not the cache), or None."""
+        kb = self._kser(self._topic, key)
+        if kb is None:
+            raise SerializationError(f"store {self.name!r}: key must not be None")
+        data = self.store.fetch_one(kb, window_start)
+        if data is None:
+            return None
+        return self._vde(self._topic, data[8:]), _TS.unpack_from(data, 0)[0]
+
+    def put_window(self, key: Any, window_start: int, new: Any, old: Any, timestamp: int, headers: Any) -> None:
+        """Record an update of a window; ``old`` is the store's value (see the class docstring)."""
+        self.put_cached((key, window_start), new, old, timestamp, headers)
+
+    def _write(self, kw: tuple[Any, int], value: Any, timestamp: int) -> None:
+        kb = self._kser(self._topic, kw[0])
+        if kb is None:
+            raise SerializationError(f"store {self.name!r}: key must not be None")
+        if value is None:
+            self.store.put(kb, None, kw[1])
+        else:
+            self.store.put(kb, _TS.pack(timestamp) + (self._vser(self._topic, value) or b""), kw[1])
+
+    def flush(self) -> None:
+        """Write every dirty window to the store, then hand its net update on (as Kafka: store first)."""
+        dirty, self._dirty = self._dirty, {}
+        write, listener = self._write, self._listener
+        for kw, (new, old, ts, headers) in dirty.items():
+            write(kw, new, ts)
+            listener(kw, new, old, ts, headers)
+
+    def _flush_key(self, key: Any) -> None:
+        entry = self._dirty.pop(key, None)
+        if entry is not None:
+            self._write(key, entry[0], entry[2])
+            self._listener(key, entry[0], entry[1], entry[2], entry[3])
+
+    # the key-value cache's interface does not apply to windows
+    def _unsupported(self) -> StreamsError:
+        return StreamsError(f"store {self.name!r} is a window store: read it with a window store view "
+                            f"(get_window_store / KafkaStreams.store)")
+
+    def get(self, key: Any) -> Any:
+        raise self._unsupported()
+
+    def put(self, key: Any, value: Any) -> None:
+        raise self._unsupported()
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        raise self._unsupported()
+
+    def delete(self, key: Any) -> Any:
+        raise self._unsupported()
+
+    def range(self, from_key: Any, to_key: Any) -> Iterator[tuple[Any, Any]]:
+        raise self._unsupported()
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        raise self._unsupported()
+
+    def approximate_num_entries(self) -> int:
+        return int(self.store.approximate_num_entries()) + len(self._dirty)
+
+
+class _CachedWindowBytes:
+    """The byte window store behind a :class:`CachedWindowStoreFacade`, its dirty entries merged.
+
+    Reads are rare next to updates: each serializes the dirty entries it may return. Anything
+    else (stream time, retention, commit) is the store's.
+    """
+
+    __slots__ = ("_cache",)
+
+    def __init__(self, cache: CachedWindowStoreFacade) -> None:
+        self._cache = cache
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache.store, name)
+
+    def _floor(self) -> int:
+        store = self._cache.store
+        st = store.observed_stream_time
+        return st if st == -(1 << 63) else st - store.retention_period + 1
+
+    def _dirty_bytes(self) -> dict[tuple[bytes, int], bytes | None]:
+        """(key bytes, window start) -> stored form (8-byte timestamp + value) of each dirty entry."""
+        c = self._cache
+        kser, vser, topic, floor = c._kser, c._vser, c._topic, self._floor()
+        out: dict[tuple[bytes, int], bytes | None] = {}
+        for (key, start), (new, _, ts, _) in c._dirty.items():
+            if start >= floor:
+                out[(kser(topic, key) or b"", start)] = (None if new is None
+                                                         else _TS.pack(ts) + (vser(topic, new) or b""))
+        return out
+
+    def put(self, key: bytes, value: bytes | None, window_start: int) -> None:
+        # a write past the cache: the cached update of that window goes out first
+        c = self._cache
+        kw = (c._kde(c._topic, key), window_start)
+        if kw in c._dirty:
+            c._flush_key(kw)
+        c.store.put(key, value, window_start)
+
+    def fetch_one(self, key: bytes, window_start: int) -> bytes | None:
+        c = self._cache
+        entry = c._dirty.get((c._kde(c._topic, key), window_start))
+        if entry is None or window_start < self._floor():
+            return c.store.fetch_one(key, window_start)
+        new, _, ts, _ = entry
+        return None if new is None else _TS.pack(ts) + (c._vser(c._topic, new) or b"")
+
+    def fetch(self, key: bytes, time_from: int, time_to: int, reverse: bool = False
+              ) -> Iterator[tuple[int, bytes]]:
+        rows: dict[int, bytes | None] = dict(self._cache.store.fetch(key, time_from, time_to))
+        for (kb, start), data in self._dirty_bytes().items():
+            if kb == key and time_from <= start <= time_to:
+                rows[start] = data
+        return iter([(s, rows[s]) for s in sorted(rows, reverse=reverse) if rows[s] is not None])  # type: ignore[misc]
+
+    def fetch_range(self, key_from: bytes | None, key_to: bytes | None, time_from: int, time_to: int,
+                    reverse: bool = False) -> Iterator[tuple[BytesWindowed, bytes]]:
+        rows: dict[tuple[bytes, int], bytes | None] = {
+            (w.key, w.start): data for w, data in self._cache.store.fetch_range(key_from, key_to, time_from, time_to)}
+        # the store compares escaped keys
+        lo = None if key_from is None else K.escape_key(key_from)
+        hi = None if key_to is None else K.escape_key(key_to)
+        for (kb, start), data in self._dirty_bytes().items():
+            ek = K.escape_key(kb)
+            if (lo is None or ek >= lo) and (hi is None or ek <= hi) and time_from <= start <= time_to:
+                rows[(kb, start)] = data
+        size = self._cache.store.window_size
+        # the store's order: escaped key, then window start
+        order = sorted(rows, key=lambda r: (K.escape_key(r[0]), r[1]), reverse=reverse)
+        return iter([(BytesWindowed(kb, s, s + size), rows[(kb, s)]) for kb, s in order  # type: ignore[misc]
+                     if rows[(kb, s)] is not None])
+
+    def fetch_all(self, time_from: int, time_to: int, reverse: bool = False
+                  ) -> Iterator[tuple[BytesWindowed, bytes]]:
+        return self.fetch_range(None, None, time_from, time_to, reverse)
+
+    def all(self, reverse: bool = False) -> Iterator[tuple[BytesWindowed, bytes]]:
+        return self.fetch_range(None, None, -(1 << 63), (1 << 63) - 1, reverse)
+
+    def approximate_num_entries(self) -> int:
+        return self._cache.approximate_num_entries()
+
+
 class AutoSerde:
     """The serde of internal topics and stores when neither the topology nor the config names one.
 
@@ -298,8 +503,6 @@ class AutoSerde:
 
 AUTO_SERDE = AutoSerde()
 
-
-_TS = struct.Struct(">q")
 
 
 class WindowStoreFacade:
