@@ -30,6 +30,7 @@ from strom.core.tools.group_tool import (
     parse_datetime,
     plan_lines,
     print_deletion,
+    run_command,
     warn_empty_partition,
     width,
 )
@@ -130,13 +131,8 @@ def _scenario(args: argparse.Namespace) -> str | None:
 def cmd_consumer_groups(args: argparse.Namespace) -> int:
     _validate(args)
     tool = GroupTool(args, admin_client(args))
-    if args.list:
-        return tool.list_groups()
-    if args.describe:
-        return tool.describe()
-    if args.reset_offsets:
-        return tool.reset_offsets()
-    return tool.delete()
+    return run_command(args, {"list": tool.list_groups, "describe": tool.describe,
+                              "reset_offsets": tool.reset_offsets, "delete": tool.delete})
 
 
 # -- the tool -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ tool keeps its own flags and tables where Kafka's differ.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -86,6 +86,15 @@ def check_views(args: argparse.Namespace) -> None:
         raise UsageError("--offsets and --members go with --describe")
     if args.state is not None and not (args.describe or args.list):
         raise UsageError("--state goes with --describe or --list")
+
+
+def run_command(args: argparse.Namespace, commands: Mapping[str, Callable[[], int]]) -> int:
+    """Run the command whose flag is set (``commands`` maps the flag's dest to it; argparse lets
+    exactly one through); its exit code."""
+    for dest, command in commands.items():
+        if getattr(args, dest):
+            return command()
+    raise UsageError(f"one of {', '.join('--' + d.replace('_', '-') for d in commands)} is required")
 
 
 def parse_datetime(text: str) -> int:

@@ -31,6 +31,7 @@ from strom.core.tools.group_tool import (
     parse_datetime,
     plan_lines,
     print_deletion,
+    run_command,
     warn_empty_partition,
     width,
 )
@@ -96,15 +97,8 @@ def _validate(args: argparse.Namespace) -> None:
 def cmd_share_groups(args: argparse.Namespace) -> int:
     _validate(args)
     tool = ShareGroupTool(args)
-    if args.list:
-        return tool.list_groups()
-    if args.describe:
-        return tool.describe()
-    if args.reset_offsets:
-        return tool.reset_offsets()
-    if args.delete_offsets:
-        return tool.delete_offsets()
-    return tool.delete()
+    return run_command(args, {"list": tool.list_groups, "describe": tool.describe, "reset_offsets": tool.reset_offsets,
+                              "delete_offsets": tool.delete_offsets, "delete": tool.delete})
 
 
 @dataclass(frozen=True, slots=True)
