@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
 
-from strom.core.tools.common import ToolError, UsageError, admin_client, client_config
+from strom.core.tools.common import ToolError, UsageError, admin_client, check_bootstrap, client_config
 from strom.core.tools.group_tool import (
     MISSING,
     add_actions,
@@ -136,6 +136,7 @@ class ShareGroupTool:
 
         self.args = args
         self.timeout_s = args.timeout / 1000
+        check_bootstrap(args.bootstrap_server)
         if not kafka_wire.plaintext(client_config(args)):
             raise ToolError("strom share-groups speaks to PLAINTEXT listeners only (confluent-kafka's "
                             "AdminClient has no share-group calls); use Kafka's kafka-share-groups.sh")
