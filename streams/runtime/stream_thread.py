@@ -42,7 +42,8 @@ call gets a finite timeout (``max.block.ms``, cut to what ``task.timeout.ms`` le
 ``init_transactions``. A call failing on a retriable condition (``KafkaError.retriable()``, an
 unreachable broker, a moved coordinator, a request that timed out) or a full producer queue
 (``BufferError``) is back-pressure: the thread serves delivery reports and retries, logs a
-WARNING naming what it waits for (KafkaStreams reports REBALANCING meanwhile), and never hands
+WARNING naming what it waits for (KafkaStreams reports REBALANCING meanwhile; a call still
+blocked after a second counts as waiting too, not only one that has failed), and never hands
 the condition to the production exception handler. A record not delivered for a retriable
 reason, an error that dooms the transaction (``txn_requires_abort()``), or a wait outliving
 ``task.timeout.ms`` is Kafka Streams' TaskCorrupted: the tasks are closed dirty (under EOS the
@@ -106,8 +107,15 @@ _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.
 _PRODUCER_FAILURES = (KafkaException, StreamsError, SystemError)
 # A WARNING about one wait is repeated at most this often (s).
 _WARN_EVERY_S = 10.0
-# A full producer queue is back-pressure worth a WARNING once it lasts this long (s).
+# A full producer queue, or a blocking call without an answer, is a wait worth reporting (state,
+# WARNING) once it lasts this long (s).
 _QUEUE_FULL_WARN_S = 1.0
+# A blocking call is waited for in slices of at most this long (s), so that a call still blocked
+# is reported while it lasts: one call may take max.block.ms (10 s in the outage tests, 60 s by
+# default), longer than the outage it waits out, and a wait reported only once the call has
+# returned was never reported at all (issue 28: the EOS word count stayed RUNNING through an 8 s
+# stall, blocked in its commit's flush).
+_REPORT_SLICE_S = 0.5
 # Pause between two attempts of a call that failed at once rather than by timing out (s).
 _RETRY_BACKOFF_S = 0.1
 # How long the thread's last steps (abort, flush, close) may take when it is failing or closing (s).
@@ -124,9 +132,11 @@ class ProducerWedgedError(TaskCorruptedError):
     when the new producer, with the same transactional.id, initializes."""
 
 
-def _call_bounded(call: Callable[[float], Any], timeout: float, what: str) -> None:
+def _call_bounded(call: Callable[[float], Any], timeout: float, what: str,
+                  blocked: Callable[[float], None] | None = None) -> None:
     """``call(timeout)`` on a helper thread, waited for at most ``timeout`` plus a grace: a client
-    call that ignores its timeout cannot block the stream thread (see _WEDGED_GRACE_S)."""
+    call that ignores its timeout cannot block the stream thread (see _WEDGED_GRACE_S). While the
+    call lasts, ``blocked(seconds so far)`` is called every _REPORT_SLICE_S."""
     outcome: list[BaseException | None] = []
     done = threading.Event()
 
@@ -140,7 +150,15 @@ def _call_bounded(call: Callable[[float], Any], timeout: float, what: str) -> No
             done.set()
 
     threading.Thread(target=run, name=f"txn-call-{what.split()[0]}", daemon=True).start()
-    if not done.wait(timeout + _WEDGED_GRACE_S):
+    started = time.monotonic()
+    end = started + timeout + _WEDGED_GRACE_S
+    while not done.wait(max(0.0, min(_REPORT_SLICE_S, end - time.monotonic()))):
+        now = time.monotonic()
+        if now >= end:
+            break
+        if blocked is not None:
+            blocked(now - started)
+    if not done.is_set():
         raise ProducerWedgedError(f"{what} stayed blocked {timeout + _WEDGED_GRACE_S:.1f} s, past its "
                                   f"timeout of {timeout:.1f} s")
     if outcome[0] is not None:
@@ -214,6 +232,12 @@ class _Wait:
             self.logged_at = now
             t.log(f"[{t.app}] WARN {t.name}: waiting for {self.what} for {now - self.since:.1f} s ({why}); "
                   f"retrying until task.timeout.ms ({t.config.task_timeout_ms} ms) has passed")
+
+    def blocked(self, seconds: float) -> None:
+        """A call of this wait has been blocked ``seconds`` so far without an answer: past
+        _QUEUE_FULL_WARN_S, surfaced like a failed attempt (the call goes on)."""
+        if time.monotonic() - self.since >= _QUEUE_FULL_WARN_S:
+            self.stalled(f"no answer for {seconds:.1f} s")
 
     def corrupted(self, why: str) -> TaskCorruptedError:
         return TaskCorruptedError(f"{self.what} did not complete within task.timeout.ms "
@@ -448,13 +472,17 @@ class StreamThread(threading.Thread):
         """Flushes ``producer`` within task.timeout.ms (each flush bounded by max.block.ms)."""
         wait = _Wait(self, what)
         while True:
-            remaining = producer.flush(wait.timeout())
+            # in slices (see _REPORT_SLICE_S): the records' delivery is what is waited for, and
+            # flush() has no state of its own to lose between two calls
+            remaining = producer.flush(min(_REPORT_SLICE_S, wait.timeout()))
             if remaining == 0:
                 wait.done()
                 return
             if wait.expired:
                 raise wait.corrupted(f"{remaining} records not acknowledged")
-            wait.stalled(f"{remaining} records not acknowledged within max.block.ms")
+            waited = time.monotonic() - wait.since
+            if waited >= _QUEUE_FULL_WARN_S:
+                wait.stalled(f"{remaining} records not acknowledged for {waited:.1f} s")
 
     def _flush_dead_letters(self) -> None:
         if self._dlq_producer is not None and len(self._dlq_producer):
@@ -472,7 +500,7 @@ class StreamThread(threading.Thread):
         while True:
             try:
                 if producer_call:
-                    _call_bounded(call, wait.timeout(), what)
+                    _call_bounded(call, wait.timeout(), what, wait.blocked)
                 else:
                     call(wait.timeout())
                 wait.done()

@@ -322,16 +322,8 @@ def test_wordcount_survives_broker_kill9_cycles(outage_broker: BrokerProcess, tm
         run.app.close(30)
 
 
-# Not yet diagnosed (issue 26, 2026-11-28): since the batch runtime, under exactly_once_v2 the
-# application stays RUNNING while the broker is frozen (failed in CI and on rerun; at_least_once
-# passes). Hypothesis, unverified: the faster app has committed everything before the stall, so no
-# transactional call is pending to report the wait -- a test assumption, or a missed report. To be
-# settled first next session, then this mark removed.
-STALL_XFAIL = pytest.mark.xfail(strict=False, reason="batch runtime: no REBALANCING while the broker is frozen (EOS)")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("guarantee", [pytest.param("exactly_once_v2", marks=STALL_XFAIL), "at_least_once"])
+@pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_wordcount_survives_broker_stalls(outage_broker: BrokerProcess, tmp_path: Path, guarantee: str) -> None:
     run = Outage(outage_broker, tmp_path, guarantee)
     try:
