@@ -238,7 +238,10 @@ class WorkerSinkTask(WorkerTask):
         msgs = self.consumer.consume(self.batch_size, 0.5)
         if not msgs:
             return
-        self.records_read += len(msgs)
+        # Records only: consume() also returns error events (a subscribed topic that does not
+        # exist yet, partition EOF), which Kafka's sink-record-read-total does not count.
+        # (filter(None, ...) rather than .count(None): KafkaError's == raises on None.)
+        self.records_read += len(msgs) - sum(1 for _ in filter(None, map(Message.error, msgs)))
         self._deliver(*self._convert_messages(msgs))
 
     def _convert_fast(self, msgs: list[Any]) -> tuple[Sequence[SinkRecord], dict[TP, int]] | None:
