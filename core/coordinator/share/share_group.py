@@ -1,21 +1,27 @@
 """A share group's membership (KIP-932's ShareGroupHeartbeat), without I/O.
 
-As Kafka's ``GroupMetadataManager.shareGroupHeartbeat``: a member joins with epoch 0 and the
-topics it subscribes to, heartbeats with the epoch it was given, leaves with epoch -1. Any change
-of membership, subscriptions or the subscribed topics' partition counts bumps the *group epoch*
-and recomputes the *target assignment* with the share assignor; share groups have no revocation
-phase (a partition may be read by several members at once), so each member takes its target at
-once and its member epoch becomes the assignment epoch. A heartbeat with another epoch than the
-member's is FENCED_MEMBER_EPOCH, an unknown member with an epoch > 0 UNKNOWN_MEMBER_ID, a member
-silent for ``group.share.session.timeout.ms`` is removed (:meth:`ShareGroup.expire_members`),
-and ``group.share.max.size`` members at most (GROUP_MAX_SIZE_REACHED).
+As Kafka 4.3.1's ``GroupMetadataManager.shareGroupHeartbeat``: a member joins with epoch 0 and
+the topics it subscribes to, heartbeats with the epoch it was given, leaves with epoch -1. A new
+group starts at group epoch 1 (Kafka's ``ModernGroup``). A heartbeat bumps the *group epoch*
+when the member's subscriptions changed (a join is one), when the subscribed topics' metadata
+hash changed, or - the target being current - when the initialized share partitions of the
+subscribed topics are not what the target assigns (``initializedAssignmentPending``). The
+*target assignment* is recomputed with the share assignor when the group epoch is ahead of it,
+but at most once per ``group.share.assignment.interval.ms`` (Kafka's
+``canComputeNextTargetAssignment``); only initialized partitions are assignable. Share groups
+have no revocation phase (a partition may be read by several members at once), so each member
+takes its target at once and its member epoch becomes the assignment epoch. The assignment is
+sent on a join, on a full request (subscriptions given) and when it changed. A heartbeat with
+another epoch than the member's is FENCED_MEMBER_EPOCH, an unknown member with an epoch > 0
+UNKNOWN_MEMBER_ID, a member silent for ``group.share.session.timeout.ms`` is removed
+(:meth:`ShareGroup.expire_members`), and ``group.share.max.size`` members at most
+(GROUP_MAX_SIZE_REACHED).
 
 The caller resolves topic names to ids and partition counts from the metadata image
 (``topics``) and persists the group (``group.share_group_service`` writes Kafka's ShareGroup*
 records to ``__consumer_offsets`` and replays them here through :meth:`ShareGroup.replay`);
 this class holds the state machine only. ``initialized`` is the set of share partitions whose
-state the share coordinator holds (ShareGroupStatePartitionMetadata): the service initializes a
-subscribed partition before any member is given it.
+state the share coordinator holds (ShareGroupStatePartitionMetadata).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from strom.core.coordinator.share.assignor import Assignment, SimpleAssignor
+from strom.core.coordinator.share.assignor import Assignment, ShareGroupSpec, SimpleAssignor
 from strom.core.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
@@ -35,7 +41,6 @@ from strom.core.errors import (
 )
 from strom.plugins.hookspecs.assignors import (
     ConsumerGroupPartitionAssignor,
-    GroupSpec,
     MemberAssignment,
     MemberSubscription,
     SubscribedTopicMetadata,
@@ -46,6 +51,7 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
 DEFAULT_MAX_SIZE = 200
+DEFAULT_ASSIGNMENT_INTERVAL_MS = 1_000  # group.share.assignment.interval.ms
 
 
 @dataclass(slots=True)
@@ -79,14 +85,19 @@ class ShareGroup:
     def __init__(self, group_id: str, *, assignor: ConsumerGroupPartitionAssignor | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
-                 max_size: int = DEFAULT_MAX_SIZE) -> None:
+                 max_size: int = DEFAULT_MAX_SIZE,
+                 assignment_interval_ms: int = DEFAULT_ASSIGNMENT_INTERVAL_MS) -> None:
         self.group_id = group_id
         self.assignor: ConsumerGroupPartitionAssignor = assignor or SimpleAssignor()
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
-        self.group_epoch = 0
+        self.assignment_interval_ms = assignment_interval_ms
+        # Kafka 4.3's ModernGroup starts at epoch 1: the first join makes it 2.
+        self.group_epoch = 1
         self.assignment_epoch = 0
+        # When the target was last computed (0: never); the next waits assignment_interval_ms.
+        self.assignment_timestamp_ms = 0
         self.members: dict[str, ShareGroupMember] = {}
         self.target: Assignment = {}
         # The partition counts the target was computed with (topic id -> count).
@@ -96,6 +107,12 @@ class ShareGroup:
         self.metadata_hash = 0
         # Share partitions whose state the share coordinator holds: topic id -> partitions.
         self.initialized: dict[uuid.UUID, set[int]] = {}
+        # ``initialized`` as the previous heartbeat left it (None: no heartbeat since the group
+        # was created or loaded). Kafka initializes share partitions asynchronously after the
+        # heartbeat that found them missing, so they are assignable from the next heartbeat on;
+        # strom's service initializes them just before the heartbeat, and this keeps them out
+        # of that heartbeat's target (see :meth:`_assignable`).
+        self._initialized_seen: dict[uuid.UUID, set[int]] | None = None
         self.topic_names: dict[uuid.UUID, str] = {}
         self.deleted = False
 
@@ -166,22 +183,63 @@ class ShareGroup:
         member.rack_id, member.client_id, member.client_host = rack_id, client_id, client_host
         member.last_heartbeat_ms = now_ms
 
+        assignable = self._assignable()
+        self._initialized_seen = {t: set(ps) for t, ps in self.initialized.items()}
+        bump = changed
+        if not bump and self.assignment_epoch >= self.group_epoch:
+            bump = self._initialized_assignment_pending(assignable)
         metadata = self._subscribed_metadata(topics)
-        digest = metadata_hash(metadata)
-        if changed or (metadata != self._topic_metadata and digest != self.metadata_hash):
-            self.group_epoch += 1
-            self.metadata_hash = digest
-        if self.assignment_epoch != self.group_epoch:
-            self._compute_target(topics, metadata)
+        if bump or metadata != self._topic_metadata:
+            digest = metadata_hash(metadata)
+            if digest != self.metadata_hash:
+                bump = True
+            if bump:
+                self.group_epoch += 1
+                self.metadata_hash = digest
+        if self.group_epoch > self.assignment_epoch and self._can_compute_target(now_ms):
+            self._compute_target(topics, metadata, now_ms, assignable)
 
         new_assignment = {t: set(ps) for t, ps in self.target.get(member_id, {}).items()}
-        send = member_epoch == 0 or new_assignment != member.assignment
+        send = member_epoch == 0 or subscribed_topic_names is not None or new_assignment != member.assignment
         member.assignment = new_assignment
         if member.member_epoch != self.assignment_epoch:
             member.previous_member_epoch = member.member_epoch
         member.member_epoch = self.assignment_epoch
         return HeartbeatResult(member_id, member.member_epoch, self.heartbeat_interval_ms,
                                new_assignment if send else None)
+
+    def _can_compute_target(self, now_ms: int) -> bool:
+        # Kafka's canComputeNextTargetAssignment.
+        return (self.assignment_timestamp_ms == 0 or self.assignment_interval_ms == 0
+                or now_ms >= self.assignment_timestamp_ms + self.assignment_interval_ms)
+
+    def _assignable(self) -> dict[uuid.UUID, set[int]]:
+        """The initialized partitions this heartbeat may assign: those the previous heartbeat
+        saw (less any dropped since). A group with no heartbeat since it was loaded trusts what
+        it loaded; a new group (never assigned) has nothing initialized before its first join."""
+        seen = self._initialized_seen
+        if seen is None:
+            if self.assignment_epoch == 0:
+                return {}
+            seen = self.initialized
+        return {t: ps & seen.get(t, set()) for t, ps in self.initialized.items() if ps & seen.get(t, set())}
+
+    def _initialized_assignment_pending(self, initialized: Mapping[uuid.UUID, set[int]]) -> bool:
+        """Kafka's ``initializedAssignmentPending``: a subscribed topic's initialized partitions
+        are not exactly what the target assigns, so the target must be recomputed."""
+        if not self.members or not initialized:
+            return False
+        subscribed = self.subscribed_topic_names()
+        if not subscribed:
+            return False
+        assigned: dict[uuid.UUID, set[int]] = {}
+        for parts in self.target.values():
+            for topic_id, ps in parts.items():
+                assigned.setdefault(topic_id, set()).update(ps)
+        for topic_id, ps in initialized.items():
+            if self.topic_names.get(topic_id) in subscribed and assigned.get(topic_id) != ps:
+                return True
+        return False
 
     def expire_members(self, now_ms: int) -> list[str]:
         """Remove the members whose session timed out; the group epoch moves if any went."""
@@ -206,16 +264,18 @@ class ShareGroup:
     def _subscribed_metadata(self, topics: Mapping[str, tuple[uuid.UUID, int]]) -> dict[uuid.UUID, int]:
         return {topics[n][0]: topics[n][1] for n in sorted(self.subscribed_topic_names()) if n in topics}
 
-    def _compute_target(self, topics: Mapping[str, tuple[uuid.UUID, int]], metadata: dict[uuid.UUID, int]) -> None:
+    def _compute_target(self, topics: Mapping[str, tuple[uuid.UUID, int]], metadata: dict[uuid.UUID, int],
+                        now_ms: int, assignable: Mapping[uuid.UUID, set[int]]) -> None:
         # Through the assignor hook's interface, so a plugin assignor is called the same way.
-        spec = GroupSpec(
+        spec = ShareGroupSpec(
             members={m.member_id: MemberSubscription(
                 frozenset(topics[n][0] for n in m.subscribed_topic_names if n in topics), m.rack_id)
                 for m in self.members.values()},
             # Kafka's GroupSpec holds each member's target assignment (its last one), in the order
             # the assignor gave it: the assignor walks it in Java's hash order.
             current={m.member_id: MemberAssignment({t: frozenset(ps) for t, ps in self.target.get(m.member_id, {}).items()})
-                     for m in self.members.values()})
+                     for m in self.members.values()},
+            assignable={t: frozenset(ps) for t, ps in assignable.items()})
         names = {tid: name for name, (tid, _) in topics.items()}
         described = SubscribedTopicMetadata({tid: TopicMetadata(tid, names.get(tid, ""), n)
                                              for tid, n in metadata.items()})
@@ -224,6 +284,7 @@ class ShareGroup:
                        for mid, a in result.members.items()}
         self._topic_metadata = metadata
         self.assignment_epoch = self.group_epoch
+        self.assignment_timestamp_ms = now_ms
 
 
 def metadata_hash(metadata: Mapping[uuid.UUID, int]) -> int:

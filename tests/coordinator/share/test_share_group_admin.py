@@ -191,6 +191,15 @@ def test_authorization_as_kafka_apis(tmp_path: Path) -> None:
             r = wait_for(lambda: (x := heartbeat(alice, "ag", member, 0, ("at",))).error_code == ErrorCode.none and x,
                          15, "DESCRIBE on the topic to apply")
             assert r.member_epoch >= 1
+            # The partitions are assigned at a heartbeat after the one that initialized them.
+            epoch = r.member_epoch
+
+            def assigned() -> bool:
+                nonlocal epoch
+                x = heartbeat(alice, "ag", member, epoch)
+                epoch = x.member_epoch
+                return x.assignment is not None and bool(x.assignment.topic_partitions)
+            wait_for(assigned, 15, "the member's assignment")
             assert describe_code() == ErrorCode.none  # READ implies DESCRIBE, as in Kafka's AclOperation
         # bob may describe the group but not the topic its member is assigned: no members shown.
         binding = AclBinding(ResourceType.GROUP, "ag", ResourcePatternType.LITERAL, "User:bob", "*",

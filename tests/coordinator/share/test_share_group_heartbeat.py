@@ -71,31 +71,48 @@ def test_join_assign_heartbeat_leave(fresh_broker: BrokerProcess) -> None:
 
         r = heartbeat(wire, "g1", a, 0, ["hb"])
         assert r.error_code == ErrorCode.none, r
-        assert (r.member_id, r.member_epoch) == (a, 1)
+        # A new group is at epoch 1 (Kafka 4.3's ModernGroup); the join bumps it. Nothing is
+        # assigned yet: the partitions' share state is initialized for this heartbeat and they
+        # are assigned from a later one (Kafka initializes them after the heartbeat).
+        assert (r.member_id, r.member_epoch, assigned(r)) == (a, 2, {})
         assert r.heartbeat_interval.total_seconds() == 5.0
-        assert assigned(r) == {tid: {0, 1}}
-        # The partitions' share state was initialized first: start offset -1, state epoch 0.
+        # The partitions' share state was initialized: start offset -1, state epoch 0.
         summary = wire.request(summary_req.ReadShareGroupStateSummaryRequest(group_id="g1", topics=(
             summary_req.ReadStateSummaryData(topic_id=tid, partitions=tuple(
                 summary_req.PartitionData(partition=i32(p), leader_epoch=i32(-1)) for p in (0, 1))),)))
         for p in summary.results[0].partitions:
             assert (p.error_code, p.start_offset, p.state_epoch) == (ErrorCode.none, -1, 0), p
-
-        r = heartbeat(wire, "g1", a, 1)
-        assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 1, None)  # unchanged: not sent
+        # A heartbeat bumps the epoch (the initialized partitions are not assigned) and, at most
+        # once per group.share.assignment.interval.ms (1 s), assigns them.
+        seen: list[Any] = []
+        wait_for(lambda: seen.append(x := heartbeat(wire, "g1", a, seen[-1].member_epoch if seen else 2))
+                 or x.assignment is not None, 15, "a's assignment")
+        assert (seen[-1].member_epoch, assigned(seen[-1])) == (3, {tid: {0, 1}})
+        r = heartbeat(wire, "g1", a, 3)
+        assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 3, None)  # unchanged: not sent
 
         r = heartbeat(wire, "g1", b, 0, ["hb"])
-        assert (r.error_code, r.member_epoch) == (ErrorCode.none, 2)
-        b_parts = assigned(r)[tid]
-        assert b_parts
-        r = heartbeat(wire, "g1", a, 1)
-        assert r.member_epoch == 2
-        a_parts = assigned(r)[tid] if r.assignment is not None else {0, 1}
-        assert a_parts | b_parts == {0, 1}
+        # If b joined within group.share.assignment.interval.ms (1 s) of the last target, it is in
+        # the group (epoch 4) but the target waits; a later heartbeat of each gets epoch 4, one
+        # partition each.
+        assert r.error_code == ErrorCode.none and r.member_epoch in (3, 4)
+        epochs, parts = {a: 3, b: r.member_epoch}, {a: {0, 1}, b: assigned(r).get(tid, set())}
+
+        def settled() -> bool:
+            for m in (a, b):
+                x = heartbeat(wire, "g1", m, epochs[m])
+                assert x.error_code == ErrorCode.none, x
+                epochs[m] = x.member_epoch
+                if x.assignment is not None:
+                    parts[m] = assigned(x).get(tid, set())
+            return epochs == {a: 4, b: 4} and len(parts[a]) == len(parts[b]) == 1
+        wait_for(settled, 15, "a and b at epoch 4 with a partition each")
+        assert parts[a] | parts[b] == {0, 1}
+        b_parts = parts[b]
 
         d = describe(wire, "g1")
         assert (d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
-            ErrorCode.none, "Stable", 2, 2, "simple")
+            ErrorCode.none, "Stable", 4, 4, "simple")
         members = {m.member_id: m for m in d.members}
         assert set(members) == {a, b}
         assert members[b].subscribed_topic_names == ("hb",)
@@ -105,7 +122,7 @@ def test_join_assign_heartbeat_leave(fresh_broker: BrokerProcess) -> None:
         r = heartbeat(wire, "g1", b, -1)
         assert (r.error_code, r.member_id, r.member_epoch) == (ErrorCode.none, b, -1)
         d = describe(wire, "g1")
-        assert [m.member_id for m in d.members] == [a] and d.group_epoch == 3
+        assert [m.member_id for m in d.members] == [a] and d.group_epoch == 5
         r = heartbeat(wire, "g1", a, -1)
         assert r.member_epoch == -1
         assert describe(wire, "g1").group_state == "Empty"
@@ -116,13 +133,13 @@ def test_heartbeat_errors(fresh_broker: BrokerProcess) -> None:
         wire.create_topic("hb", 1)
         wire.wait_for_coordinator("g2")
         a = str(uuid.uuid4())
-        assert heartbeat(wire, "g2", a, 0, ["hb"]).member_epoch == 1
+        assert heartbeat(wire, "g2", a, 0, ["hb"]).member_epoch == 2
         r = heartbeat(wire, "g2", a, 7)
         assert r.error_code == ErrorCode.fenced_member_epoch, r
         assert r.error_message.startswith("The share group member has a greater member epoch (7)"), r
-        r = heartbeat(wire, "g2", str(uuid.uuid4()), 1)
+        r = heartbeat(wire, "g2", str(uuid.uuid4()), 2)
         assert r.error_code == ErrorCode.unknown_member_id, r
-        r = heartbeat(wire, "nope", a, 1)
+        r = heartbeat(wire, "nope", a, 2)
         assert r.error_code == ErrorCode.group_id_not_found, r
         assert heartbeat(wire, "g2", "", 0, ["hb"]).error_code == ErrorCode.invalid_request
         assert heartbeat(wire, "g2", a, 0, []).error_code == ErrorCode.invalid_request
@@ -170,9 +187,16 @@ def test_group_survives_kill_and_restart(fresh_broker: BrokerProcess) -> None:
         tid = topic_id_of(wire, "hb")
         wire.wait_for_coordinator("g4")
         a, b = str(uuid.uuid4()), str(uuid.uuid4())
-        heartbeat(wire, "g4", a, 0, ["hb"])
-        heartbeat(wire, "g4", b, 0, ["hb"])
-        r = heartbeat(wire, "g4", a, 1)
+        epochs = {a: heartbeat(wire, "g4", a, 0, ["hb"]).member_epoch,
+                  b: heartbeat(wire, "g4", b, 0, ["hb"]).member_epoch}
+
+        def settled() -> bool:
+            # The target may wait group.share.assignment.interval.ms: heartbeat until both are on it.
+            for m in (a, b):
+                epochs[m] = heartbeat(wire, "g4", m, epochs[m]).member_epoch
+            return epochs[a] == epochs[b] == describe(wire, "g4").group_epoch
+        wait_for(settled, 15, "both members at the group epoch")
+        r = heartbeat(wire, "g4", a, epochs[a])
         before = describe(wire, "g4")
         fresh_broker.kill()  # kill -9: what a heartbeat wrote was appended before it was answered
     with fresh_broker, WireClient(fresh_broker.bootstrap) as wire:
@@ -216,17 +240,24 @@ def test_deleted_topic_state_is_deleted_and_recreated_topic_assigned(fresh_broke
         wire.wait_for_coordinator("g6")
         a = str(uuid.uuid4())
         r = heartbeat(wire, "g6", a, 0, ["gone"])
-        assert assigned(r) == {old_id: {0}}
+        epoch = r.member_epoch
+
+        def assignment_becomes(expected: dict[uuid.UUID, set[int]]) -> bool:
+            # Partitions are assigned from the heartbeat after their initialization, and a new
+            # target waits group.share.assignment.interval.ms (1 s) after the last.
+            nonlocal epoch
+            x = heartbeat(wire, "g6", a, epoch)
+            epoch = x.member_epoch
+            return x.assignment is not None and assigned(x) == expected
+        wait_for(lambda: assignment_becomes({old_id: {0}}), 15, "the partition")
         admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
         for future in admin.delete_topics(["gone"], operation_timeout=30).values():
             future.result()
         wait_for(lambda: wire.metadata(["gone"]).topics[0].error_code != ErrorCode.none, 20, "the topic to go")
-        r = heartbeat(wire, "g6", a, r.member_epoch)
-        assert assigned(r) == {}
+        wait_for(lambda: assignment_becomes({}), 15, "the deleted topic's partition to be unassigned")
         wire.create_topic("gone", 1)
         new_id = topic_id_of(wire, "gone")
-        r = heartbeat(wire, "g6", a, r.member_epoch)
-        assert assigned(r) == {new_id: {0}}
+        wait_for(lambda: assignment_becomes({new_id: {0}}), 15, "the re-created topic's partition")
         assert read_state_error(wire, "g6", old_id) == ErrorCode.invalid_request  # its state was deleted
         assert read_state_error(wire, "g6", new_id) == ErrorCode.none
 

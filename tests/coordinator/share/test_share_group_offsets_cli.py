@@ -91,6 +91,16 @@ class Scenario:
                 group_id=self.busy, member_id=member, member_epoch=0, rack_id=None,
                 subscribed_topic_names=(self.topic,)))
             assert int(hb.error_code) == 0, hb.error_message
+            # The partitions are assigned at a heartbeat after the join (they are initialized
+            # after it), at most once per group.share.assignment.interval.ms.
+            deadline = time.monotonic() + 30
+            while hb.assignment is None or not hb.assignment.topic_partitions:
+                assert time.monotonic() < deadline, "no assignment"
+                time.sleep(0.2)  # heartbeat pacing; the loop's condition is the assignment
+                hb = c.request(heartbeat_req.ShareGroupHeartbeatRequest(
+                    group_id=self.busy, member_id=member, member_epoch=hb.member_epoch, rack_id=None,
+                    subscribed_topic_names=None))
+                assert int(hb.error_code) == 0, hb.error_message
 
     def at(self, seconds: int) -> str:
         ms = self.first_ms + 1000 * seconds

@@ -66,7 +66,7 @@ def _state(g: ShareGroup) -> tuple[object, ...]:
 def test_replaying_the_written_records_rebuilds_the_group() -> None:
     live = ShareGroup("g")
     log: list[sgs.Record] = []
-    steps = [("a", 0, ["t1"]), ("b", 0, ["t1"]), ("a", 1, None), ("b", -1, None), ("c", 0, ["t1"])]
+    steps = [("a", 0, ["t1"]), ("b", 0, ["t1"]), ("a", 2, None), ("b", -1, None), ("c", 0, ["t1"])]
     for member, epoch, topics in steps:
         before = sgs._view(live)
         created = not log

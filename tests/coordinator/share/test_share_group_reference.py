@@ -8,10 +8,12 @@ answer, ListGroups and DeleteGroups of the group, and what the classic and consu
 (JoinGroup, Heartbeat, OffsetCommit, OffsetFetch, DescribeGroups, ConsumerGroupHeartbeat,
 ConsumerGroupDescribe) answer for a share group's id.
 
-One difference is left out on purpose: Kafka initializes share partitions asynchronously and
-assigns them a heartbeat or more after the join (its epochs advance once more); strom
-initializes them during the join. So epochs are compared as relations (member epoch = group
-epoch = assignment epoch once assigned), and an assignment as what the member ends up with.
+The epochs are compared as numbers: Kafka 4.3.1 starts a group at epoch 1 (the join makes it
+2, with nothing assigned: the share partitions are not initialized yet), initializes the
+partitions after the join and assigns them at a later heartbeat (epoch 3), at most once per
+``group.share.assignment.interval.ms``; strom answers the same epochs. How many heartbeats the
+assignment takes is timing (Kafka's first initialization on a fresh broker can take seconds), so
+the epochs of the heartbeats before it are not compared.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ def scenario(bootstrap: str) -> dict[str, Any]:
         seen["epoch -2"] = error(heartbeat(wire, GROUP, MEMBER, -2, (TOPIC,)))
 
         joined = heartbeat(wire, GROUP, MEMBER, 0, (TOPIC,))
-        seen["join"] = (error(joined), joined.member_id, joined.heartbeat_interval.total_seconds(),
-                        joined.assignment is not None)
+        seen["join"] = (error(joined), joined.member_id, joined.member_epoch, joined.heartbeat_interval.total_seconds(),
+                        _parts(joined))
         epoch, parts = joined.member_epoch, _parts(joined)
         deadline = time.monotonic() + 30
         while parts != [0, 1]:
@@ -97,14 +99,14 @@ def scenario(bootstrap: str) -> dict[str, Any]:
             r = heartbeat(wire, GROUP, MEMBER, epoch)
             assert r.error_code == 0, r
             epoch, parts = r.member_epoch, (_parts(r) if r.assignment is not None else parts)
-        seen["assigned"] = parts
+        seen["assigned"] = (parts, epoch)
         seen["fenced greater"] = error(heartbeat(wire, GROUP, MEMBER, 99))
         seen["unknown member"] = error(heartbeat(wire, GROUP, STRANGER, epoch))
 
         d = describe(wire, GROUP)
         seen["describe"] = (error(d), d.group_id, d.group_state, d.assignor_name, d.authorized_operations,
-                            d.group_epoch == d.assignment_epoch == epoch,
-                            [(m.member_id, m.member_epoch == epoch, m.client_id, m.client_host, m.rack_id,
+                            d.group_epoch, d.assignment_epoch,
+                            [(m.member_id, m.member_epoch, m.client_id, m.client_host, m.rack_id,
                               m.subscribed_topic_names,
                               [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions])
                              for m in d.members])
@@ -121,8 +123,7 @@ def scenario(bootstrap: str) -> dict[str, Any]:
                          left.assignment)
         seen["leave again"] = error(heartbeat(wire, GROUP, MEMBER, -1))
         d = describe(wire, GROUP)
-        seen["describe empty"] = (error(d), d.group_state, d.members, d.group_epoch == epoch + 1,
-                                  d.assignment_epoch == epoch)
+        seen["describe empty"] = (error(d), d.group_state, d.members, d.group_epoch, d.assignment_epoch)
         deleted = wire.request(DeleteGroupsRequest(groups_names=(GroupId(GROUP),)))
         seen["delete"] = deleted.results[0].error_code.name
         seen["describe deleted"] = error(describe(wire, GROUP))
@@ -178,5 +179,6 @@ def test_heartbeat_describe_list_delete_as_kafka(kafka_ref: KafkaRef, fresh_brok
     assert theirs["empty member id"] == ("invalid_request", None)
     assert theirs["unknown group"] == ("group_id_not_found", f"Share group {GROUP} not found.")
     assert theirs["leave"][2:4] == (-1, 0.0)
+    assert theirs["join"][2:] == (2, 5.0, []) and theirs["assigned"] == ([0, 1], 3)
     assert theirs["other protocols"]["Heartbeat"] == "unknown_member_id"
     assert theirs["other protocols"]["OffsetFetch"] == ("none", [(0, -1, "none")])
