@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
+from typing import ClassVar, Generic, TypeVar
 
 from strom.connect.data.schema import (
     DATE_LOGICAL_NAME,
@@ -31,6 +32,8 @@ from strom.connect.exceptions import DataException
 EPOCH_DATE = _dt.date(1970, 1, 1)
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 MILLIS_PER_DAY = 86_400_000
+
+_L = TypeVar("_L")  # a temporal type's Python value: date, time or datetime
 
 
 def _check(schema: Schema, name: str, what: str) -> None:
@@ -98,80 +101,90 @@ class Decimal:
         return _decimal.Decimal((1 if unscaled < 0 else 0, digits, -scale))
 
 
-class Date:
+class _Temporal(Generic[_L]):
+    """Date, Time and Timestamp: a version-1 schema of one integer type under Kafka's logical name,
+    and conversions that first check the schema given is that one, as Kafka's do."""
+
+    LOGICAL_NAME: ClassVar[str]
+    ENCODED_TYPE: ClassVar[Type]
+    SCHEMA: ClassVar[Schema]
+
+    @classmethod
+    def builder(cls) -> SchemaBuilder:
+        return SchemaBuilder(cls.ENCODED_TYPE).name(cls.LOGICAL_NAME).version(1)
+
+    @classmethod
+    def from_logical(cls, schema: Schema, value: _L) -> int:
+        _check(schema, cls.LOGICAL_NAME, cls.__name__)
+        return cls._encode(value)
+
+    @classmethod
+    def to_logical(cls, schema: Schema, value: int) -> _L:
+        _check(schema, cls.LOGICAL_NAME, cls.__name__)
+        return cls._decode(value)
+
+    @classmethod
+    def _encode(cls, value: _L) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def _decode(cls, value: int) -> _L:
+        raise NotImplementedError
+
+
+class Date(_Temporal[_dt.date]):
     """A calendar date, days since the epoch in an INT32."""
 
     LOGICAL_NAME = DATE_LOGICAL_NAME
+    ENCODED_TYPE = Type.INT32
 
-    @staticmethod
-    def builder() -> SchemaBuilder:
-        return SchemaBuilder.int32().name(DATE_LOGICAL_NAME).version(1)
-
-    SCHEMA: Schema
-
-    @staticmethod
-    def from_logical(schema: Schema, value: _dt.date) -> int:
-        _check(schema, DATE_LOGICAL_NAME, "Date")
+    @classmethod
+    def _encode(cls, value: _dt.date) -> int:
         if isinstance(value, _dt.datetime):
             if (value.hour, value.minute, value.second, value.microsecond) != (0, 0, 0, 0):
                 raise DataException("Kafka Connect Date type should not have any time fields set to non-zero values.")
             value = value.date()
         return (value - EPOCH_DATE).days
 
-    @staticmethod
-    def to_logical(schema: Schema, value: int) -> _dt.date:
-        _check(schema, DATE_LOGICAL_NAME, "Date")
+    @classmethod
+    def _decode(cls, value: int) -> _dt.date:
         return EPOCH_DATE + _dt.timedelta(days=value)
 
 
-class Time:
+class Time(_Temporal[_dt.time]):
     """A time of day, milliseconds since midnight in an INT32."""
 
     LOGICAL_NAME = TIME_LOGICAL_NAME
+    ENCODED_TYPE = Type.INT32
 
-    @staticmethod
-    def builder() -> SchemaBuilder:
-        return SchemaBuilder.int32().name(TIME_LOGICAL_NAME).version(1)
-
-    SCHEMA: Schema
-
-    @staticmethod
-    def from_logical(schema: Schema, value: _dt.time) -> int:
-        _check(schema, TIME_LOGICAL_NAME, "Time")
+    @classmethod
+    def _encode(cls, value: _dt.time) -> int:
         if isinstance(value, _dt.datetime):
             if value.date() != EPOCH_DATE:
                 raise DataException("Kafka Connect Time type should not have any date fields set to non-zero values.")
             value = value.time()
         return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
 
-    @staticmethod
-    def to_logical(schema: Schema, value: int) -> _dt.time:
-        _check(schema, TIME_LOGICAL_NAME, "Time")
+    @classmethod
+    def _decode(cls, value: int) -> _dt.time:
         if not 0 <= value < MILLIS_PER_DAY:
             raise DataException("Time values must use number of milliseconds greater than 0 and less than 86400000")
         seconds, ms = divmod(value, 1000)
         return _dt.time(seconds // 3600, seconds // 60 % 60, seconds % 60, ms * 1000)
 
 
-class Timestamp:
+class Timestamp(_Temporal[_dt.datetime]):
     """An instant, milliseconds since the epoch in an INT64."""
 
     LOGICAL_NAME = TIMESTAMP_LOGICAL_NAME
+    ENCODED_TYPE = Type.INT64
 
-    @staticmethod
-    def builder() -> SchemaBuilder:
-        return SchemaBuilder.int64().name(TIMESTAMP_LOGICAL_NAME).version(1)
-
-    SCHEMA: Schema
-
-    @staticmethod
-    def from_logical(schema: Schema, value: _dt.datetime) -> int:
-        _check(schema, TIMESTAMP_LOGICAL_NAME, "Timestamp")
+    @classmethod
+    def _encode(cls, value: _dt.datetime) -> int:
         return _ms(value)
 
-    @staticmethod
-    def to_logical(schema: Schema, value: int) -> _dt.datetime:
-        _check(schema, TIMESTAMP_LOGICAL_NAME, "Timestamp")
+    @classmethod
+    def _decode(cls, value: int) -> _dt.datetime:
         return EPOCH + _dt.timedelta(milliseconds=value)
 
 
