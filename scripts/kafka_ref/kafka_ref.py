@@ -29,13 +29,16 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
 from strom.core.testing import MIN_JAVA, ManagedProcess, free_port, java_problem, java_version
 
-__all__ = ["BASE_CONFIG", "JVM_OPTS", "MIN_JAVA", "KafkaRef", "KafkaRefError", "classpath", "ensure_jars",
-           "free_port", "jars_present", "java_problem", "java_version", "lib_dir", "new_cluster_id"]
+__all__ = ["BASE_CONFIG", "JARS", "JVM_OPTS", "MIN_JAVA", "KafkaRef", "KafkaRefError", "RefJars", "classpath",
+           "ensure_jars", "free_port", "jars_present", "java_problem", "java_version", "lib_dir", "new_cluster_id",
+           "parse_overrides", "run_in_foreground"]
 
 log = logging.getLogger(__name__)
 
@@ -80,28 +83,54 @@ class KafkaRefError(RuntimeError):
     """The reference broker could not be set up or started."""
 
 
-def lib_dir() -> Path:
-    return Path(os.environ.get("STROM_KAFKA_REF_LIB", str(DEFAULT_LIB_DIR)))
+@dataclass(frozen=True)
+class RefJars:
+    """A reference JVM's jar directory, filled from Maven Central by its ``fetch.sh``, and the
+    ``java`` command line that runs from it. The reference broker's here and the reference
+    Connect worker's (scripts/kconnect_ref) differ only in these fields."""
 
+    env_var: str                # names a jar directory in place of default_dir
+    default_dir: Path
+    fetch_script: Path
+    markers: tuple[str, ...]    # globs that must each match a jar for the directory to count
+    error: type[Exception]      # raised when the jars cannot be fetched or Java is unusable
 
-def classpath(lib: Path | None = None) -> str:
-    return str((lib or lib_dir()) / "*")
+    def lib_dir(self) -> Path:
+        return Path(os.environ.get(self.env_var, str(self.default_dir)))
 
+    def classpath(self, lib: Path | None = None) -> str:
+        return str((lib or self.lib_dir()) / "*")
 
-def jars_present(lib: Path | None = None) -> bool:
-    lib = lib or lib_dir()
-    return lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")) and any(lib.glob("kafka-clients-*.jar"))
+    def present(self, lib: Path | None = None) -> bool:
+        lib = lib or self.lib_dir()
+        return lib.is_dir() and all(any(lib.glob(marker)) for marker in self.markers)
 
-
-def ensure_jars(lib: Path | None = None) -> Path:
-    """Return the jar directory, running fetch.sh (Maven Central) first if it is empty."""
-    lib = lib or lib_dir()
-    if jars_present(lib):
+    def ensure(self, lib: Path | None = None) -> Path:
+        """Return the jar directory, running fetch.sh (Maven Central) first if it is empty."""
+        lib = lib or self.lib_dir()
+        if self.present(lib):
+            return lib
+        proc = subprocess.run(["bash", str(self.fetch_script), str(lib)], capture_output=True, text=True)
+        if proc.returncode != 0 or not self.present(lib):
+            raise self.error(f"fetch.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return lib
-    proc = subprocess.run(["bash", str(FETCH_SCRIPT), str(lib)], capture_output=True, text=True)
-    if proc.returncode != 0 or not jars_present(lib):
-        raise KafkaRefError(f"fetch.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return lib
+
+    def java_command(self, heap: str, opts: Sequence[str]) -> list[str]:
+        """``java -Xmx<heap> -Xms64m <opts> -cp <jars>/*``, a main class and its arguments to follow.
+        Java is checked before the jars are fetched: without it there is nothing to fetch them for."""
+        java = shutil.which("java")
+        problem = java_problem()
+        if java is None or problem is not None:
+            raise self.error(problem or "no java")
+        return [java, f"-Xmx{heap}", "-Xms64m", *opts, "-cp", self.classpath(self.ensure())]
+
+
+JARS = RefJars("STROM_KAFKA_REF_LIB", DEFAULT_LIB_DIR, FETCH_SCRIPT, ("kafka_2.13-*.jar", "kafka-clients-*.jar"),
+               KafkaRefError)
+lib_dir = JARS.lib_dir
+classpath = JARS.classpath
+jars_present = JARS.present
+ensure_jars = JARS.ensure
 
 
 def new_cluster_id() -> str:
@@ -171,11 +200,7 @@ class KafkaRef(ManagedProcess):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def _java(self) -> list[str]:
-        java = shutil.which("java")
-        problem = java_problem()
-        if java is None or problem is not None:
-            raise KafkaRefError(problem or "no java")
-        return [java, f"-Xmx{self.heap}", "-Xms64m", *JVM_OPTS, "-cp", classpath(ensure_jars())]
+        return JARS.java_command(self.heap, JVM_OPTS)  # JVM_OPTS as it is now: bench/peers.py edits it
 
     def _write_properties(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -229,7 +254,8 @@ class KafkaRef(ManagedProcess):
         return self.start()
 
 
-def _parse_overrides(items: list[str]) -> dict[str, str]:
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """``--override KEY=VALUE`` arguments as a dict (exit with a usage message on a malformed one)."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -237,6 +263,27 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
             raise SystemExit(f"--override wants KEY=VALUE, got {item!r}")
         out[key.strip()] = value.strip()
     return out
+
+
+def run_in_foreground(ref: ManagedProcess, announce: Callable[[], str], logger: logging.Logger) -> int:
+    """A CLI's ``run``: start ``ref``, print ``announce()`` (where clients reach it) and keep it
+    until Ctrl-C, SIGTERM or its exit, then close it. 1 (logged) when it could not start."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        ref.start()
+    except ref.start_error as exc:
+        logger.error("%s", exc)
+        return 1
+    print(announce(), flush=True)
+    try:
+        while not stop.is_set() and ref.alive:
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ref.close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,24 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         print(classpath(ensure_jars()))
         return 0
 
-    ref = KafkaRef(args.data_dir, port=args.port, config=_parse_overrides(args.override), heap=args.heap,
+    ref = KafkaRef(args.data_dir, port=args.port, config=parse_overrides(args.override), heap=args.heap,
                    echo=args.verbose)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        ref.start()
-    except KafkaRefError as exc:
-        log.error("%s", exc)
-        return 1
-    print(f"bootstrap.servers={ref.bootstrap}", flush=True)
-    try:
-        while not stop.is_set() and ref.alive:
-            stop.wait(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        ref.close()
-    return 0
+    return run_in_foreground(ref, lambda: f"bootstrap.servers={ref.bootstrap}", log)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ free loopback port), starts ``java -cp 'lib/*' org.apache.kafka.connect.cli.Conn
 /connectors`` with 200 (the herder has joined its group and read the config topic), and stops it
 (SIGTERM: a clean shutdown that commits offsets) or kills it (SIGKILL). The jars come from
 ``scripts/kconnect_ref/fetch.sh`` (Maven) and live in ``.cache/kconnect-ref/lib`` (override with
-``STROM_KCONNECT_REF_LIB``). Java detection and the process
-supervision are ``strom.core.testing``'s, as for ``scripts/kafka_ref/kafka_ref.py``.
+``STROM_KCONNECT_REF_LIB``). The jar directory, the JVM launch and the CLI's foreground run are
+``scripts/kafka_ref/kafka_ref.py``'s (``RefJars``, ``run_in_foreground``); the process supervision
+is ``strom.core.testing``'s.
 
 CLI::
 
@@ -22,19 +23,24 @@ import argparse
 import json
 import logging
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
-from strom.core.testing import ManagedProcess, free_port, java_problem
+# The jar directory and JVM launch are kafka_ref's (scripts/kafka_ref): run as a script this folder
+# alone is on sys.path; tests/conftest.py and bench/peers.py put or import kafka_ref themselves.
+_KAFKA_REF_DIR = str(Path(__file__).resolve().parents[1] / "kafka_ref")
+if _KAFKA_REF_DIR not in sys.path:
+    sys.path.append(_KAFKA_REF_DIR)
+
+from kafka_ref import JVM_OPTS as _KAFKA_JVM_OPTS  # noqa: E402
+from kafka_ref import RefJars, parse_overrides, run_in_foreground  # noqa: E402
+
+from strom.core.testing import ManagedProcess, free_port  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -58,43 +64,20 @@ BASE_DISTRIBUTED_CONFIG: dict[str, str] = {
     "heartbeat.interval.ms": "1000",
 }
 
-JVM_OPTS: list[str] = [
-    "-XX:+UseSerialGC",             # one GC thread: the machine is small and shared
-    "-XX:TieredStopAtLevel=1",      # C1 only: faster start, less CPU
-    "-Xss512k",
-    "-Djava.awt.headless=true",
-    "-Dorg.slf4j.simpleLogger.showDateTime=true",
-    "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
-    "-Dorg.slf4j.simpleLogger.logFile=System.out",
-]
+# The reference broker's JVM options, with slf4j-simple's log on stdout (its default is stderr).
+JVM_OPTS: list[str] = [*_KAFKA_JVM_OPTS, "-Dorg.slf4j.simpleLogger.logFile=System.out"]
 
 
 class KConnectRefError(RuntimeError):
     """The reference Connect worker could not be set up or started."""
 
 
-def lib_dir() -> Path:
-    return Path(os.environ.get("STROM_KCONNECT_REF_LIB", str(DEFAULT_LIB_DIR)))
-
-
-def classpath(lib: Path | None = None) -> str:
-    return str((lib or lib_dir()) / "*")
-
-
-def jars_present(lib: Path | None = None) -> bool:
-    lib = lib or lib_dir()
-    return lib.is_dir() and any(lib.glob("connect-runtime-*.jar")) and any(lib.glob("connect-file-*.jar"))
-
-
-def ensure_jars(lib: Path | None = None) -> Path:
-    """Return the jar directory, running fetch.sh (Maven Central) first if it is empty."""
-    lib = lib or lib_dir()
-    if jars_present(lib):
-        return lib
-    proc = subprocess.run(["bash", str(FETCH_SCRIPT), str(lib)], capture_output=True, text=True)
-    if proc.returncode != 0 or not jars_present(lib):
-        raise KConnectRefError(f"fetch.sh failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return lib
+JARS = RefJars("STROM_KCONNECT_REF_LIB", DEFAULT_LIB_DIR, FETCH_SCRIPT, ("connect-runtime-*.jar", "connect-file-*.jar"),
+               KConnectRefError)
+lib_dir = JARS.lib_dir
+classpath = JARS.classpath
+jars_present = JARS.present
+ensure_jars = JARS.ensure
 
 
 def http(method: str, url: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
@@ -168,11 +151,7 @@ class KConnectRef(ManagedProcess):
         return props
 
     def _java(self) -> list[str]:
-        java = shutil.which("java")
-        problem = java_problem()
-        if java is None or problem is not None:
-            raise KConnectRefError(problem or "no java")
-        return [java, f"-Xmx{self.heap}", "-Xms64m", *JVM_OPTS, "-cp", classpath(ensure_jars())]
+        return JARS.java_command(self.heap, JVM_OPTS)
 
     def start(self) -> Self:
         if self.port == 0:  # a restart keeps its port, so REST URLs stay valid
@@ -196,16 +175,6 @@ class KConnectRef(ManagedProcess):
         return http(method, f"{self.url}{path}", body)
 
 
-def _parse_overrides(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--override wants KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -226,24 +195,9 @@ def main(argv: list[str] | None = None) -> int:
 
     config = {"group.id": args.group_id, "config.storage.topic": f"{args.group_id}-configs",
               "offset.storage.topic": f"{args.group_id}-offsets",
-              "status.storage.topic": f"{args.group_id}-status", **_parse_overrides(args.override)}
+              "status.storage.topic": f"{args.group_id}-status", **parse_overrides(args.override)}
     ref = KConnectRef(args.bootstrap, config, port=args.port, heap=args.heap, echo=args.verbose)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        ref.start()
-    except KConnectRefError as exc:
-        log.error("%s", exc)
-        return 1
-    print(f"rest={ref.url}", flush=True)
-    try:
-        while not stop.is_set() and ref.alive:
-            stop.wait(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        ref.close()
-    return 0
+    return run_in_foreground(ref, lambda: f"rest={ref.url}", log)
 
 
 if __name__ == "__main__":
