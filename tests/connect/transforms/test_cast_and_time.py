@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strom.connect.api.records import Headers, SinkRecord, SourceRecord
 from strom.connect.data import Date, Decimal, Schema, SchemaBuilder, Struct, Time, Timestamp
 from strom.connect.exceptions import ConfigException, DataException
 from strom.connect.transforms import (
@@ -25,25 +24,9 @@ from strom.connect.transforms import (
     TimestampRouter,
 )
 from strom.connect.transforms.java_date_format import JavaDateFormat
+from tests.connect.transforms.conftest import make, sink
 
 UTC = dt.UTC
-
-def make(cls: type, **configs: Any) -> Any:
-    t = cls()
-    t.configure({k.replace("__", "."): v for k, v in configs.items()})
-    return t
-
-
-def sink(value_schema: Any = None, value: Any = None, key_schema: Any = None, key: Any = None,
-         topic: str = "orders", partition: int = 3, offset: int = 42, timestamp: int | None = 1_600_000_000_123,
-         headers: Headers | None = None) -> SinkRecord:
-    return SinkRecord(topic, partition, key_schema, key, value_schema, value, kafka_offset=offset,
-                      timestamp=timestamp, timestamp_type="CreateTime", headers=headers)
-
-
-def source(value_schema: Any = None, value: Any = None, key_schema: Any = None, key: Any = None,
-           topic: str = "orders", timestamp: int | None = 1_600_000_000_123) -> SourceRecord:
-    return SourceRecord({"file": "f"}, {"pos": 1}, topic, 0, key_schema, key, value_schema, value, timestamp)
 
 
 CAST = {spec: make(CastValue, spec=spec) for spec in ("int8", "int16", "int32", "int64", "string")}

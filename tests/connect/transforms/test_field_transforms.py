@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from typing import Any
 
 import pytest
 
-from strom.connect.api.records import Headers, SinkRecord, SourceRecord
 from strom.connect.data import Date, Decimal, Schema, SchemaBuilder, Struct, Timestamp
 from strom.connect.exceptions import ConfigException, DataException
 from strom.connect.transforms import (
@@ -25,26 +23,11 @@ from strom.connect.transforms import (
     ReplaceFieldValue,
     ValueToKey,
 )
+from tests.connect.transforms.conftest import make, sink, source
 
 UTC = dt.UTC
 
 
-def make(cls: type, **configs: Any) -> Any:
-    t = cls()
-    t.configure({k.replace("__", "."): v for k, v in configs.items()})
-    return t
-
-
-def sink(value_schema: Any = None, value: Any = None, key_schema: Any = None, key: Any = None,
-         topic: str = "orders", partition: int = 3, offset: int = 42, timestamp: int | None = 1_600_000_000_123,
-         headers: Headers | None = None) -> SinkRecord:
-    return SinkRecord(topic, partition, key_schema, key, value_schema, value, kafka_offset=offset,
-                      timestamp=timestamp, timestamp_type="CreateTime", headers=headers)
-
-
-def source(value_schema: Any = None, value: Any = None, key_schema: Any = None, key: Any = None,
-           topic: str = "orders", timestamp: int | None = 1_600_000_000_123) -> SourceRecord:
-    return SourceRecord({"file": "f"}, {"pos": 1}, topic, 0, key_schema, key, value_schema, value, timestamp)
 PERSON = (SchemaBuilder.struct().name("person").version(3)
           .field("name", Schema.STRING_SCHEMA).field("age", Schema.OPTIONAL_INT32_SCHEMA)
           .field("email", Schema.OPTIONAL_STRING_SCHEMA).build())

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from strom.connect.api.records import Header, Headers, SinkRecord, SourceRecord
+from strom.connect.api.records import Header, Headers
 from strom.connect.data import Schema, SchemaBuilder, Struct
 from strom.connect.exceptions import ConfigException, DataException
 from strom.connect.transforms import (
@@ -24,24 +22,7 @@ from strom.connect.transforms import (
     SetSchemaMetadataValue,
     TopicNameMatches,
 )
-
-
-def make(cls: type, **configs: Any) -> Any:
-    t = cls()
-    t.configure({k.replace("__", "."): v for k, v in configs.items()})
-    return t
-
-
-def sink(value_schema: Any = None, value: Any = None, key_schema: Any = None, key: Any = None,
-         topic: str = "orders", partition: int = 3, offset: int = 42, timestamp: int | None = 1_600_000_000_123,
-         headers: Headers | None = None) -> SinkRecord:
-    return SinkRecord(topic, partition, key_schema, key, value_schema, value, kafka_offset=offset,
-                      timestamp=timestamp, timestamp_type="CreateTime", headers=headers)
-
-
-def source(value_schema: Any = None, value: Any = None, key_schema: Any = None, key: Any = None,
-           topic: str = "orders", timestamp: int | None = 1_600_000_000_123) -> SourceRecord:
-    return SourceRecord({"file": "f"}, {"pos": 1}, topic, 0, key_schema, key, value_schema, value, timestamp)
+from tests.connect.transforms.conftest import make, sink
 
 
 def test_every_plugin_has_a_unique_kafka_name_and_config() -> None:
