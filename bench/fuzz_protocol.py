@@ -18,7 +18,6 @@ traceback, or its RSS did not return within 20% of the start.
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import sys
 import time
@@ -28,14 +27,13 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.core.protocol import fuzz
-from strom.core.records.builder import SimpleRecord, build_batch
+from strom.core.protocol import fuzz, fuzz_harness
+from strom.core.protocol.fuzz_harness import LogTap, rss_kib, seeds_for
 from strom.core.testing import BrokerProcess
 
 TOPIC = "fuzz"
 BROKER_CONFIG = {
-    "auto.create.topics.enable": "false",
-    "group.initial.rebalance.delay.ms": "0",
+    **fuzz_harness.BROKER_CONFIG,  # no topic auto-creation, no initial rebalance delay
     # Kafka's new-member JoinGroup timeout is 5 minutes: fuzzed JoinGroups parked in a rebalance
     # a fuzzed 2^31 ms rebalance timeout holds open stay that long (as on Kafka), each with its
     # member, task and connection. Shortened so they are gone within the minute "after" waits.
@@ -44,14 +42,6 @@ BROKER_CONFIG = {
     # many. The same policy, run often enough to be done within the minute "after" waits.
     "offsets.retention.check.interval.ms": "10000",
 }
-
-
-def rss_kib(pid: int, field: str = "VmRSS") -> int:
-    """A memory figure of /proc/<pid>/status in KiB: VmRSS, RssAnon (heap) or RssFile (mapped files)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} for pid {pid}")
 
 
 def rss_text(pid: int) -> str:
@@ -95,31 +85,28 @@ def client_round_trip(bootstrap: str, tag: str) -> None:
         consumer.close()
 
 
-class LogTap(collections.deque[str]):
-    """The broker's output as BrokerProcess pumps it, with every ERROR and traceback kept."""
+class CountingTap(LogTap):
+    """The harness's LogTap (every ERROR and traceback line kept), also counting the lines: the
+    report gives the log's length."""
 
     def __init__(self) -> None:
-        super().__init__(maxlen=2000)
-        self.errors: list[str] = []
+        super().__init__()
         self.lines = 0
 
     def append(self, line: str) -> None:
         self.lines += 1
-        if " ERROR " in line or "Traceback" in line:
-            self.errors.append(line)
         super().append(line)
 
 
-def start_broker() -> tuple[BrokerProcess, LogTap, list[fuzz.Seed], dict[int, tuple[int, int]]]:
+def start_broker() -> tuple[BrokerProcess, CountingTap, list[fuzz.Seed], dict[int, tuple[int, int]]]:
     broker = BrokerProcess(config=BROKER_CONFIG).start()
-    tap = LogTap()
-    tap.extend(broker.output)
+    tap = CountingTap()
+    for line in broker.output:
+        tap.append(line)  # one by one, as fuzz_harness.tap_output: deque.extend would skip the checks
     broker.output = tap
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    versions = fuzz.api_versions(broker.bootstrap)
-    records = build_batch([SimpleRecord(b"key", b"fuzz-value-" * 8) for _ in range(3)])
-    seeds = fuzz.build_seeds(versions, fuzz.SeedContext(topic=TOPIC, records=records))
+    versions, seeds = seeds_for(broker.bootstrap, TOPIC, b"fuzz-value-" * 8)
     return broker, tap, seeds, versions
 
 
@@ -194,8 +181,8 @@ def main() -> int:
     print(f"client afterwards  {client_error or 'a new topic created, produced to and consumed from'}")
     print(f"broker RSS         {rss_before / 1024:.1f} MiB before, {rss_end / 1024:.1f} MiB at the end of "
           f"the run, {rss_after / 1024:.1f} MiB after ({growth:+.1%})")
-    print(f"broker log         {tap.lines:,} lines, {len(tap.errors)} ERROR/traceback lines")
-    for line in tap.errors[:20]:
+    print(f"broker log         {tap.lines:,} lines, {len(tap.bad)} ERROR/traceback lines")
+    for line in tap.bad[:20]:
         print(f"  {line}")
     if args.json:
         args.json.write_text(json.dumps({
@@ -203,10 +190,10 @@ def main() -> int:
             "answered": stats.answered, "closed": stats.closed, "unanswered": stats.unanswered,
             "wrong_correlation": stats.wrong_correlation, "by_kind": stats.by_kind, "alive": alive,
             "rss_kib_before": rss_before, "rss_kib_end_of_run": rss_end, "rss_kib_after": rss_after,
-            "log_lines": tap.lines, "error_lines": tap.errors[:100], "seed": args.seed,
+            "log_lines": tap.lines, "error_lines": tap.bad[:100], "seed": args.seed,
             "client_error": client_error,
         }, indent=2))
-    ok = alive and not client_error and not tap.errors and growth <= 0.2 and stats.wrong_correlation == 0
+    ok = alive and not client_error and not tap.bad and growth <= 0.2 and stats.wrong_correlation == 0
     return 0 if ok else 1
 
 
