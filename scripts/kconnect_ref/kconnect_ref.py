@@ -74,9 +74,7 @@ class KConnectRefError(RuntimeError):
 
 JARS = RefJars("STROM_KCONNECT_REF_LIB", DEFAULT_LIB_DIR, FETCH_SCRIPT, ("connect-runtime-*.jar", "connect-file-*.jar"),
                KConnectRefError)
-lib_dir = JARS.lib_dir
-classpath = JARS.classpath
-jars_present = JARS.present
+classpath = JARS.classpath  # JARS.lib_dir and JARS.present as well
 ensure_jars = JARS.ensure
 
 
