@@ -235,9 +235,16 @@ class QuorumController:
         for topic in sorted(image.topics.values(), key=lambda t: t.name):
             unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
                                        str(self.config.unclean_leader_election_enable).lower()) == "true"
+            min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
+                                           str(self.config.min_insync_replicas)))
             for pid in sorted(topic.partitions):
-                record = elect_leader(topic.partitions[pid], topic.topic_id, pid, acceptable=acceptable,
-                                      elr_enabled=image.elr_enabled, unclean=unclean)
+                reg = topic.partitions[pid]
+                # Kafka's handleBrokerUnfenced visits the partitions without a leader; strom also
+                # takes one whose leader cannot lead (its broker re-registered without a fencing pass).
+                if reg.leader != -1 and acceptable(reg.leader):
+                    continue
+                record = elect_leader(reg, topic.topic_id, pid, acceptable=acceptable,
+                                      elr_enabled=image.elr_enabled, unclean=unclean, min_isr=min_isr)
                 if record is not None:
                     out.append(record)
         return out
@@ -763,9 +770,12 @@ class QuorumController:
             for topic in sorted(image.topics.values(), key=lambda t: t.name):
                 min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
                                                str(self.config.min_insync_replicas)))
+                unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
+                                           str(self.config.unclean_leader_election_enable).lower()) == "true"
                 for pid in sorted(topic.partitions):
                     record = remove_from_isr(topic.partitions[pid], topic.topic_id, pid, node_id,
-                                             acceptable=acceptable, elr_enabled=image.elr_enabled, min_isr=min_isr)
+                                             acceptable=acceptable, elr_enabled=image.elr_enabled, min_isr=min_isr,
+                                             unclean=unclean)
                     if record is not None:
                         changes.append(record)
             await self._commit([BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=reg.epoch,
