@@ -573,6 +573,12 @@ _TOP_LEVEL_KEYS = frozenset({"clusters", "dedicated.mode.enable.internal.rest", 
                              "rest.advertised.port", "rest.advertised.listener", "plugin.path", "group.id",
                              "exactly.once.source.support", "offset.flush.interval.ms", "offset.flush.timeout.ms",
                              "scheduled.rebalance.max.delay.ms", "heartbeat.interval.ms", "session.timeout.ms"})
+# Top-level keys Kafka 4.3.1's MirrorMaker reads outside workerConfig: its internal REST server
+# is built from the whole file (MirrorRestServer(config.originals())).
+_REST_SERVER_KEYS = frozenset({"dedicated.mode.enable.internal.rest", "listeners", "admin.listeners",
+                               "rest.advertised.host.name", "rest.advertised.port", "rest.advertised.listener",
+                               "access.control.allow.methods", "access.control.allow.origin",
+                               "response.http.headers.config", "rest.extension.classes"})
 
 
 class MirrorMakerConfig:
@@ -638,12 +644,14 @@ class MirrorMakerConfig:
 
     def worker_config(self, flow: SourceAndTarget) -> dict[str, str]:
         """The Connect worker config of the driver for ``flow`` (Kafka's ``workerConfig``):
-        the target cluster's properties, top-level worker keys, Kafka's defaults for the
-        internal topics (on the target) and byte-array converters."""
+        the target cluster's properties, the top-level keys of Kafka's worker prefixes (other
+        top-level worker keys are dropped: :meth:`ignored_worker_keys`), Kafka's defaults for the
+        client id (``A->B``), the internal topics (on the target) and byte-array converters."""
         props = self.cluster_props(flow.target)
         for prefix in _WORKER_PREFIXES:
             props.update(self._starting(prefix))
         props.update(self._starting("config.providers"))
+        props.setdefault("client.id", str(flow))
         props.setdefault("group.id", f"{flow.source}-mm2")
         props.setdefault("offset.storage.topic", f"mm2-offsets.{flow.source}.internal")
         props.setdefault("status.storage.topic", f"mm2-status.{flow.source}.internal")
@@ -679,6 +687,31 @@ class MirrorMakerConfig:
         return props
 
     # -- checks --------------------------------------------------------------------------------
+    def ignored_worker_keys(self) -> list[str]:
+        """Top-level Connect worker keys Kafka's MirrorMaker does not give its herders.
+
+        Kafka 4.3.1's ``workerConfig`` (read from the connect-mirror-4.3.1 jar) builds each
+        herder's worker config from the target cluster's ``<alias>.*`` properties, the top-level
+        *client* keys (``clusterProps``) and only the top-level keys starting with offset.storage,
+        config.storage, status.storage, key/value/header.converter, task, worker or
+        replication.policy (and config.providers). Any other worker key at the top level - e.g.
+        ``offset.flush.interval.ms`` - is dropped; it takes effect only as ``<alias>.<key>``.
+        """
+        from strom.connect.runtime.config import KAFKA_WORKER_KEYS
+
+        return sorted(k for k in self.raw
+                      if k in KAFKA_WORKER_KEYS and not is_client_key(k) and not k.startswith(_WORKER_PREFIXES)
+                      and not k.startswith("config.providers") and k not in _REST_SERVER_KEYS
+                      and k != "clusters" and not is_connector_key(k))
+
+    def _ignored_worker_key_message(self, key: str) -> str:
+        targets = sorted({f.target for f in self.cluster_pairs()}) or self.clusters
+        forms = " / ".join(f"'{t}.{key}'" for t in targets)
+        return (f"mm2.properties: '{key}' at the top level is ignored, as in Kafka's MirrorMaker (its workers "
+                f"take only the target cluster's settings and top-level offset.storage*, config.storage*, "
+                f"status.storage*, *.converter*, task*, worker*, replication.policy* and client keys); "
+                f"set it per target cluster: {forms}")
+
     def unknown_keys(self) -> list[str]:
         """Keys nobody reads: neither a connector, worker nor client key at top level, under a
         flow prefix, nor under the prefix of a cluster in ``clusters``."""
@@ -721,9 +754,13 @@ class MirrorMakerConfig:
     def validate(self) -> None:
         """Warn about unknown keys (naming the closest known one); raise :class:`ConfigException` naming the first bad value
         or missing ``<alias>.bootstrap.servers`` of any flow's connectors."""
+        ignored = self.ignored_worker_keys()
+        for key in ignored:
+            log.warning("%s", self._ignored_worker_key_message(key))
         for key in self.unknown_keys():
-            log.warning("The configuration '%s' was supplied but isn't a known config.%s", key,
-                        self._suggestion(key))
+            if key not in ignored:
+                log.warning("The configuration '%s' was supplied but isn't a known config.%s", key,
+                            self._suggestion(key))
         for flow in self.cluster_pairs():
             for side in (flow.source, flow.target):
                 if "bootstrap.servers" not in self.cluster_props(side):
