@@ -26,10 +26,12 @@ state the share coordinator holds (ShareGroupStatePartitionMetadata).
 
 from __future__ import annotations
 
-import hashlib
+import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import xxhash
 
 from strom.core.coordinator.share.assignor import Assignment, ShareGroupSpec, SimpleAssignor
 from strom.core.errors import (
@@ -190,7 +192,7 @@ class ShareGroup:
             bump = self._initialized_assignment_pending(assignable)
         metadata = self._subscribed_metadata(topics)
         if bump or metadata != self._topic_metadata:
-            digest = metadata_hash(metadata)
+            digest = metadata_hash({n: topics[n] for n in self.subscribed_topic_names() if n in topics})
             if digest != self.metadata_hash:
                 bump = True
             if bump:
@@ -287,16 +289,44 @@ class ShareGroup:
         self.assignment_timestamp_ms = now_ms
 
 
-def metadata_hash(metadata: Mapping[uuid.UUID, int]) -> int:
-    """A stable signed 64-bit digest of the subscribed topics' ids and partition counts.
+# Kafka's Utils.TOPIC_HASH_MAGIC_BYTE: the version of the topic hash's layout.
+TOPIC_HASH_MAGIC_BYTE = 0
 
-    Kafka 4.3 stores a murmur3 hash of the topics' metadata (KIP-1101) in ShareGroupMetadataValue;
-    strom's digest is its own (a group Kafka wrote gets one epoch bump when strom loads it).
-    """
-    if not metadata:
+
+def _hash4j_string(value: str) -> bytes:
+    # hash4j's HashStream.putString: the UTF-16 code units (little-endian), then their count.
+    units = value.encode("utf-16-le")
+    return units + struct.pack("<i", len(units) // 2)
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def topic_hash(topic_id: uuid.UUID, name: str, partitions: int,
+               racks: Sequence[Sequence[str]] | None = None) -> int:
+    """Kafka's ``Utils.computeTopicHash`` (KIP-1101): streaming XXH3-64 (hash4j, seed 0) of the
+    magic byte, the topic id's two longs, the name, the partition count and, per partition, its
+    index and its replicas' sorted racks (``racks[p]``; none when the brokers have no rack)."""
+    out = bytearray([TOPIC_HASH_MAGIC_BYTE])
+    out += struct.pack("<qq", _signed64(topic_id.int >> 64), _signed64(topic_id.int & ((1 << 64) - 1)))
+    out += _hash4j_string(name)
+    out += struct.pack("<i", partitions)
+    for p in range(partitions):
+        out += struct.pack("<i", p)
+        for rack in sorted(racks[p] if racks is not None else ()):
+            out += struct.pack("<i", len(rack)) + _hash4j_string(rack)
+    return _signed64(xxhash.xxh3_64_intdigest(bytes(out)))
+
+
+def metadata_hash(topics: Mapping[str, tuple[uuid.UUID, int]]) -> int:
+    """Kafka's ``ModernGroup.computeMetadataHash`` / ``Utils.computeGroupHash`` of the subscribed
+    topics that exist (name -> (topic id, partitions)): XXH3-64 of their topic hashes in topic-name
+    order, 0 for none. Byte for byte Kafka's, so a group Kafka wrote loads without an epoch bump
+    (tests/coordinator/share/test_metadata_hash_reference.py)."""
+    if not topics:
         return 0
-    h = hashlib.blake2b(digest_size=8)
-    for topic_id, count in sorted(metadata.items(), key=lambda kv: kv[0].bytes):
-        h.update(topic_id.bytes)
-        h.update(count.to_bytes(4, "big"))
-    return int.from_bytes(h.digest(), "big", signed=True)
+    # Java's String.compareTo orders by UTF-16 code units.
+    names = sorted(topics, key=lambda n: n.encode("utf-16-be"))
+    data = b"".join(struct.pack("<q", topic_hash(topics[n][0], n, topics[n][1])) for n in names)
+    return _signed64(xxhash.xxh3_64_intdigest(data))

@@ -85,8 +85,11 @@ def test_join_assign_heartbeat_leave(fresh_broker: BrokerProcess) -> None:
         # A heartbeat bumps the epoch (the initialized partitions are not assigned) and, at most
         # once per group.share.assignment.interval.ms (1 s), assigns them.
         seen: list[Any] = []
-        wait_for(lambda: seen.append(x := heartbeat(wire, "g1", a, seen[-1].member_epoch if seen else 2))
-                 or x.assignment is not None, 15, "a's assignment")
+
+        def a_assigned() -> bool:
+            seen.append(heartbeat(wire, "g1", a, seen[-1].member_epoch if seen else 2))
+            return seen[-1].assignment is not None
+        wait_for(a_assigned, 15, "a's assignment")
         assert (seen[-1].member_epoch, assigned(seen[-1])) == (3, {tid: {0, 1}})
         r = heartbeat(wire, "g1", a, 3)
         assert (r.error_code, r.member_epoch, r.assignment) == (ErrorCode.none, 3, None)  # unchanged: not sent
