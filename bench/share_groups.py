@@ -9,9 +9,17 @@ common start to the last record; each process then closes (its last acknowledgem
 
 Printed: a table of records/s per broker and the target/result line for strom/kafka (issue 25:
 floor 0.5x, goal >= 1.0x). ``--quick`` is a small run (50,000 records) that checks the harness.
+Deliveries are counted per consumer; each consumer also keeps the (partition, offset) of what
+it got, so the result tells distinct records and redeliveries apart (counted as deliveries
+only, a record delivered twice would stand in for one never delivered).
+
+``--timeout`` bounds the consumers' run (default 600 s): a caller with its own deadline (the
+test) passes a shorter one, so that a stalled run ends with the bench's own account (records
+per consumer, which consumer died and how) instead of being killed with nothing said. A consumer
+process that dies ends the run at once with its exit code.
 
 Run: ``python bench/share_groups.py [--brokers strom,kafka] [--records N] [--partitions N]
-[--consumers N] [--size B] [--quick] [--json out.json]``.
+[--consumers N] [--size B] [--quick] [--timeout S] [--json out.json]``.
 """
 
 from __future__ import annotations
@@ -20,12 +28,15 @@ import argparse
 import json
 import logging
 import multiprocessing as mp
+import queue
 import sys
 import time
 import uuid
+from array import array
 from dataclasses import asdict, dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer, ShareConsumer
 from confluent_kafka.admin import (
@@ -51,6 +62,8 @@ class Result:
     seconds: float
     records_per_s: float
     per_consumer: list[int]
+    distinct: int = 0  # distinct (partition, offset) pairs delivered
+    redelivered: int = 0  # deliveries beyond the first of a record
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int, size: int) -> None:
@@ -79,18 +92,28 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int, size: int
 
 def consumer_main(bootstrap: str, topic: str, group: str, total: int, received: Synchronized[int],
                   mine: Synchronized[int], ready: Synchronized[int], start: Synchronized[float],
-                  done: Synchronized[float]) -> None:
-    """One share consumer process: poll until every consumer together has ``total`` records."""
+                  done: Synchronized[float], timeout_s: float, seen: Any) -> None:
+    """One share consumer process: poll until every consumer together has ``total`` records;
+    then put the (partition, offset) pairs it got on ``seen``, as one array per partition."""
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
     consumer.subscribe([topic])
+    got: dict[int, array[int]] = {}
     with ready.get_lock():
         ready.value += 1
     while start.value == 0.0:  # start together, once every process is up
         time.sleep(0.01)
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while received.value < total and time.monotonic() < deadline:
         msgs = consumer.poll(0.2)
-        n = sum(1 for m in msgs if m.error() is None)
+        n = 0
+        for m in msgs:
+            if m.error() is None:
+                n += 1
+                part = m.partition() or 0
+                offsets = got.get(part)
+                if offsets is None:
+                    offsets = got[part] = array("q")
+                offsets.append(m.offset() or 0)
         if n:
             mine.value += n
             with received.get_lock():
@@ -98,6 +121,7 @@ def consumer_main(bootstrap: str, topic: str, group: str, total: int, received: 
                 if received.value >= total and done.value == 0.0:
                     done.value = time.time()
     consumer.close()
+    seen.put({p: o.tobytes() for p, o in got.items()})
 
 
 def run_broker(broker: Broker, args: argparse.Namespace) -> Result:
@@ -115,26 +139,62 @@ def run_broker(broker: Broker, args: argparse.Namespace) -> Result:
     received, ready = ctx.Value("q", 0), ctx.Value("q", 0)
     start, done = ctx.Value("d", 0.0), ctx.Value("d", 0.0)
     mine = [ctx.Value("q", 0) for _ in range(args.consumers)]
+    seen = ctx.Queue()
     procs = [ctx.Process(target=consumer_main, args=(broker.bootstrap, topic, group, args.records, received,
-                                                      mine[i], ready, start, done), name=f"share-consumer-{i}")
+                                                      mine[i], ready, start, done, args.timeout, seen),
+                         name=f"share-consumer-{i}")
              for i in range(args.consumers)]
     for p in procs:
         p.start()
-    # The clock starts once every process has imported and subscribed (joining is in the figure).
-    deadline = time.monotonic() + 120
-    while ready.value < args.consumers:
-        if time.monotonic() > deadline or not all(p.is_alive() for p in procs):
-            raise RuntimeError(f"{broker.name}: only {ready.value} of {args.consumers} consumers started")
-        time.sleep(0.05)
-    start.value = time.time()
-    for p in procs:
-        p.join(TIMEOUT_S + 60)
+    try:
+        # The clock starts once every process has imported and subscribed (joining is in the figure).
+        deadline = time.monotonic() + 120
+        while ready.value < args.consumers:
+            if time.monotonic() > deadline or not all(p.is_alive() for p in procs):
+                raise RuntimeError(f"{broker.name}: only {ready.value} of {args.consumers} consumers started "
+                                   f"(exit codes {[p.exitcode for p in procs]})")
+            time.sleep(0.05)
+        start.value = time.time()
+        # Each consumer puts what it got on the queue once it has closed. Waiting on the queue,
+        # not on join(): a process that put a large array exits only once it is read. A consumer
+        # that died (poll raised) ends the run now, not after the timeout.
+        reports: list[dict[int, bytes]] = []
+        deadline = time.monotonic() + args.timeout + 60
+        while len(reports) < args.consumers:
+            try:
+                reports.append(seen.get(timeout=0.5))
+                continue
+            except queue.Empty:
+                pass
+            died = [(p.name, p.exitcode) for p in procs if p.exitcode not in (None, 0)]
+            if died or time.monotonic() > deadline:
+                raise RuntimeError(f"{broker.name}: {received.value:,} of {args.records:,} records delivered, "
+                                   f"per consumer {[m.value for m in mine]}; "
+                                   + (f"consumer processes died: {died}" if died else
+                                      f"consumers still running {args.timeout + 60:.0f}s after the start"))
+        for p in procs:
+            p.join(60)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()  # never leave a consumer behind (it would poll for --timeout seconds)
+    distinct: set[tuple[int, int]] = set()
+    for report in reports:
+        for part, raw in report.items():
+            offsets = array("q")
+            offsets.frombytes(raw)
+            distinct.update((part, o) for o in offsets)
+    per_consumer = [m.value for m in mine]
+    redelivered = sum(per_consumer) - len(distinct)
     if received.value < args.records or done.value == 0.0:
-        raise RuntimeError(f"{broker.name}: {received.value:,} of {args.records:,} records consumed "
-                           f"within {TIMEOUT_S:.0f}s")
+        raise RuntimeError(f"{broker.name}: {received.value:,} of {args.records:,} records delivered within "
+                           f"{args.timeout:.0f}s, per consumer {per_consumer}")
+    if redelivered:
+        log.warning("%s: %d deliveries were redeliveries; %d distinct records of %d", broker.name, redelivered,
+                    len(distinct), args.records)
     seconds = done.value - start.value
     return Result(broker.name, args.records, round(seconds, 3), round(args.records / seconds, 1),
-                  [m.value for m in mine])
+                  per_consumer, len(distinct), redelivered)
 
 
 def make_broker(name: str) -> Broker:
@@ -165,6 +225,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--consumers", type=int, default=4)
     ap.add_argument("--size", type=int, default=100, help="value bytes per record")
     ap.add_argument("--quick", action="store_true", help="50,000 records: a check of the harness")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S,
+                    help="seconds the consumers may take (a stalled run then ends with its account)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.quick:
