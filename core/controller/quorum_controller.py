@@ -18,8 +18,8 @@ Broker lifecycle, as Kafka 4.3's controller writes it: a registration is a Regis
 for this node's controller (once per incarnation), a fenced RegisterBrokerRecord, then (Kafka's
 first heartbeat) a batch that unfences it with a BrokerRegistrationChangeRecord and elects a
 leader for every partition that has none and can get one (:mod:`.partition_change`: ISR first,
-then the ELR when ``eligible.leader.replicas.version`` is on, unclean only if configured). A
-controlled shutdown writes BrokerRegistrationChangeRecord(in controlled shutdown) with the
+the ELR only when the ISR is empty (``eligible.leader.replicas.version``), unclean only if
+configured). A controlled shutdown writes BrokerRegistrationChangeRecord(in controlled shutdown) with the
 PartitionChangeRecords that take the broker out of ISR and leadership, then one that fences it.
 Start-up (:meth:`activate`) also elects where a registered, unfenced replica can lead.
 """

@@ -52,7 +52,8 @@ def test_an_elr_left_when_the_feature_is_off_still_leads_and_unclean_only_if_all
 
 def test_a_fenced_leader_with_no_successor_leaves_no_leader() -> None:
     change = elect_leader(reg((1,), (1,), 1), TID, 0, acceptable=up(), elr_enabled=True, unclean=False)
-    assert change == PartitionChangeRecord(partition_id=0, topic_id=TID, leader=-1)
+    # Kafka 4.3.1's maybeUpdateLastKnownLeader: the leader becoming -1 records it as LastKnownElr
+    assert change == PartitionChangeRecord(partition_id=0, topic_id=TID, leader=-1, last_known_elr=[1])
 
 
 def test_controlled_shutdown_moves_leadership_to_the_isr() -> None:
@@ -64,6 +65,6 @@ def test_controlled_shutdown_moves_leadership_to_the_isr() -> None:
 def test_controlled_shutdown_below_min_isr_keeps_the_broker_eligible() -> None:
     change = remove_from_isr(reg((1, 2), (1, 2), 2), TID, 0, 2, acceptable=up(1), elr_enabled=True, min_isr=2)
     assert change == PartitionChangeRecord(partition_id=0, topic_id=TID, isr=[1], leader=1,
-                                           eligible_leader_replicas=[2], last_known_elr=[])
+                                           eligible_leader_replicas=[2])  # LastKnownElr untouched
     # Not in the ISR and not the leader: nothing to write.
     assert remove_from_isr(reg((1, 2), (1,), 1), TID, 0, 2, acceptable=up(1), elr_enabled=True, min_isr=1) is None
