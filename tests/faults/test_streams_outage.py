@@ -239,15 +239,16 @@ class Outage:
         time.sleep(self.rng.uniform(DOWN_S[0], DOWN_S[1]))  # the outage itself: the broker is down
         self.broker.start()
 
-    def stall(self, seconds: float = STALL_S) -> set[State]:
-        """SIGSTOP the broker for longer than request.timeout.ms; the application's states meanwhile."""
+    def stall(self, seconds: float = STALL_S, until: Callable[[], bool] | None = None) -> set[State]:
+        """SIGSTOP the broker for ``seconds`` (longer than request.timeout.ms), or until ``until()``
+        holds when given (``seconds`` then bounds it); the application's states meanwhile."""
         assert self.broker.proc is not None
         pgid = self.broker.proc.pid
         seen: set[State] = set()
         os.killpg(pgid, signal.SIGSTOP)
         try:
             end = time.monotonic() + seconds  # the outage itself: the broker frozen
-            while time.monotonic() < end:
+            while time.monotonic() < end and not (until is not None and until()):
                 seen.add(self.app.state())
                 time.sleep(0.1)  # sampling the state while the outage lasts
         finally:
@@ -341,7 +342,6 @@ def test_wordcount_survives_broker_stalls(outage_broker: BrokerProcess, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="flaky since the batch runtime: failed once in CI 2026-11-28, passed on rerun")
 def test_wait_past_task_timeout_recreates_the_tasks(outage_broker: BrokerProcess, tmp_path: Path) -> None:
     """A broker frozen for longer than task.timeout.ms (4 s here): the thread stops retrying,
     closes its tasks dirty, aborts (or, when the abort cannot complete, replaces its producer)
@@ -351,12 +351,20 @@ def test_wait_past_task_timeout_recreates_the_tasks(outage_broker: BrokerProcess
                  {"task.timeout.ms": 4000, "max.block.ms": 2000})
     try:
         reader = run.start()
-        # past task.timeout.ms, but over before the abort that follows has used up its own
-        # task.timeout.ms (a producer that cannot initialize within it fails the thread, as in Kafka)
-        run.stall(7.0)
+
+        def gave_up() -> bool:
+            return any("task.timeout.ms" in line and "re-creating them" in line for line in run.lines)
+
+        # Frozen until the thread has given up its wait (task.timeout.ms after that wait began),
+        # then resumed at once: the abort (or the replacement producer's init_transactions) that
+        # follows has a task.timeout.ms of its own, and a producer that cannot initialize within
+        # it fails the thread, as in Kafka. The fixed 7 s stall this replaces gave that second
+        # wait about 1 s with the broker up (measured: the give-up came 3.98-4.18 s into the
+        # stall in 12 runs), and none at all had the wait begun more than 3 s into the stall.
+        run.stall(30.0, until=gave_up)
+        assert gave_up(), run.lines[-10:]
         run.pause()
         run.finish_and_check(reader)
         assert sum(t.tasks_recreated for t in run.app._threads) >= 1, run.lines[-10:]
-        assert any("task.timeout.ms" in line and "re-creating them" in line for line in run.lines), run.lines[-10:]
     finally:
         run.app.close(30)
