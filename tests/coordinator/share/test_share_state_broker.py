@@ -4,7 +4,8 @@ The requests are what a share-partition leader sends (Initialize/Read/Write/Dele
 ShareGroupState, ReadShareGroupStateSummary); the answers expected are the ones Apache Kafka
 4.3.1 gives to the same requests (probed against the reference broker: INVALID_REQUEST for a
 read or write of a state never initialized, FENCED_LEADER_EPOCH with its default text,
-re-initializing at the same state epoch allowed, a summary of nothing is start offset -1).
+re-initializing at the same state epoch allowed, a summary of nothing is start offset -1, any
+delivery state and count stored as sent).
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ def test_state_apis_answer_as_kafka(fresh_broker: BrokerProcess) -> None:
         assert s.initialize(2, 20).error_code == ErrorCode.fenced_state_epoch
         r = s.read(1)
         assert (r.state_epoch, r.start_offset, batches_of(r)) == (3, 20, [])
+        # Kafka 4.3.1's share coordinator does not validate a batch's delivery state or count
+        # (probed: -1, 0, 32767 counts and states -1, 4, 5, 127 are stored and read back as sent).
+        assert s.write(3, 1, -1, [(20, 24, 127, -1), (25, 25, -1, 32767)]).error_code == ErrorCode.none
+        assert batches_of(s.read(1)) == [(20, 24, 127, -1), (25, 25, -1, 32767)]
         assert s.delete().error_code == ErrorCode.none
         assert s.read(1).error_code == ErrorCode.invalid_request
 
