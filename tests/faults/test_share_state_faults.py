@@ -10,7 +10,9 @@
   the share coordinator's load stops at the bad batch with an ERROR and keeps the prefix.
 - A full disk (a 16 MB tmpfs, filled) during state writes: ShareAcknowledge answers
   KAFKA_STORAGE_ERROR, the broker stays up, and once space returns and the broker restarts every
-  answered ACCEPT holds and every other record is delivered again.
+  answered ACCEPT holds and every other record is delivered again. The same acknowledgement
+  retried once space is back (before a restart) should succeed; it does not yet (strict xfail,
+  the reason names the two causes).
 """
 
 from __future__ import annotations
@@ -213,7 +215,7 @@ def _fill(path: Path) -> None:
         os.close(fd)
 
 
-def _full_disk_scenario(tmpfs: Path) -> str:
+def _full_disk_scenario(tmpfs: Path, retry_codes: list[int] | None = None) -> str:
     """ShareAcknowledge answers KAFKA_STORAGE_ERROR while __share_group_state cannot be written,
     the broker stays up, and after space returns and a restart every record whose ACCEPT was
     answered stays accepted and every other one is delivered again. Returns the broker's log
@@ -255,6 +257,8 @@ def _full_disk_scenario(tmpfs: Path) -> str:
             assert retried != ErrorCode.unknown_server_error
             log_ = logging.getLogger(__name__)
             log_.info("acknowledgement retried after space returned: error code %d", int(retried))
+            if retry_codes is not None:
+                retry_codes.append(int(retried))
             if retried == 0:
                 accepted.add(failed_at)
         finally:
@@ -279,3 +283,14 @@ def test_full_disk_during_share_state_writes(tmpfs: Path) -> None:
 def test_full_disk_share_state_write_logs_no_traceback(tmpfs: Path) -> None:
     log = _full_disk_scenario(tmpfs)
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the retry after space returns is refused with UNKNOWN_TOPIC_OR_PARTITION: "
+    "SharePartitionManager._persist drops the in-memory share partition (with the member's "
+    "acquisitions) on any failed state write, and the log dir stays offline until a restart "
+    "(core/log/dir_failure.py), so even a kept partition would get KAFKA_STORAGE_ERROR"))
+def test_full_disk_acknowledgement_retry_succeeds_once_space_is_back(tmpfs: Path) -> None:
+    codes: list[int] = []
+    _full_disk_scenario(tmpfs, codes)
+    assert codes == [0], [ErrorCode(c).name for c in codes]
