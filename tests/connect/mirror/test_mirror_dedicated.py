@@ -32,7 +32,7 @@ def test_two_processes_share_the_partitions(mirror: Mirror, tmp_path: Path) -> N
         "config.storage.replication.factor = 1",
         "offset.storage.replication.factor = 1",
         "status.storage.replication.factor = 1",
-        "offset.flush.interval.ms = 500",
+        "B.offset.flush.interval.ms = 500",
         # isolate this test's Connect group and internal topics on B (cluster properties)
         f"B.group.id = mm2-{tag}",
         f"B.config.storage.topic = mm2-configs-{tag}",

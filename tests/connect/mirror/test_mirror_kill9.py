@@ -32,7 +32,7 @@ def test_kill9_mid_replication(mirror: Mirror, tmp_path: Path, eos: bool) -> Non
         "tasks.max = 2", "replication.factor = 1", "offset-syncs.topic.replication.factor = 1",
         "checkpoints.topic.replication.factor = 1", "config.storage.replication.factor = 1",
         "offset.storage.replication.factor = 1", "status.storage.replication.factor = 1",
-        "offset.flush.interval.ms = 1000",
+        "B.offset.flush.interval.ms = 1000",
         f"B.group.id = mm2-{tag}", f"B.config.storage.topic = mm2-configs-{tag}",
         f"B.offset.storage.topic = mm2-offsets-{tag}", f"B.status.storage.topic = mm2-status-{tag}",
         # the consumer side of the source throttled, so the kill lands mid-replication
