@@ -320,3 +320,20 @@ def remove_from_isr(reg: PartitionRegistration, topic_id: uuid.UUID, partition: 
     builder = PartitionChangeBuilder(reg, topic_id, partition, acceptable, min_isr, elr_enabled)
     builder.set_election(Election.UNCLEAN if unclean else Election.ONLINE)
     return builder.set_target_isr([r for r in reg.isr if r != broker]).build()
+
+
+def shutdown_change(reg: PartitionRegistration, topic_id: uuid.UUID, partition: int, broker: int, *,
+                    acceptable: Acceptable, elr_enabled: bool, min_isr: int, unclean: bool,
+                    unclean_shutdown: bool) -> PartitionChangeRecord | None:
+    """One partition of Kafka 4.3.1's ``ReplicationControlManager.handleBrokerShutdown`` (run
+    when a broker registers with a new incarnation): ``generateLeaderAndIsrUpdates`` with the
+    target ISR the ISR without ``broker``. ``unclean_shutdown`` is its
+    ``handleBrokerUncleanShutdown`` form (ELR on, no clean-shutdown marker): ``broker`` is the
+    ``brokerWithUncleanShutdown``, so it also leaves the ELR (``setUncleanShutdownReplicas``).
+    ``acceptable`` must already refuse ``broker`` (Kafka's predicate excludes it in both forms)."""
+    builder = PartitionChangeBuilder(reg, topic_id, partition, acceptable, min_isr, elr_enabled)
+    if unclean:
+        builder.set_election(Election.UNCLEAN)
+    if unclean_shutdown:
+        builder.set_unclean_shutdown_replicas([broker])
+    return builder.set_target_isr([r for r in reg.isr if r != broker]).build()

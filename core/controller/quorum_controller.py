@@ -41,7 +41,7 @@ from strom.core.config import (
     format_config_value,
     parse_topic_config,
 )
-from strom.core.controller.partition_change import elect_leader, remove_from_isr
+from strom.core.controller.partition_change import elect_leader, remove_from_isr, shutdown_change
 from strom.core.dynamic_config import KAFKA_BROKER_KEYS, validate_client_metrics
 from strom.core.errors import (
     BrokerIdNotRegisteredError,
@@ -73,7 +73,7 @@ from strom.core.metadata.features import (
     RECORDED_FEATURES,
     dependency_problem,
 )
-from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from strom.core.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, PartitionRegistration
 from strom.core.metadata.loader import MetadataLoader
 from strom.core.metadata.records import (
     CONTROLLED_SHUTDOWN_IN,
@@ -700,13 +700,24 @@ class QuorumController:
     # -- brokers and producer ids -------------------------------------------------------------
 
     async def register_broker(self, node_id: int, endpoints: Sequence[tuple[str, str, int, int]],
-                              rack: str | None, incarnation_id: uuid.UUID) -> int:
-        """Register (or re-register) a broker; returns its broker epoch (the record's offset).
+                              rack: str | None, incarnation_id: uuid.UUID,
+                              previous_broker_epoch: int | None = None) -> int:
+        """Register (or re-register) a broker; returns its broker epoch (the offset of the
+        registration batch's first record, Kafka's ``nextWriteOffset``).
 
         ``endpoints`` are (listener name, host, port, security protocol id). As in Kafka: this
         node's controller registers first (RegisterControllerRecord), the broker is registered
         fenced, then unfenced (strom has no heartbeats: at once) together with the leader
         elections its return allows and the directory assignments of its replicas.
+
+        ``previous_broker_epoch`` is BrokerRegistrationRequest's PreviousBrokerEpoch: the epoch
+        the broker's clean-shutdown marker holds, -1 after an unclean shutdown. Given, a new
+        incarnation runs Kafka's ``handleBrokerShutdown`` in the registration batch (before the
+        RegisterBrokerRecord): clean when it equals the stored registration's epoch (-1 when there
+        is none), and with ELR on an unclean one removes the broker from the ISR and ELR of its
+        partitions (KIP-966), so its unfencing may elect it only as the last known leader.
+        None (the caller sends no previous epoch) skips that: Kafka would treat such a request
+        (version < 3) as unclean, strom keeps the behaviour of callers that do not report it.
         """
         async with self._lock:
             existing = self.image.broker(node_id)
@@ -720,7 +731,11 @@ class QuorumController:
             else:
                 epoch = self.raft.end_offset
                 features = [BrokerFeature(n, lo, hi) for n, lo, hi in self.supported_features()]
-                await self._commit([RegisterBrokerRecord(
+                shutdown: list[Message] = []
+                if previous_broker_epoch is not None:
+                    stored = existing.epoch if existing is not None else -1
+                    shutdown = self._broker_shutdown(self.image, node_id, clean=stored == previous_broker_epoch)
+                await self._commit([*shutdown, RegisterBrokerRecord(
                     broker_id=node_id, incarnation_id=incarnation_id, broker_epoch=epoch,
                     end_points=[BrokerEndpoint(n, h, p, sp) for n, h, p, sp in endpoints], features=features,
                     rack=rack, fenced=True, log_dirs=self._local_log_dir_ids() if local else [],
@@ -729,6 +744,41 @@ class QuorumController:
             after = _with_broker(self.image, node_id, fenced=False, in_controlled_shutdown=False)
             await self._commit([unfence, *self._elections(after), *self._dir_assignments(after, node_id)])
             return epoch
+
+    def _broker_shutdown(self, image: MetadataImage, node_id: int, *, clean: bool) -> list[Message]:
+        """Kafka 4.3.1's ``ReplicationControlManager.handleBrokerShutdown(brokerId, isCleanShutdown)``:
+        with ELR on and an unclean shutdown (``handleBrokerUncleanShutdown``), the partitions
+        whose ISR holds the broker, then those whose ELR holds it, each lose it from both (no
+        broker to remove, it is the ``brokerWithUncleanShutdown``); otherwise the partitions whose
+        ISR holds it lose it from the ISR. The leader may be any other active broker (unclean
+        when the topic allows). Kafka visits partitions in its BrokersToIsrs hash order; strom
+        in topic-name, partition order (one record per partition either way)."""
+        base = self._acceptable_leader(image)
+
+        def acceptable(broker_id: int) -> bool:
+            return broker_id != node_id and base(broker_id)
+
+        unclean_shutdown = image.elr_enabled and not clean
+        passes: list[Callable[[PartitionRegistration], bool]] = [lambda reg: node_id in reg.isr]
+        if unclean_shutdown:
+            passes.append(lambda reg: node_id in reg.elr)
+        out: list[Message] = []
+        for holds in passes:
+            for topic in sorted(image.topics.values(), key=lambda t: t.name):
+                min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
+                                               str(self.config.min_insync_replicas)))
+                unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
+                                           str(self.config.unclean_leader_election_enable).lower()) == "true"
+                for pid in sorted(topic.partitions):
+                    reg = topic.partitions[pid]
+                    if not holds(reg):
+                        continue
+                    record = shutdown_change(reg, topic.topic_id, pid, node_id, acceptable=acceptable,
+                                             elr_enabled=image.elr_enabled, min_isr=min_isr, unclean=unclean,
+                                             unclean_shutdown=unclean_shutdown)
+                    if record is not None:
+                        out.append(record)
+        return out
 
     async def _register_controller(self, incarnation_id: uuid.UUID,
                                    endpoints: Sequence[tuple[str, str, int, int]]) -> None:
