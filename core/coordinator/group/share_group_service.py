@@ -46,6 +46,7 @@ from strom.core.coordinator.share.assignor import (
     ShareGroupPartitionAssignor,
 )
 from strom.core.coordinator.share.share_group import (
+    DEFAULT_ASSIGNMENT_INTERVAL_MS,
     DEFAULT_MAX_SIZE,
     HeartbeatResult,
     ShareGroup,
@@ -119,6 +120,7 @@ class ShareGroupEnv:
     heartbeat_interval_ms: int
     max_size: int
     assignor: ConsumerGroupPartitionAssignor
+    assignment_interval_ms: int = DEFAULT_ASSIGNMENT_INTERVAL_MS
 
 
 def load_share_assignors(pm: pluggy.PluginManager, config: BrokerConfig) -> dict[str, ConsumerGroupPartitionAssignor]:
@@ -135,6 +137,31 @@ def load_share_assignors(pm: pluggy.PluginManager, config: BrokerConfig) -> dict
         elif short:
             log.warning("%s names %r, which no plugin offers as a share-group assignor", SHARE_ASSIGNORS_CONFIG, name)
     return out
+
+
+ASSIGNMENT_INTERVAL_CONFIG = "group.share.assignment.interval.ms"
+MIN_ASSIGNMENT_INTERVAL_CONFIG = "group.share.min.assignment.interval.ms"
+MAX_ASSIGNMENT_INTERVAL_CONFIG = "group.share.max.assignment.interval.ms"
+
+
+def check_assignment_interval(config: BrokerConfig) -> None:
+    """Kafka 4.3.1's ``GroupCoordinatorConfig`` requirements on the broker's share-group
+    assignment interval (its constructor's ``Utils.require``, same order and messages); raises
+    ValueError (Kafka's IllegalArgumentException, which stops the broker)."""
+    def value(name: str, default: int) -> int:
+        raw = broker_value(config, name)
+        return int(raw) if raw is not None and raw.strip().lstrip("-").isdigit() else default
+    interval = value(ASSIGNMENT_INTERVAL_CONFIG, DEFAULT_ASSIGNMENT_INTERVAL_MS)
+    low, high = value(MIN_ASSIGNMENT_INTERVAL_CONFIG, 0), value(MAX_ASSIGNMENT_INTERVAL_CONFIG, 15_000)
+    if high < low:
+        raise ValueError(f"{MAX_ASSIGNMENT_INTERVAL_CONFIG} must be greater than or equal to "
+                         f"{MIN_ASSIGNMENT_INTERVAL_CONFIG}")
+    if interval < low:
+        raise ValueError(f"{ASSIGNMENT_INTERVAL_CONFIG} must be greater than or equal to "
+                         f"{MIN_ASSIGNMENT_INTERVAL_CONFIG}")
+    if interval > high:
+        raise ValueError(f"{ASSIGNMENT_INTERVAL_CONFIG} must be less than or equal to "
+                         f"{MAX_ASSIGNMENT_INTERVAL_CONFIG}")
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -259,6 +286,7 @@ def replay(group: ShareGroup, key: ShareKey, value: R.CoordinatorMessage | None)
         if value is not None:
             assert isinstance(value, R.ShareGroupTargetAssignmentMetadataValue)
             group.assignment_epoch = value.assignment_epoch
+            group.assignment_timestamp_ms = _from_wall_clock(value.assignment_timestamp)
     elif isinstance(key, R.ShareGroupTargetAssignmentMemberKey):
         if value is None:
             group.target.pop(key.member_id, None)
@@ -279,6 +307,16 @@ def replay(group: ShareGroup, key: ShareKey, value: R.CoordinatorMessage | None)
             for info in value.initialized_topics:
                 group.initialized.setdefault(info.topic_id, set()).update(info.partitions)
                 group.topic_names[info.topic_id] = info.topic_name
+
+
+def _from_wall_clock(timestamp_ms: int) -> int:
+    """A record's wall-clock AssignmentTimestamp on the service's monotonic clock (:func:`now_ms`):
+    Kafka's replay restores it (``setTargetAssignmentMetadata(epoch, timestamp)``) so a restarted
+    coordinator still waits out the assignment interval. 0 (never computed) stays 0."""
+    if timestamp_ms <= 0:
+        return 0
+    # At least 1: 0 means "never", which would allow an immediate recompute.
+    return max(1, now_ms() - (int(time.time() * 1000) - timestamp_ms))
 
 
 def _member(group: ShareGroup, member_id: str) -> ShareGroupMember:
@@ -330,6 +368,9 @@ class ShareGroupService:
         config = self.host.config
         values = effective_group_config(config, self.host.image.resource_configs(GROUP_RESOURCE, group_id))
         session = values.get("share.session.timeout.ms")
+        # Kafka's shareGroupAssignmentIntervalMs(groupId): the GROUP override (bounded by the
+        # broker's min/max when it was set), else group.share.assignment.interval.ms.
+        interval = values.get("share.assignment.interval.ms")
         heartbeat = values.get("share.heartbeat.interval.ms")
         raw_max = broker_value(config, "group.share.max.size")
         assignors = self.host.share_assignors()
@@ -338,7 +379,9 @@ class ShareGroupService:
         return ShareGroupEnv(session_timeout_ms=int(session) if isinstance(session, int) else 45_000,
                              heartbeat_interval_ms=int(heartbeat) if isinstance(heartbeat, int) else 5_000,
                              max_size=int(raw_max) if raw_max and raw_max.isdigit() else DEFAULT_MAX_SIZE,
-                             assignor=next(iter(assignors.values())))
+                             assignor=next(iter(assignors.values())),
+                             assignment_interval_ms=int(interval) if isinstance(interval, int)
+                             else DEFAULT_ASSIGNMENT_INTERVAL_MS)
 
     def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (t.topic_id, len(t.partitions)) for name, t in self.host.image.topics.items()}
@@ -374,6 +417,7 @@ class ShareGroupService:
             group.session_timeout_ms = env.session_timeout_ms
             group.heartbeat_interval_ms = env.heartbeat_interval_ms
             group.max_size = env.max_size
+            group.assignment_interval_ms = env.assignment_interval_ms
             topics = self._topics()
             if member_epoch != -1:
                 names = set(group.subscribed_topic_names()) | set(subscribed_topic_names or ())
@@ -464,6 +508,7 @@ class ShareGroupService:
 
     def start(self) -> None:
         """After the load: members' sessions restart now (as Kafka's on coordinator load)."""
+        check_assignment_interval(self.host.config)
         now = self.clock()
         for group in list(self.host.groups.values()):
             if isinstance(group, ShareGroup):
@@ -554,8 +599,8 @@ class ShareGroupService:
             await share.delete_state(group.group_id, topic_id, partition)
 
 
-_STATE_SLOTS = ("group_epoch", "assignment_epoch", "members", "target", "_topic_metadata", "metadata_hash",
-                "initialized", "topic_names")
+_STATE_SLOTS = ("group_epoch", "assignment_epoch", "assignment_timestamp_ms", "members", "target",
+                "_topic_metadata", "metadata_hash", "initialized", "_initialized_seen", "topic_names")
 
 
 def _save(group: ShareGroup) -> ShareGroup:
