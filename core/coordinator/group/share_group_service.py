@@ -23,8 +23,8 @@ this module runs it against a broker, as Kafka's ``GroupMetadataManager.shareGro
   tombstones of every record.
 
 Timeouts come from :func:`~strom.core.group_config.effective_group_config` (the GROUP resource's
-``share.session.timeout.ms`` / ``share.heartbeat.interval.ms``, else the broker's
-``group.share.*``); the assignor from the assignor hook (``group.share.assignors``, default
+``share.session.timeout.ms`` / ``share.heartbeat.interval.ms`` / ``share.assignment.interval.ms``,
+else the broker's ``group.share.*``, as Kafka's ``shareGroupAssignmentIntervalMs(groupId)``); the assignor from the assignor hook (``group.share.assignors``, default
 ``simple``).
 """
 
