@@ -978,7 +978,8 @@ class StreamThread(threading.Thread):
                 msgs: list[Any] = consume(batch, poll_s)
                 if msgs:
                     self.poll_total += 1
-                    self.process_total += len(msgs)  # an error or end-of-partition event is rare
+                    # events (partition EOF with enable.partition.eof, errors) are taken off below
+                    self.process_total += len(msgs)
                     with self.lock:
                         if eos and not self._in_txn:
                             self._begin()
@@ -989,6 +990,7 @@ class StreamThread(threading.Thread):
                         for m in msgs:
                             err = m.error()
                             if err is not None:
+                                self.process_total -= 1  # an event, not a record
                                 if err.code() == KafkaError._PARTITION_EOF:
                                     group = self._groups.get((m.topic(), m.partition()))
                                     if group is not None:
