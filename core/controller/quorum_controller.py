@@ -228,15 +228,19 @@ class QuorumController:
         return (image.topic_configs(topic).get(key) or image.resource_configs(BROKER_RESOURCE, "").get(key)
                 or image.resource_configs(BROKER_RESOURCE, str(self.config.node_id)).get(key) or default)
 
+    def _election_settings(self, image: MetadataImage, topic: str) -> tuple[int, bool]:
+        """The topic's ``min.insync.replicas`` and ``unclean.leader.election.enable`` as elections read them."""
+        min_isr = int(self._topic_flag(image, topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
+        unclean = self._topic_flag(image, topic, "unclean.leader.election.enable",
+                                   str(self.config.unclean_leader_election_enable).lower()) == "true"
+        return min_isr, unclean
+
     def _elections(self, image: MetadataImage) -> list[Message]:
         """A PartitionChangeRecord for every partition that lacks an acceptable leader and can get one."""
         acceptable = self._acceptable_leader(image)
         out: list[Message] = []
         for topic in sorted(image.topics.values(), key=lambda t: t.name):
-            unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
-                                       str(self.config.unclean_leader_election_enable).lower()) == "true"
-            min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
-                                           str(self.config.min_insync_replicas)))
+            min_isr, unclean = self._election_settings(image, topic.name)
             for pid in sorted(topic.partitions):
                 reg = topic.partitions[pid]
                 # Kafka's handleBrokerUnfenced visits the partitions without a leader; strom also
@@ -765,10 +769,7 @@ class QuorumController:
         out: list[Message] = []
         for holds in passes:
             for topic in sorted(image.topics.values(), key=lambda t: t.name):
-                min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
-                                               str(self.config.min_insync_replicas)))
-                unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
-                                           str(self.config.unclean_leader_election_enable).lower()) == "true"
+                min_isr, unclean = self._election_settings(image, topic.name)
                 for pid in sorted(topic.partitions):
                     reg = topic.partitions[pid]
                     if not holds(reg):
@@ -818,10 +819,7 @@ class QuorumController:
             acceptable = self._acceptable_leader(after)
             changes: list[Message] = []
             for topic in sorted(image.topics.values(), key=lambda t: t.name):
-                min_isr = int(self._topic_flag(image, topic.name, "min.insync.replicas",
-                                               str(self.config.min_insync_replicas)))
-                unclean = self._topic_flag(image, topic.name, "unclean.leader.election.enable",
-                                           str(self.config.unclean_leader_election_enable).lower()) == "true"
+                min_isr, unclean = self._election_settings(image, topic.name)
                 for pid in sorted(topic.partitions):
                     record = remove_from_isr(topic.partitions[pid], topic.topic_id, pid, node_id,
                                              acceptable=acceptable, elr_enabled=image.elr_enabled, min_isr=min_isr,
