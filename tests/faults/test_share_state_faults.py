@@ -2,7 +2,8 @@
 
 - kill -9 while a share member acknowledges (state writes in flight): after the restart every
   record whose ACCEPT was answered without error stays accepted (never redelivered) and every
-  other record is delivered again (nothing lost).
+  other record is delivered again (nothing lost), except the one ACCEPT in flight at the kill,
+  which may have been written before the process died (then it stays accepted, as on Kafka).
 - A torn or corrupted tail of the __share_group_state segment at restart: the broker starts, the
   partition is recovered as any topic's log is (the bad batch cut off), and the share state is
   what the valid prefix says: the last write's acknowledgements are gone, so its records come
@@ -78,6 +79,7 @@ def test_kill9_while_acknowledging_keeps_answered_acks(fresh_broker: BrokerProce
     produce(fresh_broker.bootstrap, topic, [b"%d" % i for i in range(RECORDS)])
 
     accepted: set[int] = set()  # ACCEPTs the broker answered without error
+    sent: set[int] = set()  # ACCEPTs sent; the one unanswered at the kill is in doubt
     stop = threading.Event()
     failure: list[BaseException] = []
 
@@ -88,6 +90,7 @@ def test_kill9_while_acknowledging_keeps_answered_acks(fresh_broker: BrokerProce
             while not stop.is_set():
                 r = m.fetch(max_wait_ms=200, max_records=5)
                 for o in offsets_of(r):
+                    sent.add(o)
                     a = m.acknowledge({0: [(o, o, ACCEPT)]})
                     if a.error_code == 0 and a.responses[0].partitions[0].error_code == 0:
                         accepted.add(o)
@@ -111,12 +114,16 @@ def test_kill9_while_acknowledging_keeps_answered_acks(fresh_broker: BrokerProce
     assert not failure, failure
     answered = set(accepted)
     assert RECORDS // 4 <= len(answered) < RECORDS
+    # The ACCEPT in flight at the kill may have reached the log before the process died: Kafka
+    # then keeps it accepted without having answered it, so it may or may not come back.
+    in_doubt = sent - answered
+    assert len(in_doubt) <= 1, in_doubt
 
     fresh_broker.start()
     again = _collect_all(fresh_broker, group, topic_id, RECORDS - len(answered))
     redelivered = answered & set(again)
     assert not redelivered, f"{len(redelivered)} acknowledged records redelivered: {sorted(redelivered)[:10]}"
-    lost = set(range(RECORDS)) - answered - set(again)
+    lost = set(range(RECORDS)) - answered - set(again) - in_doubt
     assert not lost, f"{len(lost)} records never delivered again: {sorted(lost)[:10]}"
 
 
