@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from strom.core.protocol.varint import encode_uvarint
+from strom.core.records.pieces import RecordPieces
 
 FETCH_KEY = 1
 FIRST_FLEXIBLE = 12
@@ -36,7 +37,7 @@ class PartitionRow(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     aborted: Sequence[tuple[int, int]] | None  # (producer id, first offset); None = null
-    records: bytes | memoryview | None
+    records: bytes | memoryview | RecordPieces | None
 
 
 class TopicRows(NamedTuple):
@@ -89,7 +90,10 @@ def encode_fetch_response(version: int, correlation_id: int, throttle_ms: int, e
                 cur += encode_uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
                 if len(records):
                     parts.append(bytes(cur))
-                    parts.append(records)
+                    if isinstance(records, RecordPieces):
+                        parts.extend(records.pieces)  # a remote read's chunk views, not joined
+                    else:
+                        parts.append(records)
                     cur = bytearray()
             if flexible:
                 cur += b"\x00"  # partition tagged fields

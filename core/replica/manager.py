@@ -24,6 +24,7 @@ from strom.core.log.manager import LogManager
 from strom.core.metadata.delta import MetadataDelta
 from strom.core.metadata.image import MetadataImage
 from strom.core.records.batch import iter_headers
+from strom.core.records.pieces import RecordPieces
 from strom.core.replica.partition import AppendResult, Partition, ValidatedRecords
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class RemoteFetcher(Protocol):
     max_wait_s: float  # remote.fetch.max.wait.ms
 
     def read(self, part: Partition, offset: int, max_bytes: int, min_one_message: bool,
-             read_committed: bool) -> Future[tuple[bytes, list[tuple[int, int]] | None]]:
+             read_committed: bool) -> Future[tuple[RecordPieces, list[tuple[int, int]] | None]]:
         """Whole batches from the remote segment holding ``offset``, read on a reader thread, with
         the aborted transactions over them when ``read_committed`` (else ``None``)."""
         ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Generic, Literal, NamedTuple, TypeVar
 
 from strom.core.config import LogConfig
 from strom.core.errors import (
@@ -27,6 +27,7 @@ from strom.core.errors import (
 from strom.core.log.log import LogOffsetSnapshot, UnifiedLog
 from strom.core.log.producer_state import ProducerStateEntry
 from strom.core.records.batch import BatchHeader, iter_headers
+from strom.core.records.pieces import RecordPieces
 from strom.core.records.validate import validate_produce_batches
 
 
@@ -54,9 +55,12 @@ class ValidatedRecords(NamedTuple):
     batches: list[tuple[int, BatchHeader]]
 
 
+Records = TypeVar("Records", bytes, RecordPieces)
+
+
 @dataclass(frozen=True, slots=True)
-class ReadResult:
-    records: bytes
+class ReadResult(Generic[Records]):
+    records: Records  # bytes from the local log; RecordPieces from a remote read (chunk views)
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
@@ -227,7 +231,7 @@ class Partition:
     # -- fetch --------------------------------------------------------------------------------
 
     def read_records(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
-                     min_one_message: bool = True, isolation_level: int = 0) -> ReadResult:
+                     min_one_message: bool = True, isolation_level: int = 0) -> ReadResult[bytes]:
         """Read whole batches from ``fetch_offset``; consumers are bounded by the high watermark
         (read_uncommitted) or the last stable offset (read_committed), followers by the LEO."""
         log = self.log

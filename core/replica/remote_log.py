@@ -25,6 +25,7 @@ from strom.core.config import BrokerConfig
 from strom.core.errors import KafkaStorageError, OffsetOutOfRangeError
 from strom.core.exceptions import ConfigError
 from strom.core.log.remote_view import UnifiedLogTieredView
+from strom.core.records.pieces import RecordPieces
 from strom.core.replica.manager import StoppedPartition
 from strom.core.replica.partition import Partition
 from strom.core.replica.remote_offsets import RemoteOffsetReader
@@ -63,7 +64,7 @@ READ_SLACK_BYTES = 1024 * 1024  # past max_bytes, for the batches before the off
 PREFETCHED_REMEMBERED = 1000
 PREFETCH_SEGMENTS = 4  # at most this many segments ahead of a reader
 
-RemoteRead = tuple[bytes, "list[tuple[int, int]] | None"]
+RemoteRead = tuple[RecordPieces, "list[tuple[int, int]] | None"]
 
 
 @runtime_checkable
@@ -176,16 +177,10 @@ class RemoteLogBinding:
                                cached_only: bool = False) -> RemoteRead:
         tip = topic_id_partition(part)
         try:
-            meta, records = self._read(tip, epochs, offset, max_bytes, min_one_message, cached_only)
+            meta, records, upper = self._read(tip, epochs, offset, max_bytes, min_one_message, cached_only)
             self.fetch_quota.record(len(records))
             if not read_committed:
                 return records, None
-            upper = offset
-            pos = 0
-            while pos + _BATCH_START.size <= len(records):  # the next offset after the data returned
-                base, length = _BATCH_START.unpack_from(records, pos)
-                upper = base + _LAST_OFFSET_DELTA.unpack_from(records, pos + 23)[0] + 1
-                pos += _BATCH_START.size + length
             return records, self._aborted(part, tip, epochs, meta, offset, upper, cached_only)
         except RemoteStorageError as e:
             # A retriable answer (clients retry KAFKA_STORAGE_ERROR): S3 down for a while, or the
@@ -267,15 +262,18 @@ class RemoteLogBinding:
         return None
 
     def _read(self, tip: TopicIdPartition, epochs: list[tuple[int, int]], offset: int, max_bytes: int,
-              min_one_message: bool, cached_only: bool = False) -> tuple[RemoteLogSegmentMetadata, bytes]:
+              min_one_message: bool, cached_only: bool = False
+              ) -> tuple[RemoteLogSegmentMetadata, RecordPieces, int]:
         """Kafka's RemoteLogReader: whole batches of one remote segment from the one holding
-        ``offset``, at most ``max_bytes`` but the first (KIP-74).
+        ``offset``, at most ``max_bytes`` but the first (KIP-74), and the offset after them.
 
         The segment's bytes come as pieces (views of cached chunks, or of the response body) and
-        only the batch headers are read from them; the batches returned are joined once."""
+        only the batch headers are read from them; the batches returned stay views of the
+        pieces (never joined: the response is written from them)."""
         meta = self._segment_for(tip, epochs, offset)
         start = self._position(meta, offset, cached_only)
         buf = _Pieces(self._segment_pieces(meta, start, max_bytes + READ_SLACK_BYTES, cached_only))
+        upper = offset
         try:
             pos, first = 0, -1
             while buf.fill(pos + _HEADER_NEEDED):
@@ -284,15 +282,16 @@ class RemoteLogBinding:
                 end = pos + _BATCH_START.size + length
                 if not buf.fill(end):
                     break  # the segment's end
-                if base + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0] < offset:
+                next_offset = base + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0] + 1
+                if next_offset <= offset:
                     pos = end
                     continue
                 if first < 0:
                     first = pos
                 if end - first > max_bytes and (pos > first or not min_one_message):
                     break
-                pos = end
-            records = buf.slice(first, pos) if first >= 0 else b""
+                pos, upper = end, next_offset
+            records = RecordPieces(buf.views(first, pos) if first >= 0 else ())
         finally:
             buf.close()
         rsm = self._pieces_rsm
@@ -306,7 +305,7 @@ class RemoteLogBinding:
                     self._prefetched.popitem(last=False)
             if first_ask:
                 self._readers.submit(self._prefetch_next, tip, epochs, meta, max(rsm.prefetch_max_size, max_bytes))
-        return meta, records
+        return meta, records, upper
 
     def _segment_pieces(self, meta: RemoteLogSegmentMetadata, start: int, first_range: int,
                         cached_only: bool = False) -> Generator[bytes | memoryview, None, None]:
@@ -435,6 +434,20 @@ class _Pieces:
             parts.append(view[:hi - at])
             at += len(view)
         return b"".join(parts)
+
+    def views(self, lo: int, hi: int) -> list[memoryview]:
+        """Bytes ``lo..hi`` (exclusive; held already) as views of the pieces, uncopied."""
+        if lo >= hi:
+            return []
+        i = bisect.bisect_right(self._starts, lo) - 1
+        at = self._starts[i]
+        out: list[memoryview] = []
+        while at < hi:
+            view = self._views[i]
+            out.append(view[max(lo - at, 0):min(hi - at, len(view))])
+            at += len(view)
+            i += 1
+        return out
 
     def close(self) -> None:
         self._views.clear()

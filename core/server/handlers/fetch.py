@@ -36,6 +36,7 @@ from strom.core.errors import OffsetOutOfRangeError
 from strom.core.log.local_log import LogOffsetMetadata
 from strom.core.protocol.fetch_response import PartitionRow, TopicRows, encode_fetch_response
 from strom.core.protocol.messages import ms
+from strom.core.records.pieces import RecordPieces
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster, authorize_topics, error_of, throttle
 
@@ -83,7 +84,7 @@ class _Target:
         self.bytes_seen = 0
 
 
-Row = tuple[_Target, "ReadResult | None", int, "str | None"]
+Row = tuple[_Target, "ReadResult[bytes] | ReadResult[RecordPieces] | None", int, "str | None"]
 
 
 class _RemoteRead:
@@ -93,7 +94,7 @@ class _RemoteRead:
 
     def __init__(self, row: int, part: Partition, budget: int, min_one: bool) -> None:
         self.row, self.part, self.budget, self.min_one = row, part, budget, min_one
-        self.future: Future[tuple[bytes, list[tuple[int, int]] | None]] | None = None
+        self.future: Future[tuple[RecordPieces, list[tuple[int, int]] | None]] | None = None
 
 
 @runtime_checkable
@@ -210,7 +211,7 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
         remote.clear()
         for group in targets:
             for t in group:
-                result: ReadResult | None = None
+                result: ReadResult[bytes] | None = None
                 code, message = t.error, None
                 if code == 0:
                     try:
@@ -283,7 +284,7 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
     return FetchRows(throttle_ms, [TopicRows(name, tid, parts) for (name, tid), parts in by_topic.items()])
 
 
-def _empty_read(part: Partition, isolation: int) -> ReadResult:
+def _empty_read(part: Partition, isolation: int) -> ReadResult[bytes]:
     from strom.core.replica.partition import ReadResult  # the handler layer imports the replica layer lazily
 
     return ReadResult(b"", part.high_watermark, part.last_stable_offset, part.log_start_offset, part.log_end_offset,
@@ -310,7 +311,7 @@ async def _read_remote(rm: ReplicaManager, remote: list[_RemoteRead], rows: list
     for r in remote:
         t = rows[r.row][0]
         assert r.future is not None
-        records = b""
+        records = RecordPieces(())
         aborted: list[tuple[int, int]] | None = [] if isolation == READ_COMMITTED else None
         if r.future.done():
             error = r.future.exception()
