@@ -6,10 +6,16 @@ there, naming the dir and the process holding it. :meth:`LogManager.shutdown` re
 
 Per log dir it reads (and validates) ``meta.properties`` if present, consumes the clean
 shutdown marker ``.kafka_cleanshutdown`` (present = every log was closed cleanly, so no
-recovery scan), loads every ``<topic>-<partition>`` directory (in parallel, up to
+recovery scan; deleted before the logs load, KAFKA-10471, so a crash while loading recovers
+next time), loads every ``<topic>-<partition>`` directory (in parallel, up to
 ``num.recovery.threads.per.data.dir`` threads per dir) with the offsets from
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
 ``replication-offset-checkpoint``, and removes leftover ``*-delete`` directories.
+
+The marker holds ``{"version":0,"brokerEpoch":N}`` (Kafka 3.6+, KIP-966): the broker epoch of
+the registration that shut down cleanly. :attr:`LogManager.previous_broker_epoch` is Kafka's
+``readBrokerEpochFromCleanShutdownFiles``: that epoch when every log dir had a marker with the
+same readable epoch, else -1; the broker sends it as the registration's PreviousBrokerEpoch.
 
 Deleting a partition renames its dir to ``<topic>-<partition>.<uuid>-delete`` (atomic; the
 partition is gone at once) and removes the files on a background thread, as Kafka does.
@@ -73,6 +79,47 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def read_clean_shutdown_epoch(marker: Path) -> int | None:
+    """The ``brokerEpoch`` of a clean-shutdown marker (Kafka's ``CleanShutdownFileHandler.read``),
+    None when it has none.
+
+    A marker of Kafka < 3.6 (or of a strom of that age) is empty; one without the key is just as
+    old-fashioned: both say "clean, epoch unknown", logged at INFO. A marker that is not JSON
+    (a torn or damaged file) is only a WARNING naming the file: the logs were closed cleanly
+    all the same, and a broker must never refuse to start over it. Kafka ignores ``version``
+    and unknown keys (``@JsonIgnoreProperties(ignoreUnknown = true)``), so does this.
+    """
+    try:
+        text = marker.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        logger.warning("Unable to read the broker epoch in the clean shutdown file %s: %s", marker, e)
+        return None
+    if not text.strip():
+        logger.info("The clean shutdown file %s is empty (written before Kafka 3.6): no broker epoch", marker)
+        return None
+    try:
+        content = json.loads(text)
+    except ValueError as e:
+        logger.warning("Unable to read the broker epoch in the clean shutdown file %s: not JSON (%s)", marker, e)
+        return None
+    if not isinstance(content, dict):
+        logger.warning("Unable to read the broker epoch in the clean shutdown file %s: not a JSON object (%r)",
+                       marker, text[:200])
+        return None
+    epoch = content.get("brokerEpoch")
+    if epoch is None:
+        logger.info("The clean shutdown file %s has no brokerEpoch", marker)
+        return None
+    # bool is an int in Python; Jackson would not read true as a Long either, nor 2**63.
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not -(1 << 63) <= epoch < (1 << 63):
+        logger.warning("Unable to read the broker epoch in the clean shutdown file %s: brokerEpoch %r",
+                       marker, epoch)
+        return None
+    return epoch
+
+
 class LogManager:
     """All partition logs of a broker. Thread-safe (see the module docstring)."""
 
@@ -92,6 +139,10 @@ class LogManager:
         self.default_config = LogConfig.build(broker_config)
         self.meta_properties: dict[Path, dict[str, str]] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # The brokerEpoch each dir's marker held at startup (None: no marker, or none readable).
+        self.clean_shutdown_epochs: dict[Path, int | None] = {}
+        # Kafka's readBrokerEpochFromCleanShutdownFiles, set by startup(); -1 = unclean/unknown.
+        self.previous_broker_epoch = -1
         self.started = False
         # Every I/O error of the storage engine goes through here (Kafka's LogDirFailureChannel).
         self.dir_failure = LogDirFailureChannel()
@@ -117,7 +168,28 @@ class LogManager:
                 for log in loaded:
                     self._logs[(log.topic, log.partition)] = log
             self.started = True
+        self.previous_broker_epoch = self._read_broker_epoch_from_clean_shutdown_files()
         self.checkpoint()
+
+    def _read_broker_epoch_from_clean_shutdown_files(self) -> int:
+        """Kafka's ``LogManager.readBrokerEpochFromCleanShutdownFiles``: the epoch only if every
+        log dir is online and had a marker with a readable epoch, all the same; else -1 (Kafka's
+        empty OptionalLong, which its BrokerLifecycleManager sends as -1). Kafka reads the markers
+        before loading; strom kept what each held when it deleted it (see :meth:`_load_dir`)."""
+        if any(self.dir_failure.is_offline(d) for d in self.log_dirs):
+            logger.info("A log dir is offline: no previous broker epoch")
+            return -1
+        epoch = -1
+        for d in self.log_dirs:
+            current = self.clean_shutdown_epochs.get(d)
+            if current is None:
+                logger.info("Unable to read the broker epoch in %s.", d)
+                return -1
+            if epoch != -1 and current != epoch:
+                logger.info("Found different broker epochs in %s. Other=%d vs current=%d.", d, epoch, current)
+                return -1
+            epoch = current
+        return epoch
 
     def _check_meta_properties(self, d: Path) -> None:
         try:
@@ -150,6 +222,14 @@ class LogManager:
         marker = d / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.had_clean_shutdown[d] = clean
+        self.clean_shutdown_epochs[d] = read_clean_shutdown_epoch(marker) if clean else None
+        if clean:
+            # Consumed before loading, as Kafka does (KAFKA-10471): loading may change files (a
+            # rebuilt index, a truncated tail), so a crash meanwhile must recover next time
+            # rather than trust the old marker. The dir is synced so the deletion outlives a
+            # power loss during that load.
+            marker.unlink(missing_ok=True)
+            fsync_dir(d)
         recovery = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
@@ -184,8 +264,6 @@ class LogManager:
         threads = max(self.broker_config.num_recovery_threads_per_data_dir, 1)
         with ThreadPoolExecutor(max_workers=threads) as pool:
             logs = list(pool.map(load, jobs))
-        # The marker is consumed only after loading: a crash during recovery recovers again.
-        marker.unlink(missing_ok=True)
         return logs
 
     @staticmethod
@@ -362,7 +440,8 @@ class LogManager:
         return stats
 
     def shutdown(self, broker_epoch: int = -1) -> None:
-        """Flush and close every log, write checkpoints and the clean shutdown marker."""
+        """Flush and close every log, write checkpoints and the clean shutdown marker, which holds
+        ``broker_epoch`` (the epoch of the broker's registration; -1 when it never registered)."""
         if not self.started:
             # A start-up that failed (or never ran) loaded no log: checkpoints written now would
             # be empty and lose every partition's recovery point, log start and high watermark.
@@ -391,8 +470,9 @@ class LogManager:
             if self.dir_failure.is_offline(d):
                 continue  # the next start recovers this dir's logs
             try:
-                # Kafka 3.6+ writes a small JSON document into the marker.
-                write_atomically(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+                # Kafka 3.6+ writes a small JSON document into the marker (byte for byte as here).
+                write_atomically(d / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                                                                     separators=(",", ":")))
             except OSError as e:
                 self.dir_failure.maybe_add_offline_log_dir(
                     d, f"Error while writing the clean shutdown marker in dir {d}", e)

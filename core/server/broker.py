@@ -242,6 +242,9 @@ class Broker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.incarnation_id = uuid.uuid4()
+        # The epoch of this incarnation's registration (Kafka's BrokerLifecycleManager.brokerEpoch);
+        # -1 until registered. The clean-shutdown marker keeps it for the next start (KIP-966).
+        self.broker_epoch = -1
         # KIP-405: with remote.log.storage.system.enable off nothing of the tier is imported.
         self.remote_storage_manager: RemoteStorageManager | None = None
         self.remote_log: RemoteLogBinding | None = None
@@ -273,8 +276,14 @@ class Broker:
         await self.metadata.start()
         protocols = {listener.name: listener.security_protocol for listener in self.listeners}
         endpoints = [(name, host, port, SECURITY_PROTOCOLS[protocols[name]]) for name, host, port in self.endpoints()]
-        await self.metadata.controller.register_broker(self.node_id, endpoints, self.config.broker_rack,
-                                                       self.incarnation_id)
+        # PreviousBrokerEpoch: the epoch the clean-shutdown markers held, -1 after a crash; the
+        # controller runs Kafka's handleBrokerShutdown (clean or unclean) with it.
+        previous = self.log_manager.previous_broker_epoch
+        self.broker_epoch = await self.metadata.controller.register_broker(
+            self.node_id, endpoints, self.config.broker_rack, self.incarnation_id, previous_broker_epoch=previous)
+        # Kafka's BrokerLifecycleManager line, with the epoch it sent.
+        log.info("Successfully registered broker %d with broker epoch %d (previous broker epoch %d)", self.node_id,
+                 self.broker_epoch, previous)
         await self.txn_coordinator.start(self.coordinator_runtime)
         await self.group_coordinator.start(self.coordinator_runtime)
         await self.share_coordinator.start(self.coordinator_runtime)
@@ -332,7 +341,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.metadata.close()
-        await asyncio.to_thread(self.log_manager.shutdown)
+        await asyncio.to_thread(self.log_manager.shutdown, self.broker_epoch)
 
     async def _maintenance_loop(self) -> None:
         while True:
