@@ -12,7 +12,10 @@ and the ELR of its partitions, then is elected again as the last known leader).
 Kafka 4.3.1 as the oracle (scripts/kafka_ref, one node, kafka-dump-log of its metadata log):
 a clean stop writes ``{"version":0,"brokerEpoch":44}`` with 44 the RegisterBrokerRecord's
 epoch; after kill -9 there is no marker, and the restart ends with both partitions of a topic
-led by the node, ISR [1], leaderRecoveryState RECOVERING (1), ELR and LastKnownElr empty.
+led by the node, ISR [1], leaderRecoveryState RECOVERING (1), ELR and LastKnownElr empty. With
+``eligible.leader.replicas.version=0`` the partitions only lose their leader (ISR [1] kept) and
+get it back at the unfencing, RECOVERED. A clean restart writes no shutdown record before the
+RegisterBrokerRecord and elects the node from the ELR the controlled shutdown left.
 
 The unit tests parse markers and run a LogManager on real dirs; the broker tests run ``strom
 dev`` and read the metadata log it wrote.
