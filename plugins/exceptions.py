@@ -57,3 +57,8 @@ class RemoteStorageError(PluginError):
 
 class RemoteResourceNotFoundError(RemoteStorageError):
     """The remote segment or index does not exist (Kafka's ``RemoteResourceNotFoundException``)."""
+
+
+class RemoteStorageNotReadyError(RemoteStorageError):
+    """The remote log metadata of a partition is still being read (Kafka's
+    ``RemoteStorageNotReadyException``); retriable: ask again shortly."""

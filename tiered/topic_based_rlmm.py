@@ -41,7 +41,11 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.plugins.exceptions import RemoteResourceNotFoundError, RemoteStorageError
+from strom.plugins.exceptions import (
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+    RemoteStorageNotReadyError,
+)
 from strom.plugins.hookspecs.storage import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -86,6 +90,11 @@ class TopicBasedRemoteLogMetadataManager:
         # A metadata partition re-read from the beginning for newly hosted partitions: below this
         # offset its records go to those caches only (the others have them already).
         self._rereading: dict[int, tuple[int, set[TopicIdPartition]]] = {}
+        # A newly hosted partition's cache until its metadata partition is read up to the end it
+        # had then (Kafka's isReady): (metadata partition, that end). A read meanwhile would see
+        # only some of its segments, so it is refused as not ready (retriable), never answered
+        # as "no segment holds this offset" (a consumer would reset its position).
+        self._loading: dict[TopicIdPartition, tuple[int, int]] = {}
         self._closed = threading.Event()
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
@@ -273,10 +282,27 @@ class TopicBasedRemoteLogMetadataManager:
     # -- reads ------------------------------------------------------------------------------
 
     def _cache(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
+        # Caller holds the lock.
         cache = self._caches.get(tip)
         if cache is None:  # Kafka's RemotePartitionMetadataStore says the same
             raise RemoteResourceNotFoundError(f"No resource found for partition: {tip}")
+        if not self._loaded(tip):
+            partition, end = self._loading[tip]
+            raise RemoteStorageNotReadyError(
+                f"the remote log metadata of {tip} is still being read ({REMOTE_LOG_METADATA_TOPIC}-{partition} "
+                f"at offset {self._applied.get(partition, 0)} of {end})")
         return cache
+
+    def _loaded(self, tip: TopicIdPartition) -> bool:
+        # Caller holds the lock.
+        loading = self._loading.get(tip)
+        if loading is None:
+            return True
+        partition, end = loading
+        if self._applied.get(partition, 0) < end:
+            return False
+        del self._loading[tip]
+        return True
 
     def remote_log_segment_metadata(self, topic_id_partition: TopicIdPartition, epoch_for_offset: int,
                                     offset: int) -> RemoteLogSegmentMetadata | None:
@@ -331,6 +357,9 @@ class TopicBasedRemoteLogMetadataManager:
             self._to_unassign |= again
             self._to_assign |= fresh | again
             self._assigned |= fresh | again
+            for tip in new:
+                p = metadata_partition(tip, self.num_partitions)
+                self._loading[tip] = (p, ends.get(p, self._applied.get(p, 0)))
             if not self._lock.wait_for(lambda: all(self._applied.get(p, 0) >= end for p, end in ends.items()),
                                        self.consume_wait_s):
                 raise RemoteStorageError(f"reading {REMOTE_LOG_METADATA_TOPIC} up to its end timed out "
@@ -340,6 +369,7 @@ class TopicBasedRemoteLogMetadataManager:
         with self._lock:
             for tip in partitions:
                 self._caches.pop(tip, None)
+                self._loading.pop(tip, None)
             needed = {metadata_partition(tip, self.num_partitions) for tip in self._caches}
             unneeded = self._assigned - needed
             self._assigned -= unneeded
@@ -350,7 +380,7 @@ class TopicBasedRemoteLogMetadataManager:
     def is_ready(self, topic_id_partition: TopicIdPartition) -> bool:
         """Kafka's ``isReady``: the partition's metadata has been loaded."""
         with self._lock:
-            return topic_id_partition in self._caches
+            return topic_id_partition in self._caches and self._loaded(topic_id_partition)
 
     def close(self) -> None:
         self._closed.set()

@@ -119,6 +119,10 @@ class RemoteLogBinding:
         # Segments whose successor was prefetched already (each read near a segment's end asks).
         self._prefetched: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
         self._prefetched_lock = threading.Lock()
+        # (segment, offset) -> byte position: where the batches after a read's last one start.
+        # A sequential consumer's next fetch begins there, so it needs no offset index (one GET
+        # per segment fewer: a read at a segment's start offset begins at byte 0).
+        self._next_positions: OrderedDict[tuple[RemoteLogSegmentId, int], int] = OrderedDict()
         self.offsets = RemoteOffsetReader(rsm, rlmm)  # ListOffsets over remote segments
 
     def offset_for_timestamp(self, part: Partition, timestamp: int) -> Future[tuple[int, int, int] | None]:
@@ -210,7 +214,16 @@ class RemoteLogBinding:
         return cached
 
     def _position(self, meta: RemoteLogSegmentMetadata, offset: int, cached_only: bool = False) -> int:
-        """The position of the last offset index entry at or below ``offset`` (0 without one)."""
+        """Where to start reading for ``offset``: byte 0 for the segment's start offset, the end
+        of an earlier read that stopped just before ``offset``, else the position of the last
+        offset index entry at or below it (0 without one). Batches before ``offset`` that the
+        reader meets from there are skipped."""
+        if offset <= meta.start_offset:
+            return 0
+        with self._prefetched_lock:
+            known = self._next_positions.get((meta.segment_id, offset))
+        if known is not None:
+            return known
         data = self._index(meta, IndexType.OFFSET, cached_only)
         entries = len(data) // _INDEX_ENTRY.size
         relative = offset - meta.start_offset
@@ -294,6 +307,11 @@ class RemoteLogBinding:
             records = RecordPieces(buf.views(first, pos) if first >= 0 else ())
         finally:
             buf.close()
+        if records:
+            with self._prefetched_lock:
+                self._next_positions[(meta.segment_id, upper)] = start + pos
+                if len(self._next_positions) > PREFETCHED_REMEMBERED:
+                    self._next_positions.popitem(last=False)
         rsm = self._pieces_rsm
         if rsm is not None and 0 < meta.segment_size_in_bytes - (start + pos) < max(rsm.prefetch_max_size, max_bytes):
             # The prefetch window (or the next fetch) reaches past this segment: have the next one
@@ -345,9 +363,9 @@ class RemoteLogBinding:
         try:
             for _ in range(PREFETCH_SEGMENTS):
                 meta = self._segment_for(tip, epochs, meta.end_offset + 1)
+                # Only the chunks (and the manifest they need): a reader coming from the segment
+                # before starts at this one's start offset, byte 0, without its offset index.
                 rsm.prefetch_log_segment(meta, 0)
-                # Its offset index too (the manager caches indexes): the first read there looks it up.
-                self.rsm.fetch_index(meta, IndexType.OFFSET).close()
                 window -= meta.segment_size_in_bytes
                 if window <= 0 or meta.segment_size_in_bytes <= 0:
                     break

@@ -5,15 +5,17 @@ server, confluent-kafka, and Fetch requests on a socket."""
 
 from __future__ import annotations
 
+import functools
 import os
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from diff_wire import WireClient, kio_schema
+from kio.schema.errors import ErrorCode
 
 from strom.core.testing import BrokerProcess, wait_for
 
@@ -146,3 +148,70 @@ def test_over_the_remote_fetch_quota_a_fetch_skips_its_remote_reads_and_serves_t
             second = fetch_v12(client, [(TOPIC, 0), ("plain", 0)])
             assert second[TOPIC] == (0, 0)
             assert second["plain"] == first["plain"]
+
+
+def _first_record(consumer: Consumer) -> Message | None:
+    return next(iter(consumer.consume(1, 0.2)), None)
+
+
+def _s3_gets(broker: BrokerProcess, suffix: str) -> int:
+    """GETs of ``suffix`` objects the broker made in the run that ended (its close log line)."""
+    line = next(ln for ln in reversed(broker.log_text().splitlines()) if "S3 requests: " in ln)
+    counts = dict(part.rsplit(" ", 1) for part in line.split("S3 requests: ")[1].split(";")[0].split(", "))
+    return int(counts.get(f"GET {suffix}", 0))
+
+
+def test_a_sequential_consumer_needs_no_offset_index_and_a_seek_still_finds_its_offset(
+        tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
+    # A read at a segment's start offset starts at byte 0; one at the offset where an earlier
+    # read stopped starts where that read stopped: a consumer reading on needs no offset index
+    # (no GET of any .indexes object). A consumer starting in the middle of a segment does (after
+    # a restart, nothing remembered): its records must be the same.
+    config = tier_config(s3_bucket, **{
+        "fetch_chunk_cache_class": "memory", "fetch_chunk_cache_size": str(4 * 1024 * 1024),
+        "fetch_chunk_cache_prefetch_max_size": "40000"})
+    broker = BrokerProcess(tmp_path / "broker", config=config)
+    with broker:
+        sent = tiered_topic(broker.bootstrap, 3000)
+        assert local_start(broker.data_dir) > 2000
+        for fetch_bytes in (5000, 1_000_000):  # batch by batch (many reads per segment), then large
+            got = consume_all(broker.bootstrap, len(sent), **{
+                "max.partition.fetch.bytes": fetch_bytes, "fetch.max.bytes": fetch_bytes,
+                "message.max.bytes": min(fetch_bytes, 1_000_000)})
+            assert [o for o, _, _ in got] == list(range(len(sent)))
+            assert [(k, v) for _, k, v in got] == sent
+    assert _s3_gets(broker, "log") > 0
+    assert _s3_gets(broker, "indexes") == 0
+    with broker:
+        for start in (1, 777, 1501):  # inside remote segments (16 KiB of ~120-byte records each)
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "seeker",
+                                 "enable.auto.commit": False, "auto.offset.reset": "error"})
+            consumer.assign([TopicPartition(TOPIC, 0, start)])
+            try:
+                m = wait_for(functools.partial(_first_record, consumer), 60, f"the record at {start}")
+                assert m.error() is None, m.error()
+                assert (m.offset(), m.key(), m.value()) == (start, *sent[start])
+            finally:
+                consumer.close()
+    assert _s3_gets(broker, "indexes") > 0
+
+
+def test_right_after_a_restart_a_remote_offset_is_never_out_of_range(
+        tmp_path: Path, s3_bucket: str, tier_config: TierConfig) -> None:
+    # The tier starts once the listeners serve, and then reads the partition's remote log
+    # metadata. A Fetch below the local log start meanwhile must get a retriable error, not
+    # OFFSET_OUT_OF_RANGE (a consumer would reset its position past data that exists).
+    broker = BrokerProcess(tmp_path / "broker", config=tier_config(s3_bucket))
+    with broker:
+        tiered_topic(broker.bootstrap, 1500)
+        assert local_start(broker.data_dir) > 500
+    with broker, WireClient(broker.bootstrap) as client:
+        codes: list[int] = []
+
+        def records_read() -> bool:
+            code, size = fetch_v12(client, [(TOPIC, 0)])[TOPIC]
+            codes.append(code)
+            return code == 0 and size > 0
+
+        wait_for(records_read, 60, "records from offset 0", interval=0.01, detail=lambda: f"answers {codes[-5:]}")
+    assert set(codes) <= {0, int(ErrorCode.kafka_storage_error)}, codes

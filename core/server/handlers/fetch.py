@@ -226,10 +226,16 @@ async def handle(deps: ReplicaDeps, ctx: RequestContext, request: FetchRequest) 
                     except OffsetOutOfRangeError as e:
                         # KIP-405: below a tiered log's local start the data is remote (Kafka's
                         # ReplicaManager turns this into a remote fetch, consumers only).
-                        if rm.remote_fetcher is not None and replica_id < 0 and _remote_readable(
+                        if rm.config.remote_log_storage_system_enable and replica_id < 0 and _remote_readable(
                                 part, t.fp.fetch_offset):
                             t.part = part
-                            if _remote_fetch_throttled(rm.remote_fetcher):
+                            if rm.remote_fetcher is None:
+                                # The tier starts once the listeners serve (its metadata manager
+                                # is a client of this broker). Until then a retriable error:
+                                # OFFSET_OUT_OF_RANGE would make the consumer reset its position.
+                                code, message = int(ErrorCode.kafka_storage_error), (
+                                    "the remote log manager is starting; retry")
+                            elif _remote_fetch_throttled(rm.remote_fetcher):
                                 # Kafka's ReplicaManager: over the remote fetch quota the remote read
                                 # is skipped and the partition answers no records, without an error;
                                 # the fetch then waits as any fetch short of min_bytes.
