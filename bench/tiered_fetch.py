@@ -25,9 +25,9 @@ Each figure is printed as target / ceiling / result, the ceiling measured in the
   reads it from offset 0 to the local log start (all of it from S3 through the broker), against
   boto3 GETs of the same ``.log`` objects from the same server in the same run: consumer/raw
   (goal >= 0.8x, floor 0.5x). All rates count the same bytes (the remote ``.log`` objects). The
-  ceiling is the lower of two rates: the raw GETs of strom's requests (per segment the manifest,
-  the ``.indexes`` object and the ``.log`` object whole: strom's reader makes exactly these, the
-  broker logs its GETs per segment at close and this prints it) and the same records consumed
+  ceiling is the lower of two rates: the raw GETs of strom's requests (per segment the manifest
+  and the ``.log`` object whole: strom's reader makes exactly these for a sequential consumer,
+  which needs no offset index; the broker logs its GETs per segment at close and this prints it) and the same records consumed
   from a plain topic on the broker's disk (Fetch, the response and the client without S3). Raw
   GETs run before and after the consumer; the faster counts. The broker runs with a memory chunk
   cache of 256 MiB and 128 MiB of prefetch (``CACHE_DEFAULTS``; ``--no-cache``, ``--rsm
@@ -351,16 +351,15 @@ class _CpuMeter:
 
 def _raw_gets(s3: S3Client, keys: list[str], same_requests: bool = False) -> tuple[int, float]:
     """boto3 GETs of the whole ``.log`` objects, read in 1 MiB pieces: (bytes, seconds). With
-    ``same_requests`` each segment's ``.rsm-manifest`` and ``.indexes`` objects are read whole
-    first, as strom's reader does (its GETs per segment: the manifest, all the indexes in one
-    range, the ``.log`` object in one request): the raw cost of strom's requests. Only the
-    ``.log`` bytes are counted, as for the consumer."""
+    ``same_requests`` each segment's ``.rsm-manifest`` object is read whole first, as strom's
+    reader does for a sequential consumer (its GETs per segment: the manifest, the ``.log``
+    object in one request): the raw cost of strom's requests. Only the ``.log`` bytes are
+    counted, as for the consumer."""
     start = time.perf_counter()
     n = 0
     for key in keys:
         if same_requests:
-            for suffix in (".rsm-manifest", ".indexes"):
-                s3.get_object(Bucket=BUCKET, Key=key.removesuffix(".log") + suffix)["Body"].read()
+            s3.get_object(Bucket=BUCKET, Key=key.removesuffix(".log") + ".rsm-manifest")["Body"].read()
         body = s3.get_object(Bucket=BUCKET, Key=key)["Body"]
         while piece := body.read(MIB):
             n += len(piece)
@@ -484,7 +483,7 @@ def broker_run(size_mib: int, segment_mib: int, chunk_kib: int, fetch_mib: int =
             for line in broker.log_text().splitlines():
                 if " WARNING " in line or " ERROR " in line:
                     log.warning("broker: %s", line)
-            log.info("fetch from S3: raw GET %.0f MiB/s (with each segment's manifest and indexes GETs, as strom "
+            log.info("fetch from S3: raw GET %.0f MiB/s (with each segment's manifest GET, as strom "
                      "requests them: %.0f MiB/s), consumer through the broker %.0f MiB/s, the same records "
                      "from the broker's disk %.0f MiB/s (%d MiB, %d segments)",
                      raw, same, consumed, local, remote_bytes // MIB, len(keys))
