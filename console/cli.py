@@ -108,8 +108,7 @@ def start_dev_console(broker_port: int, console_port: int) -> bool:
             s.bind((DEFAULT_HOST, console_port))
         except OSError as e:
             why = "in use" if e.errno == errno.EADDRINUSE else e.strerror
-            print(f"strom dev: web console not started: port {console_port} is {why} "
-                  "(--console-port N moves it)", file=sys.stderr, flush=True)
+            _line(f"strom dev: web console not started: port {console_port} is {why} (--console-port N moves it)")
             return False
     from strom.console.server import Console, run_forever
 
@@ -117,11 +116,19 @@ def start_dev_console(broker_port: int, console_port: int) -> bool:
 
     def run() -> None:
         try:
-            run_forever(console, DEFAULT_HOST, console_port, lambda p: print(
-                f"strom dev: web console on http://{DEFAULT_HOST}:{p}/", file=sys.stderr, flush=True))
+            run_forever(console, DEFAULT_HOST, console_port,
+                        lambda p: _line(f"strom dev: web console on http://{DEFAULT_HOST}:{p}/"))
         except OSError as e:
-            print(f"strom dev: web console not started: {e.strerror}", file=sys.stderr, flush=True)
+            _line(f"strom dev: web console not started: {e.strerror}")
         except Exception:
             log.exception("web console stopped")
     threading.Thread(target=run, name="strom-console", daemon=True).start()
     return True
+
+
+def _line(text: str) -> None:
+    """One line to stderr in one write: ``strom dev``'s broker prints its ready line to stdout
+    meanwhile, and print()'s separate write of the newline let the two lines interleave in a
+    pipe both go to (a test harness reading ``bootstrap.servers=`` then missed it)."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()

@@ -554,7 +554,10 @@ class Broker:
             await self.start()
             if announce:
                 _, host, port = self.endpoints()[0]
-                print(f"bootstrap.servers={host}:{port}", flush=True)
+                # One write (print() writes the newline apart): the dev console's lines go to
+                # the same pipe from another thread and must not split this one.
+                sys.stdout.write(f"bootstrap.servers={host}:{port}\n")
+                sys.stdout.flush()
             await self._stopped.wait()
             log.info("shutting down")
         finally:

@@ -304,9 +304,9 @@ def _partition_state(records: list[PartitionChangeRecord]) -> dict[int, dict[str
 
 
 def _start_again(node: BrokerProcess) -> None:
-    """Start a stopped or killed broker again on a new port. On its old (fixed) port ``strom dev``
-    also starts the web console, whose line can interleave with the ready line in the merged
-    output (each print is two writes), and the start then times out."""
+    """Start a stopped or killed broker again on a new port (on its old, fixed port ``strom dev``
+    also starts the web console; both now print each line in one write, so the console's line
+    no longer splits the ready line, but a new port keeps these tests apart from the console)."""
     node.port = 0
     node.start()
 
