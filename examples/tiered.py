@@ -115,6 +115,7 @@ def main() -> int:
             admin.create_topics([NewTopic(TOPIC, 1, 1, config={
                 "remote.storage.enable": "true", "segment.bytes": str(256 * 1024),
                 "local.retention.bytes": "1"})])[TOPIC].result(30)
+            del admin  # closed now: it would log its reconnects to the broker stopped at the end
             values = produce(broker.bootstrap, args.records)
             partition_dir = Path(tmp) / "logs" / f"{TOPIC}-0"
 
