@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,13 +311,9 @@ def _start_again(node: BrokerProcess) -> None:
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path / "data")
-    try:
-        yield proc
-    finally:
-        if proc.alive:
-            proc.kill()
+def node(fresh_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of the test's own, not started (tests/conftest.py kills it at the end)."""
+    return fresh_broker
 
 
 def test_clean_stop_writes_the_registered_epoch_and_the_restart_sends_it(node: BrokerProcess,
