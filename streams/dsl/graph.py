@@ -62,7 +62,8 @@ def store_spec(m: Materialized, name: str, key_serde: Any, value_serde: Any) -> 
     """The key-value store spec of ``m``; its serdes win over the operation's."""
     return StoreSpec(name, m.store_supplier, m.key_serde if m.key_serde is not None else key_serde,
                      m.value_serde if m.value_serde is not None else value_serde,
-                     store_type=m.store_type, logging_enabled=m.logging_enabled)
+                     store_type=m.store_type, logging_enabled=m.logging_enabled,
+                     caching_enabled=m.caching_enabled)
 
 
 def store_getter(store: str) -> GetterFactory:

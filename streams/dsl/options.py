@@ -156,7 +156,7 @@ class Materialized:
 
     def __init__(self, store_name: str | None = None, key_serde: Any = None, value_serde: Any = None,
                  store_type: str = "rocksdb", logging_enabled: bool = True,
-                 store_supplier: Callable[[], Any] | None = None) -> None:
+                 store_supplier: Callable[[], Any] | None = None, caching_enabled: bool = True) -> None:
         if store_type not in ("rocksdb", "in_memory"):
             raise TopologyError(f"store_type must be 'rocksdb' or 'in_memory', got {store_type!r}")
         self.store_name = store_name
@@ -165,6 +165,8 @@ class Materialized:
         self.store_type = store_type
         self.logging_enabled = logging_enabled
         self.store_supplier = store_supplier
+        #: whether the record cache sits in front of the store (Kafka's default: on)
+        self.caching_enabled = caching_enabled
         #: window/session stores: how long windows stay queryable (None: window size + grace)
         self.retention_ms: int | None = None
 
@@ -212,6 +214,22 @@ class Materialized:
 
     def with_logging_enabled(self) -> Materialized:
         return _replace(self, logging_enabled=True)
+
+    def with_caching_disabled(self) -> Materialized:
+        """No record cache in front of this store (Kafka's ``withCachingDisabled()``): every
+        update is written to the store and its changelog and forwarded downstream at once, as
+        with ``statestore.cache.max.bytes`` = 0 for this store alone.
+
+        Honoured by key-value and time-window aggregations (count/aggregate/reduce, windowed
+        ones too); session and sliding-window stores have no record cache yet, so for them the
+        flag is accepted and has no effect.
+        """
+        return _replace(self, caching_enabled=False)
+
+    def with_caching_enabled(self) -> Materialized:
+        """Put the record cache in front of this store again (Kafka's ``withCachingEnabled()``;
+        the default). Its size is the task's share of ``statestore.cache.max.bytes``."""
+        return _replace(self, caching_enabled=True)
 
 
 class Branched:

@@ -385,7 +385,7 @@ class _WindowedBase:
         spec = StoreSpec(store, supplier, m.key_serde if m.key_serde is not None else g.key_serde,
                          m.value_serde if m.value_serde is not None else value_serde, kind=kind,
                          store_type=m.store_type, logging_enabled=m.logging_enabled, retention_ms=retention,
-                         window_size=window_size)
+                         window_size=window_size, caching_enabled=m.caching_enabled)
         b.topology.add_state_store(spec, name)
         return b.new_table(name, key_serde, spec.value_serde, topics, store, _no_getter, [store],
                            WindowedTableInfo(close_delay, spec.key_serde, spec.value_serde))

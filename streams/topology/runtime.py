@@ -387,7 +387,10 @@ class TopologyRuntime:
     def caching_store(self, name: str, listener: Callable[[Any, Any, Any, int, Any], None]) -> Any:
         """Put the record cache in front of store ``name`` (see :meth:`NodeContext.get_caching_store`)."""
         store = self.stores[name]
-        if self.cache_max_entries <= 0 or isinstance(store, CachedKeyValueStoreFacade):
+        spec = self.topology.stores.get(name)
+        # Materialized.with_caching_disabled() turns the cache off for this store alone
+        if (self.cache_max_entries <= 0 or isinstance(store, CachedKeyValueStoreFacade)
+                or (spec is not None and not spec.caching_enabled)):
             return store
         cached = CachedKeyValueStoreFacade(store, self.cache_max_entries, listener)
         # every later reader (joins, queries) reads through the cache; the cache offers the

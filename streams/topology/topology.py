@@ -30,6 +30,8 @@ class StoreSpec:
     kind: str = "key_value"
     store_type: str = "rocksdb"  # "rocksdb" (Kafka's default) or "in_memory"
     logging_enabled: bool = True
+    # Materialized.with_caching_disabled(): no record cache in front of the store
+    caching_enabled: bool = True
     # window/session stores (kind "window" / "session"): retention, and window size and whether
     # duplicates are kept (stream-stream joins) for window stores; None for key-value stores
     retention_ms: int | None = None
