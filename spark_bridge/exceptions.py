@@ -49,6 +49,9 @@ TRANSIENT_CODES = frozenset({
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._NOENT,  # "No leaders found": the metadata of a broker that is away
+    # Kafka's InvalidMetadataException family (retriable there; librdkafka's error object does not
+    # say so): a leader epoch moved on, as after a broker's unclean restart (KIP-966 elects again).
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.KAFKA_STORAGE_ERROR,
 })
 
 

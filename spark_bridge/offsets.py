@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
@@ -72,6 +72,11 @@ class KafkaMetadata:
             except KafkaException as exc:
                 if not is_transient(exc):
                     raise
+                if _stale_leader_epoch(exc):
+                    # librdkafka's admin client keeps sending the leader epoch it cached and does
+                    # not refresh it on FENCED_LEADER_EPOCH: a new client reads fresh metadata
+                    # (the epoch moves on when a broker is elected again, e.g. after a crash).
+                    self.admin = AdminClient(client_config(self.options.kafka))
                 if attempt == retries:
                     raise ClientTimeoutError(
                         f"{what}: still failing after {retries} retries (fetchOffset.numRetries, "
@@ -193,3 +198,9 @@ def _config_error(exc: KafkaException, kafka: dict[str, str]) -> OptionError:
                 prop = key
                 break
     return OptionError(f"kafka.{prop or 'bootstrap.servers'}", f"rejected by the Kafka client: {text}")
+
+
+def _stale_leader_epoch(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (KafkaError.FENCED_LEADER_EPOCH,
+                                                          KafkaError.UNKNOWN_LEADER_EPOCH)
