@@ -40,7 +40,13 @@ from strom.core.coordinator.share.state_records import (
     encode_value,
     to_wire_batches,
 )
-from strom.core.errors import FencedLeaderEpochError, FencedStateEpochError, InvalidRequestError, KafkaError
+from strom.core.errors import (
+    CoordinatorNotAvailableError,
+    FencedLeaderEpochError,
+    FencedStateEpochError,
+    InvalidRequestError,
+    KafkaError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +182,14 @@ class ShareCoordinator:
     def partition_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """The ``__share_group_state`` partition holding this share partition's state."""
         return java_hash_partition(coordinator_key(group_id, topic_id, partition), self.num_partitions)
+
+    async def find_coordinator(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        """The ``__share_group_state`` partition whose leader coordinates this share partition
+        (FindCoordinator key type 2), creating the topic on first use as Kafka does."""
+        if self.runtime is None:
+            raise CoordinatorNotAvailableError("the share coordinator is starting")
+        await self._ensure_topic()
+        return self.partition_for(group_id, topic_id, partition)
 
     def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ShareGroupOffset | None:
         """The stored state (ReadShareGroupState); None when never initialized or deleted."""

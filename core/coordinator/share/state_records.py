@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
+import re
 import struct
 import uuid
 from collections.abc import Iterable
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from strom.core.coordinator.share.share_partition import PersisterStateBatch
-from strom.core.errors import CorruptMessageError
+from strom.core.errors import CorruptMessageError, InvalidRequestError
 from strom.core.protocol.message_codec import NEVER, F, Message
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
@@ -119,6 +120,36 @@ ShareValue = ShareSnapshotValue | ShareUpdateValue
 def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
     """Kafka's ``SharePartitionKey.asCoordinatorKey()``: what picks the state topic's partition."""
     return f"{group_id}:{topic_id_string(topic_id)}:{partition}"
+
+
+# Kafka's Uuid.fromString: URL-safe base64 of 16 bytes (22 characters, or 24 with padding).
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}(==)?")
+# Java's Integer.parseInt: an optional sign, then digits.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_coordinator_key(key: str) -> tuple[str, uuid.UUID, int]:
+    """The (group id, topic id, partition) of a share coordinator key (FindCoordinator key type 2).
+
+    Kafka's ``SharePartitionKey.getInstance``: the key splits at ``:`` as Java's ``split`` does
+    (trailing empty pieces dropped); the last two pieces are the topic id and the partition, and
+    everything before them, colons included, is the group id, which may not be empty. Raises
+    :class:`InvalidRequestError` for anything else.
+    """
+    pieces = key.split(":")
+    while pieces and pieces[-1] == "":
+        pieces.pop()
+    if len(pieces) < 3:
+        raise InvalidRequestError(f"share coordinator key {key!r} is not <groupId>:<topicId>:<partition>")
+    group_id = ":".join(pieces[:-2])
+    topic_text, partition_text = pieces[-2], pieces[-1]
+    if not group_id or not _UUID_TEXT.fullmatch(topic_text) or not _INT_TEXT.fullmatch(partition_text):
+        raise InvalidRequestError(f"share coordinator key {key!r} is not <groupId>:<topicId>:<partition>")
+    partition = int(partition_text)
+    if not -(2**31) <= partition < 2**31:
+        raise InvalidRequestError(f"share coordinator key {key!r}: partition {partition_text} is not an int32")
+    topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(topic_text[:22] + "=="))
+    return group_id, topic_id, partition
 
 
 def topic_id_string(topic_id: uuid.UUID) -> str:

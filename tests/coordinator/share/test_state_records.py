@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from strom.core.coordinator.runtime import java_hash_partition
 from strom.core.coordinator.share.share_partition import (
@@ -30,9 +32,10 @@ from strom.core.coordinator.share.state_records import (
     encode_key,
     encode_value,
     merge_state_batches,
+    parse_coordinator_key,
     topic_id_string,
 )
-from strom.core.errors import CorruptMessageError
+from strom.core.errors import CorruptMessageError, InvalidRequestError
 
 TOPIC_ID = uuid.UUID(bytes=bytes(range(1, 17)))
 
@@ -120,3 +123,20 @@ def test_share_partition_state_survives_the_persisted_form() -> None:
     assert (back.start_offset, back.end_offset) == (4, 9)
     assert back.acquire("n", [FetchedBatch(4, 12)], max_records=100, now_ms=2) == [
         AcquiredRecords(4, 5, 2), AcquiredRecords(7, 9, 2), AcquiredRecords(10, 12, 1)]
+
+
+@given(group=st.text(min_size=1).filter(lambda g: not g.endswith(":") and g != ":" * len(g)),
+       topic=st.uuids(), partition=st.integers(-(2**31), 2**31 - 1))
+def test_coordinator_key_parses_back(group: str, topic: uuid.UUID, partition: int) -> None:
+    """FindCoordinator key type 2 reads back what the share coordinator hashes (Kafka's
+    SharePartitionKey.getInstance of asCoordinatorKey), colons in the group id included."""
+    assert parse_coordinator_key(coordinator_key(group, topic, partition)) == (group, topic, partition)
+
+
+@pytest.mark.parametrize("key", ["", "g", f"g:{topic_id_string(TOPIC_ID)}", f":{topic_id_string(TOPIC_ID)}:0",
+                                 f"g:{topic_id_string(TOPIC_ID)}: 1", f"g:{topic_id_string(TOPIC_ID)}:1_0",
+                                 f"g:{topic_id_string(TOPIC_ID)}:2147483648", f"g:{TOPIC_ID}:0",
+                                 f"g:{topic_id_string(TOPIC_ID)}=:0", "g:AAAAAAAAAAAAAAAAAAAA$A:0"])
+def test_malformed_coordinator_key_is_invalid_request(key: str) -> None:
+    with pytest.raises(InvalidRequestError):
+        parse_coordinator_key(key)
