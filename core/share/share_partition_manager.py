@@ -361,46 +361,42 @@ class SharePartitionManager:
         if not sp.can_acquire_records():
             return None
         offset = sp.next_fetch_offset()
+        # Kafka's lastOffsetAndMaxRecordsToAcquire: in batch-optimized mode at most the lock
+        # window's room (or, the window full, what is cached, to redeliver), rounded up to a
+        # batch's end; in record-limit mode exactly max_records, cut by the window.
+        room = sp.config.max_record_locks - sp.in_flight_count()
+        wanted = (min(max_records, room) if room > 0 else max_records) if acquire_mode == BATCH_OPTIMIZED else 0
+        full_budget = budget
         if e.bytes_per_record > 0:
-            room = min(max_records, sp.config.max_record_locks)
-            budget = min(budget, max(MIN_READ_BYTES, int(e.bytes_per_record * room * READ_ESTIMATE_SLACK)))
+            estimate = min(max_records, sp.config.max_record_locks)
+            budget = min(budget, max(MIN_READ_BYTES, int(e.bytes_per_record * estimate * READ_ESTIMATE_SLACK)))
         read_committed = sp.config.isolation_level is IsolationLevel.READ_COMMITTED
         try:
             result = part.read_records(offset, budget, min_one_message=True, isolation_level=1 if read_committed else 0)
+            data = result.records
+            scan = _scan(data, offset, wanted, acquire_mode)
+            if scan.short and budget < full_budget and data and scan.next_offset < result.high_watermark:
+                # The estimate stopped inside the batch the acquisition rounds up to: read again,
+                # as far as a partition may read.
+                result = part.read_records(offset, full_budget, min_one_message=True,
+                                           isolation_level=1 if read_committed else 0)
+                data = result.records
+                scan = _scan(data, offset, wanted, acquire_mode)
         except OffsetOutOfRangeError:
             # Below the log start (retention) or past the end (truncation): nothing to hand out now.
             sp.update_log_start_offset(part.log_start_offset)
             return None
-        data = result.records
         if not data:
             return None
-        positions: list[tuple[int, int]] = []
-        batches: list[FetchedBatch] = []
-        wanted = max_records if acquire_mode == BATCH_OPTIMIZED else 0
-        read_bytes = read_records = 0
-        for pos, h in iter_headers(data):
-            read_bytes += h.size
-            read_records += h.last_offset_delta + 1
-            is_abort = False
-            if h.is_control:
-                control = read_control_record(data, pos, h)
-                is_abort = control is not None and control.type == CONTROL_ABORT
-            positions.append((pos, pos + h.size))
-            batches.append(FetchedBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional,
-                                        h.is_control, is_abort))
-            if acquire_mode == BATCH_OPTIMIZED:
-                # Kafka's batch-optimized mode acquires whole batches: max_records is met at a
-                # batch boundary, so a batch is never split between two members.
-                wanted -= h.last_offset - max(h.base_offset, offset) + 1
-                if wanted <= 0:
-                    break
+        positions, batches = scan.positions, scan.batches
+        read_bytes, read_records = scan.read_bytes, scan.read_records
         if read_records:
             e.bytes_per_record = read_bytes / read_records
         aborted = [AbortedTransaction(pid, first) for pid, first in (result.aborted_transactions or ())]
         limit = 0x7FFFFFFF if acquire_mode == BATCH_OPTIMIZED else max_records
         now = _now_ms()
         acquired = sp.acquire(member_id, batches, max_records=limit, now_ms=now,
-                              aborted_transactions=aborted)
+                              aborted_transactions=aborted, whole_batches=acquire_mode == BATCH_OPTIMIZED)
         if not acquired:
             if sp.can_acquire_records() and sp.next_fetch_offset() > offset:
                 # Everything read was archived (aborted, compacted away): waiters may go on.
@@ -538,6 +534,46 @@ class SharePartitionManager:
                 e.timer.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+
+
+@dataclass
+class _Scan:
+    """The batches of one log read that an acquisition looks at."""
+
+    positions: list[tuple[int, int]]
+    batches: list[FetchedBatch]
+    read_bytes: int
+    read_records: int
+    next_offset: int  # the offset after the last batch scanned
+    short: bool  # batch-optimized and the read ended before the records wanted
+
+
+def _scan(data: bytes, offset: int, wanted: int, acquire_mode: int) -> _Scan:
+    """The batches of ``data`` (read at ``offset``) up to the one holding the ``wanted``-th record
+    (batch-optimized mode; all of them in record-limit mode)."""
+    positions: list[tuple[int, int]] = []
+    batches: list[FetchedBatch] = []
+    read_bytes = read_records = 0
+    next_offset = offset
+    for pos, h in iter_headers(data):
+        read_bytes += h.size
+        read_records += h.last_offset_delta + 1
+        is_abort = False
+        if h.is_control:
+            control = read_control_record(data, pos, h)
+            is_abort = control is not None and control.type == CONTROL_ABORT
+        positions.append((pos, pos + h.size))
+        batches.append(FetchedBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional,
+                                    h.is_control, is_abort))
+        next_offset = h.last_offset + 1
+        if acquire_mode == BATCH_OPTIMIZED:
+            # Kafka's batch-optimized mode acquires whole batches: what may be acquired is met at
+            # a batch boundary, so a batch is never split between two members.
+            wanted -= h.last_offset - max(h.base_offset, offset) + 1
+            if wanted <= 0:
+                break
+    return _Scan(positions, batches, read_bytes, read_records, next_offset,
+                 acquire_mode == BATCH_OPTIMIZED and wanted > 0)
 
 
 def _slice(data: bytes, positions: Sequence[tuple[int, int]], batches: Sequence[FetchedBatch],

@@ -298,8 +298,13 @@ class SharePartition:
 
     # ---------------------------------------------------------------- acquire
 
+    def in_flight_count(self) -> int:
+        """How many offsets the cache spans, start offset to end offset (Kafka's numInFlightRecords)."""
+        return max(0, self._next_new - self._start)
+
     def acquire(self, member_id: str, batches: Sequence[FetchedBatch], *, max_records: int, now_ms: int,
-                aborted_transactions: Sequence[AbortedTransaction] = ()) -> list[AcquiredRecords]:
+                aborted_transactions: Sequence[AbortedTransaction] = (),
+                whole_batches: bool = False) -> list[AcquiredRecords]:
         """Acquire up to ``max_records`` records of ``batches`` (read from the log at next_fetch_offset).
 
         Cached AVAILABLE records are acquired again (delivery count + 1); records past the end
@@ -309,6 +314,12 @@ class SharePartition:
         (Kafka's filterAbortedTransactionalAcquiredRecords); control batches are handed out for
         the client to acknowledge as GAP. The caller reads the log only up to the last stable
         offset under read_committed.
+
+        ``whole_batches`` (ShareFetch's batch-optimized mode): a new batch that starts inside the
+        lock window is taken in whole, even past the window's end, as Kafka 4.3.1 does (it rounds
+        the records it may acquire up to the end of the batch holding the last of them); the
+        caller passes only the batches that fit what may be acquired. Otherwise the window cuts
+        a batch at ``max_record_locks``.
         """
         if max_records <= 0:
             return []
@@ -338,7 +349,11 @@ class SharePartition:
                     break
                 if off == self._next_new and not aborted:
                     # Fast path: the rest of the batch is new (the common case), taken in as one run.
-                    last = min(end, self._start + max_locks - 1, off + (max_records - taken) - 1)
+                    if whole_batches:
+                        window_end = end if off - self._start < max_locks else off - 1
+                    else:
+                        window_end = self._start + max_locks - 1
+                    last = min(end, window_end, off + (max_records - taken) - 1)
                     if last < off:
                         window_full = True
                         break
