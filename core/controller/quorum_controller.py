@@ -41,12 +41,16 @@ from strom.core.config import (
     format_config_value,
     parse_topic_config,
 )
+from strom.core.controller.broker_heartbeat_manager import BrokerControlState, BrokerHeartbeatManager
 from strom.core.controller.partition_change import elect_leader, remove_from_isr, shutdown_change
 from strom.core.dynamic_config import KAFKA_BROKER_KEYS, validate_client_metrics
 from strom.core.errors import (
     BrokerIdNotRegisteredError,
+    DuplicateBrokerRegistrationError,
+    InconsistentClusterIdError,
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidRegistrationError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -58,15 +62,17 @@ from strom.core.errors import (
     TopicExistsError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from strom.core.exceptions import ConfigError
-from strom.core.group_config import GROUP_RESOURCE, validate_group_configs
+from strom.core.group_config import GROUP_RESOURCE, broker_value, validate_group_configs
 from strom.core.log.checkpoint import read_meta_properties
 from strom.core.metadata.bootstrap import LATEST_METADATA_VERSION, MINIMUM_METADATA_VERSION, uuid_from_str
 from strom.core.metadata.features import (
     FEATURES,
     GROUP_VERSION_FEATURE,
     IBP_3_7_IV0,
+    IBP_3_7_IV2,
     IBP_4_0_IV0,
     KRAFT_VERSION_FEATURE,
     METADATA_VERSION_FEATURE,
@@ -177,6 +183,31 @@ class AlterConfigsResource:
     ops: Sequence[tuple[str, int, str | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteBrokerRegistration:
+    """A BrokerRegistration request as the controller reads it (Kafka's BrokerRegistrationRequestData)."""
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: uuid.UUID
+    listeners: Sequence[tuple[str, str, int, int]]  # (name, host, port, security protocol id)
+    features: Sequence[tuple[str, int, int]]  # (name, min supported, max supported)
+    rack: str | None
+    log_dirs: Sequence[uuid.UUID] = ()
+    is_migrating_zk_broker: bool = False
+    previous_broker_epoch: int = -1  # -1: unknown, an unclean shutdown (requests before v3)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatReply:
+    """Kafka's BrokerHeartbeatReply."""
+
+    is_caught_up: bool
+    is_fenced: bool
+    in_controlled_shutdown: bool
+    should_shut_down: bool
+
+
 def _clear_elr_records(records: Sequence[Message]) -> list[Message]:
     """Kafka's ConfigurationControlManager.createClearElrRecordsAsNeeded (ELR on): a change of
     ``min.insync.replicas`` voids the ELRs it was computed with; a topic's clears that topic's,
@@ -201,6 +232,10 @@ class QuorumController:
         self.raft = raft
         self.loader = loader
         self._lock = asyncio.Lock()
+        # Sessions of the brokers that register over the controller listener (KIP-631).
+        self.heartbeats = BrokerHeartbeatManager(
+            int(broker_value(config, "broker.session.timeout.ms") or 9000), config.node_id)
+        self._session_timer: asyncio.Task[None] | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -705,7 +740,8 @@ class QuorumController:
 
     async def register_broker(self, node_id: int, endpoints: Sequence[tuple[str, str, int, int]],
                               rack: str | None, incarnation_id: uuid.UUID,
-                              previous_broker_epoch: int | None = None) -> int:
+                              previous_broker_epoch: int | None = None,
+                              controller_endpoints: Sequence[tuple[str, str, int, int]] = ()) -> int:
         """Register (or re-register) a broker; returns its broker epoch (the offset of the
         registration batch's first record, Kafka's ``nextWriteOffset``).
 
@@ -722,6 +758,8 @@ class QuorumController:
         partitions (KIP-966), so its unfencing may elect it only as the last known leader.
         None (the caller sends no previous epoch) skips that: Kafka would treat such a request
         (version < 3) as unclean, strom keeps the behaviour of callers that do not report it.
+        ``controller_endpoints``: this node's bound controller listeners (RegisterControllerRecord's
+        endpoints; none: from ``controller.quorum.voters`` or the broker listener).
         """
         async with self._lock:
             existing = self.image.broker(node_id)
@@ -729,7 +767,7 @@ class QuorumController:
                 return existing.epoch
             local = node_id == self.config.node_id
             if local and self.image.metadata_version >= IBP_3_7_IV0:
-                await self._register_controller(incarnation_id, endpoints)
+                await self._register_controller(incarnation_id, endpoints, controller_endpoints)
             if existing is not None and existing.incarnation_id == incarnation_id:
                 epoch = existing.epoch
             else:
@@ -781,16 +819,16 @@ class QuorumController:
                         out.append(record)
         return out
 
-    async def _register_controller(self, incarnation_id: uuid.UUID,
-                                   endpoints: Sequence[tuple[str, str, int, int]]) -> None:
+    async def _register_controller(self, incarnation_id: uuid.UUID, endpoints: Sequence[tuple[str, str, int, int]],
+                                   controller_endpoints: Sequence[tuple[str, str, int, int]] = ()) -> None:
         """RegisterControllerRecord for this node's in-process controller (Kafka writes one per
         controller start). Its endpoint is the controller listener named by
         ``controller.quorum.voters`` when that has a real port; otherwise strom's controller is
         served on the broker's own listener, so that endpoint is the real one."""
         node = self.config.node_id
         name = (self.config.controller_listener_names.split(",")[0].strip() or "CONTROLLER")
-        found: list[ControllerEndpoint] = []
-        for entry in self.config.controller_quorum_voters.split(","):
+        found = [ControllerEndpoint(n, h, p, sp) for n, h, p, sp in controller_endpoints]
+        for entry in self.config.controller_quorum_voters.split(",") if not found else ():
             voter, _, address = entry.strip().partition("@")
             host, _, port = address.rpartition(":")
             if voter.strip() == str(node) and port.isdigit() and int(port) > 0:
@@ -832,6 +870,224 @@ class QuorumController:
             await self._commit([BrokerRegistrationChangeRecord(broker_id=node_id, broker_epoch=reg.epoch,
                                                                fenced=FENCING_FENCE)])
             return True
+
+    # -- brokers registering over the controller listener (KIP-631) ------------------------------
+
+    async def register_remote_broker(self, reg: RemoteBrokerRegistration, cluster_id: str) -> int:
+        """Kafka 4.3.1's ``ClusterControlManager.registerBroker`` for a BrokerRegistration that
+        came over the controller listener; returns the broker epoch. A new incarnation is written
+        fenced at a new epoch (the offset of its batch); the same incarnation amends the
+        registration (its epoch, fenced and controlled-shutdown flags stay). Raises Kafka's
+        errors: INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION (another incarnation of
+        the id has a live session), BROKER_ID_NOT_REGISTERED (a ZooKeeper broker),
+        INVALID_REGISTRATION (log directories) and UNSUPPORTED_VERSION (a finalized feature level
+        outside the broker's range)."""
+        if reg.cluster_id != cluster_id:
+            raise InconsistentClusterIdError(f"Expected cluster ID {cluster_id}, but got cluster ID {reg.cluster_id}")
+        async with self._lock:
+            image = self.image
+            node = reg.broker_id
+            existing = image.broker(node)
+            if (existing is not None and reg.incarnation_id != existing.incarnation_id
+                    and self.heartbeats.has_valid_session(node, existing.epoch)):
+                raise DuplicateBrokerRegistrationError("Another broker is registered with that broker id.")
+            if reg.is_migrating_zk_broker:
+                raise BrokerIdNotRegisteredError("Controller does not support registering ZK brokers.")
+            mv = image.metadata_version
+            if mv >= IBP_3_7_IV2:
+                self._check_log_dirs(image, node, reg.log_dirs)
+            features = self._registration_features(image, reg.features)
+            new_incarnation = existing is None or existing.incarnation_id != reg.incarnation_id
+            shutdown: list[Message] = []
+            if new_incarnation:
+                epoch = self.raft.end_offset
+                stored = existing.epoch if existing is not None else -1
+                shutdown = self._broker_shutdown(image, node, clean=stored == reg.previous_broker_epoch)
+                fenced, in_controlled_shutdown = True, False
+            else:
+                assert existing is not None
+                epoch, fenced, in_controlled_shutdown = existing.epoch, existing.fenced, existing.in_controlled_shutdown
+            record = RegisterBrokerRecord(
+                broker_id=node, incarnation_id=reg.incarnation_id, broker_epoch=epoch,
+                end_points=[BrokerEndpoint(n, h, p, sp) for n, h, p, sp in reg.listeners], features=features,
+                rack=reg.rack, fenced=fenced, in_controlled_shutdown=in_controlled_shutdown,
+                log_dirs=list(reg.log_dirs) if mv >= IBP_3_7_IV2 else [],
+                cordoned_log_dirs=[] if mv >= 30 else None)
+            # The RegisterBrokerRecord is the batch's last record: its offset is what a fenced
+            # broker's metadata offset must reach to be unfenced.
+            register_offset = await self._commit([*shutdown, record])
+            self.heartbeats.register(node, fenced, register_offset, new_incarnation=new_incarnation)
+            log.info("Registered broker %d (incarnation %s) with broker epoch %d%s", node, reg.incarnation_id, epoch,
+                     "" if new_incarnation else " (amended)")
+            return epoch
+
+    @staticmethod
+    def _check_log_dirs(image: MetadataImage, node: int, log_dirs: Sequence[uuid.UUID]) -> None:
+        if not log_dirs:
+            raise InvalidRegistrationError("No directories specified in request")
+        # Kafka's DirectoryId.reserved: the ids below 100 (UNASSIGNED, LOST, MIGRATING...).
+        if any(d.int < 100 for d in log_dirs):
+            raise InvalidRegistrationError("Reserved directory ID in request")
+        if len(set(log_dirs)) != len(log_dirs):
+            raise InvalidRegistrationError("Duplicate directory ID in request")
+        for other in image.brokers.values():
+            if other.broker_id != node:
+                for d in log_dirs:
+                    if d in other.log_dirs:
+                        raise InvalidRegistrationError(
+                            f"Broker {other.broker_id} is already registered with directory {d}")
+
+    def _registration_features(self, image: MetadataImage,
+                               wanted: Sequence[tuple[str, int, int]]) -> list[BrokerFeature]:
+        """Kafka's processRegistrationFeature over the request's features, then every feature
+        finalized above 0 that the request leaves out (taken as supported at 0 only)."""
+        finalized = {name: level for name, level in image.features.items()}
+        finalized[METADATA_VERSION_FEATURE] = image.metadata_version
+        finalized.setdefault(KRAFT_VERSION_FEATURE, 0)  # the raft layer's level (a static quorum: 0)
+
+        def check(name: str, lo: int, hi: int) -> BrokerFeature:
+            level = finalized.get(name, 1 if name == METADATA_VERSION_FEATURE else 0)
+            if not lo <= level <= hi:
+                raise UnsupportedVersionError(
+                    f"Unable to register because the broker does not support finalized version {level} of {name}. "
+                    f"The broker wants a version between {lo} and {hi}, inclusive.")
+            return BrokerFeature(name, lo, hi)
+
+        out = [check(name, lo, hi) for name, lo, hi in wanted]
+        names = {name for name, _, _ in wanted}
+        if METADATA_VERSION_FEATURE not in names:
+            # A broker that sends no metadata.version range supports the first KRaft level only.
+            out.append(check(METADATA_VERSION_FEATURE, MINIMUM_METADATA_VERSION, MINIMUM_METADATA_VERSION))
+        for name, level in finalized.items():
+            if level != 0 and name not in names and name != METADATA_VERSION_FEATURE:
+                check(name, 0, 0)
+        return out
+
+    async def process_broker_heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
+                                       want_fence: bool, want_shut_down: bool) -> BrokerHeartbeatReply:
+        """Kafka's ``QuorumController.processBrokerHeartbeat``: the session is renewed, the
+        epoch checked (STALE_BROKER_EPOCH, also for a broker that never registered), then the
+        broker moves as :meth:`BrokerHeartbeatManager.next_state` decides: unfenced (with the
+        leader elections that allows), fenced (out of every ISR and leadership), or into
+        controlled shutdown."""
+        self.heartbeats.track(broker_id, broker_epoch)
+        async with self._lock:
+            image = self.image
+            reg = image.broker(broker_id)
+            register_offset = self.heartbeats.register_offset(broker_id)
+            if register_offset is None:
+                if reg is None:
+                    raise StaleBrokerEpochError(f"Receive a heartbeat from broker {broker_id} before registration")
+                # Registered before this controller started: its epoch is the offset of its
+                # registration batch, at or before the record itself.
+                register_offset = reg.epoch
+            if reg is None:
+                raise StaleBrokerEpochError(f"No broker registration found for broker id {broker_id}")
+            if reg.epoch != broker_epoch:
+                raise StaleBrokerEpochError(f"Expected broker epoch {reg.epoch}, but got broker epoch {broker_epoch}")
+            current, nxt = self.heartbeats.next_state(
+                broker_id, fenced=reg.fenced, want_fence=want_fence, want_shut_down=want_shut_down,
+                current_metadata_offset=current_metadata_offset, register_offset=register_offset,
+                has_leaderships=lambda: _has_leaderships(image, broker_id))
+            records: list[Message] = []
+            if current is not nxt:
+                if nxt in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
+                    records = self._fence_records(image, broker_id)
+                    log.info("Fencing broker %d at epoch %d (its heartbeat asked %s)", broker_id, broker_epoch,
+                             "to shut down" if nxt.should_shut_down else "to be fenced")
+                elif nxt is BrokerControlState.UNFENCED:
+                    after = _with_broker(image, broker_id, fenced=False, in_controlled_shutdown=False)
+                    records = [BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                                              fenced=FENCING_UNFENCE), *self._elections(after)]
+                    log.info("Unfencing broker %d at epoch %d: it has caught up with its registration at offset %d",
+                             broker_id, broker_epoch, register_offset)
+                else:
+                    records = self._controlled_shutdown_records(image, broker_id)
+            self.heartbeats.touch(broker_id, nxt.fenced, current_metadata_offset)
+            if records:
+                end = await self._commit(records)
+                if nxt is BrokerControlState.CONTROLLED_SHUTDOWN:
+                    self.heartbeats.enter_controlled_shutdown(broker_id, end)
+            return BrokerHeartbeatReply(is_caught_up=current_metadata_offset >= register_offset,
+                                        is_fenced=nxt.fenced, in_controlled_shutdown=nxt.in_controlled_shutdown,
+                                        should_shut_down=nxt.should_shut_down)
+
+    def _fence_records(self, image: MetadataImage, broker_id: int) -> list[Message]:
+        """Kafka's ``handleBrokerFenced``: every partition whose ISR holds the broker loses it
+        (and its leadership, to another acceptable replica or none), then the fence record."""
+        reg = image.brokers[broker_id]
+        acceptable = self._acceptable_leader(_with_broker(image, broker_id, fenced=True))
+        out: list[Message] = []
+        for topic in sorted(image.topics.values(), key=lambda t: t.name):
+            min_isr, unclean = self._election_settings(image, topic.name)
+            for pid in sorted(topic.partitions):
+                record = remove_from_isr(topic.partitions[pid], topic.topic_id, pid, broker_id, acceptable=acceptable,
+                                         elr_enabled=image.elr_enabled, min_isr=min_isr, unclean=unclean)
+                if record is not None:
+                    out.append(record)
+        out.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch, fenced=FENCING_FENCE))
+        return out
+
+    def _controlled_shutdown_records(self, image: MetadataImage, broker_id: int) -> list[Message]:
+        """Kafka's ``handleBrokerInControlledShutdown``: the in-controlled-shutdown mark, then the
+        broker leaves every ISR and leadership."""
+        reg = image.brokers[broker_id]
+        out: list[Message] = []
+        if not reg.in_controlled_shutdown:
+            out.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
+                                                      in_controlled_shutdown=CONTROLLED_SHUTDOWN_IN))
+        acceptable = self._acceptable_leader(_with_broker(image, broker_id, in_controlled_shutdown=True))
+        for topic in sorted(image.topics.values(), key=lambda t: t.name):
+            min_isr, unclean = self._election_settings(image, topic.name)
+            for pid in sorted(topic.partitions):
+                record = remove_from_isr(topic.partitions[pid], topic.topic_id, pid, broker_id, acceptable=acceptable,
+                                         elr_enabled=image.elr_enabled, min_isr=min_isr, unclean=unclean)
+                if record is not None:
+                    out.append(record)
+        return out
+
+    async def fence_stale_broker(self) -> bool:
+        """Kafka's ``maybeFenceOneStaleBroker``: take one lapsed session; if it is the broker's
+        current epoch, fence the broker. Returns whether a session was taken (call again)."""
+        async with self._lock:
+            expired = self.heartbeats.remove_expired()
+            if expired is None:
+                return False
+            broker_id, epoch = expired
+            reg = self.image.broker(broker_id)
+            if reg is None or reg.epoch != epoch:
+                return True  # an unknown broker's or an older incarnation's heartbeats: forgotten
+            log.info("Fencing broker %d at epoch %d because its session has timed out.", broker_id, epoch)
+            records = self._fence_records(self.image, broker_id)
+            self.heartbeats.fenced_by_timer(broker_id)
+            await self._commit(records)
+            return True
+
+    def start_session_timer(self) -> None:
+        """Start expiring sessions (once this node is registered). Every unfenced broker other
+        than this node gets a session from now, as Kafka's controller gives them on activation."""
+        if self._session_timer is not None:
+            return
+        for reg in self.image.brokers.values():
+            if not reg.fenced:
+                self.heartbeats.seed(reg.broker_id, reg.epoch)
+        self._session_timer = asyncio.create_task(self._run_session_timer(), name="broker-session-timer")
+
+    async def stop_session_timer(self) -> None:
+        task, self._session_timer = self._session_timer, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run_session_timer(self) -> None:
+        while True:
+            # A session renewed meanwhile lapses later than this wake-up, never earlier.
+            await asyncio.sleep(self.heartbeats.next_check_delay() + 0.01)
+            try:
+                while await self.fence_stale_broker():
+                    pass
+            except Exception:
+                log.exception("fencing a broker whose session timed out failed; retrying at the next check")
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, int]:
         """Hand out the next block of producer ids: (first id, block size)."""
@@ -877,6 +1133,11 @@ def _with_broker(image: MetadataImage, broker_id: int, *, fenced: bool | None = 
                                  in_controlled_shutdown=(reg.in_controlled_shutdown if in_controlled_shutdown is None
                                                          else in_controlled_shutdown))
     return replace(image, brokers=MappingProxyType(brokers))
+
+
+def _has_leaderships(image: MetadataImage, broker_id: int) -> bool:
+    """Does ``broker_id`` lead any partition (Kafka's BrokersToIsrs.hasLeaderships)?"""
+    return any(reg.leader == broker_id for topic in image.topics.values() for reg in topic.partitions.values())
 
 
 def _check_quota_rate(key: str, value: str) -> None:

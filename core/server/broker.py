@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from strom.core.server.handlers._deps import (
         AclDeps,
         ApiVersionsDeps,
+        BrokerLifecycleDeps,
         ClusterDeps,
         ControllerDeps,
         CoordinatorRuntimeDeps,
@@ -116,8 +117,10 @@ def bind_listeners(config: BrokerConfig, scram_store: ScramCredentialStore | Non
 
     Runs before anything reads or writes a data directory, so a listener strom cannot serve,
     a missing or bad TLS/SASL setting (named in the message) or a busy port ends the start with
-    one line (:class:`ListenerError`) and nothing touched. Controller listeners are skipped: the
-    single voter's controller is in this process. ``scram_store``: the SCRAM credentials the
+    one line (:class:`ListenerError`) and nothing touched. A controller listener (one named in
+    ``controller.listener.names``) is bound too: this node's in-process controller serves
+    BrokerRegistration and BrokerHeartbeat there to other brokers (KIP-631); at least one broker
+    listener is required. ``scram_store``: the SCRAM credentials the
     SASL listeners check (the broker feeds it from the metadata log); a new one by default.
     """
     scram_store = scram_store if scram_store is not None else ScramCredentialStore()
@@ -126,8 +129,6 @@ def bind_listeners(config: BrokerConfig, scram_store: ScramCredentialStore | Non
     controller_names = {n.strip() for n in config.controller_listener_names.split(",")}
     wanted: list[tuple[str, str, int, ListenerSecurity]] = []
     for name, host, port in config.listener_list():
-        if name in controller_names:
-            continue
         uri = f"{name}://{host}:{port}"
         protocol = protocol_map.get(name)
         if protocol is None:
@@ -150,10 +151,11 @@ def bind_listeners(config: BrokerConfig, scram_store: ScramCredentialStore | Non
             raise ListenerError(f"listener {uri} ({protocol}): {e}") from None
         security.scram_store = scram_store
         wanted.append((name, host, port, security))
-    if not wanted:
+    broker_names = [w[0] for w in wanted if w[0] not in controller_names]
+    if not broker_names:
         raise ListenerError("no broker listener configured in 'listeners' (each one named is a controller "
                             "listener of 'controller.listener.names')")
-    _check_listener_names(config, [w[0] for w in wanted])
+    _check_listener_names(config, broker_names)
     listeners: list[Listener] = []
     try:
         for name, host, port, security in wanted:
@@ -203,8 +205,11 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.listeners: list[Listener] = listeners if listeners is not None else bind_listeners(config)
+        # Controller listeners (controller.listener.names) answer the controller's APIs only.
+        self.controller_listener_names = frozenset(n.strip() for n in config.controller_listener_names.split(","))
         for listener in self.listeners:
-            listener.dispatcher = self.dispatch
+            listener.dispatcher = (self.dispatch_controller if listener.name in self.controller_listener_names
+                                   else self.dispatch)
         # The SCRAM credentials the SASL listeners check, fed from the metadata log at start.
         self.scram_credentials = next((listener.security.scram_store for listener in self.listeners
                                        if listener.security is not None), ScramCredentialStore())
@@ -217,6 +222,7 @@ class Broker:
 
     def _open_components(self, config: BrokerConfig) -> None:
         self.handlers = handlers.registry()
+        self.controller_handlers = handlers.controller_registry()
         self.plugin_manager = get_plugin_manager(
             blocklist=[b for b in config.strom_plugins_blocklist.split(",") if b.strip()])
         self.authorizer = load_authorizer(self.plugin_manager, config)
@@ -276,11 +282,17 @@ class Broker:
         await self.metadata.start()
         protocols = {listener.name: listener.security_protocol for listener in self.listeners}
         endpoints = [(name, host, port, SECURITY_PROTOCOLS[protocols[name]]) for name, host, port in self.endpoints()]
+        controller_endpoints = [(listener.name, _reachable(listener.host), listener.port,
+                                 SECURITY_PROTOCOLS[listener.security_protocol])
+                                for listener in self.listeners if listener.name in self.controller_listener_names]
         # PreviousBrokerEpoch: the epoch the clean-shutdown markers held, -1 after a crash; the
         # controller runs Kafka's handleBrokerShutdown (clean or unclean) with it.
         previous = self.log_manager.previous_broker_epoch
         self.broker_epoch = await self.metadata.controller.register_broker(
-            self.node_id, endpoints, self.config.broker_rack, self.incarnation_id, previous_broker_epoch=previous)
+            self.node_id, endpoints, self.config.broker_rack, self.incarnation_id, previous_broker_epoch=previous,
+            controller_endpoints=controller_endpoints)
+        # Other brokers' sessions lapse from now on (this node's own never does).
+        self.metadata.controller.start_session_timer()
         # Kafka's BrokerLifecycleManager line, with the epoch it sent.
         log.info("Successfully registered broker %d with broker epoch %d (previous broker epoch %d)", self.node_id,
                  self.broker_epoch, previous)
@@ -334,6 +346,7 @@ class Broker:
             await self._metrics_server.close()
         for listener in self.listeners:
             await listener.close()
+        await self.metadata.controller.stop_session_timer()
         await self.txn_coordinator.close()
         await self.group_coordinator.close()
         await self.share_partition_manager.close()
@@ -361,11 +374,16 @@ class Broker:
                 advertised[name] = (host, int(port_text))
         out = []
         for listener in self.listeners:
+            if listener.name in self.controller_listener_names:
+                continue  # the controller's, not a broker endpoint
             host, port = advertised.get(listener.name, (listener.host, listener.port))
-            if host in ("", "0.0.0.0", "::"):
-                host = "127.0.0.1"
-            out.append((listener.name, host, port))
+            out.append((listener.name, _reachable(host), port))
         return out
+
+    def controller_api_versions(self) -> dict[int, tuple[int, int]]:
+        """What the controller listener answers: ApiVersions and its own handlers."""
+        return {api_versions.API_KEY: api_versions.VERSIONS,
+                **{key: h.VERSIONS for key, h in self.controller_handlers.items()}}
 
     # -- views used by handlers ---------------------------------------------------------------
 
@@ -543,6 +561,42 @@ class Broker:
             self._record_metrics(self.metrics, header, request, response, started)
         return out
 
+    async def dispatch_controller(self, ctx: RequestContext, header: codec.RequestHeader, frame: bytes,
+                                  body_pos: int) -> bytes | list[bytes | memoryview] | None:
+        """The controller listener's requests: ApiVersions (listing the controller's APIs),
+        BrokerRegistration and BrokerHeartbeat. Any other API closes the connection, as Kafka's
+        controller listener does with an API it does not enable there."""
+        key, version = header.api_key, header.api_version
+        if key == api_versions.API_KEY:
+            lo, hi = api_versions.VERSIONS
+            if not lo <= version <= hi:
+                response = api_versions.build(self, 0, ErrorCode.unsupported_version,
+                                              api_keys=self.controller_api_versions())
+                return codec.encode_response(key, 0, header.correlation_id, response)
+            response = api_versions.build(self, version, api_keys=self.controller_api_versions())
+            return codec.encode_response(key, version, header.correlation_id, response)
+        handler = self.controller_handlers.get(key)
+        if handler is None:
+            raise MalformedRequestError(f"{_api_label(key, version)} (API key {key}) is not served on controller "
+                                        f"listener {ctx.listener_name}; send it to a broker listener")
+        lo, hi = handler.VERSIONS
+        if not lo <= version <= hi:
+            raise UnsupportedVersionRequestError(f"API key {key} version {version} is outside {lo}..{hi}")
+        request = codec.decode_request(header, frame, body_pos)
+        try:
+            response = await handler.handle(self, ctx, request)
+        except (MalformedRequestError, UnsupportedVersionRequestError):
+            raise
+        except Exception as e:
+            code = int(e.code) if isinstance(e, KafkaError) else int(ErrorCode.unknown_server_error)
+            response = error_response(key, version, code)
+            if response is None:
+                raise
+            _HANDLER_ERRORS.log(logging.ERROR, "%s v%d from %s on controller listener %s failed; answered %s: %s",
+                                _api_label(key, version), version, ctx.client_address, ctx.listener_name,
+                                ErrorCode(code).name.upper(), _describe_exception(e))
+        return codec.encode_response(key, version, header.correlation_id, response)
+
     # -- running ------------------------------------------------------------------------------
 
     async def run_until_signal(self, announce: bool = True) -> None:
@@ -591,10 +645,16 @@ if TYPE_CHECKING:
         share_coordinator_deps: ShareCoordinatorDeps = broker
         share_fetch_deps: ShareFetchDeps = broker
         share_group_offsets_deps: ShareGroupOffsetsDeps = broker
-        del (share_fetch_deps, share_group_offsets_deps)
+        broker_lifecycle_deps: BrokerLifecycleDeps = broker
+        del (share_fetch_deps, share_group_offsets_deps, broker_lifecycle_deps)
         del (api_versions_deps, acl_deps, cluster_deps, controller_deps, coordinator_runtime_deps, group_deps, image_deps,
              metadata_deps, partition_txn_deps, producer_id_deps, quorum_deps, replica_deps, request_deps, txn_deps,
              find_coordinator_deps, txn_offset_commit_deps, coordinator_host, share_coordinator_deps)
+
+
+def _reachable(host: str) -> str:
+    """A wildcard bind address is advertised as the loopback address."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
 
 
 def _api_label(api_key: int, api_version: int) -> str:

@@ -7,6 +7,9 @@ satisfies each), ``request`` the Union of kio's request classes of its versions 
 handler, and so is a class defined in a module that has ``API_KEY``, ``VERSIONS`` and
 ``handle`` (for modules holding a family of APIs, e.g. ``topics.CreateTopics``). ApiVersions
 advertises exactly this registry, so an API is advertised once its handler exists.
+
+A handler with ``LISTENER = "controller"`` serves the controller listener only (BrokerRegistration,
+BrokerHeartbeat): :func:`registry` leaves it out and :func:`controller_registry` lists it.
 """
 
 from __future__ import annotations
@@ -35,8 +38,24 @@ def _is_handler(obj: object) -> bool:
     return all(hasattr(obj, a) for a in ("API_KEY", "VERSIONS", "handle"))
 
 
+def _listener(handler: object) -> str:
+    return str(getattr(handler, "LISTENER", "broker"))
+
+
 @cache
 def registry() -> dict[int, Handler]:
+    """The handlers of the broker listeners."""
+    return {key: h for key, h in _all_handlers().items() if _listener(h) == "broker"}
+
+
+@cache
+def controller_registry() -> dict[int, Handler]:
+    """The handlers only the controller listener serves (it also answers ApiVersions)."""
+    return {key: h for key, h in _all_handlers().items() if _listener(h) == "controller"}
+
+
+@cache
+def _all_handlers() -> dict[int, Handler]:
     found: dict[int, Handler] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):

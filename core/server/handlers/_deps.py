@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from strom.plugins.hookspecs.quotas import QuotaManager
 
 __all__ = [
-    "AclDeps", "ApiVersionsDeps", "Authorizing", "ClusterDeps", "ConfigDeps", "ControllerDeps", "CoordinatorRuntimeDeps",
+    "AclDeps", "ApiVersionsDeps", "Authorizing", "BrokerLifecycleDeps", "ClusterDeps", "ConfigDeps", "ControllerDeps", "CoordinatorRuntimeDeps",
     "GroupDeps", "ImageDeps", "ListedBroker", "MetadataDeps", "PartitionTxnDeps", "ProducerIdDeps", "QuorumDeps", "ReplicaDeps",
     "RequestDeps", "TxnDeps",
 ]
@@ -225,3 +225,14 @@ class ApiVersionsDeps(ImageDeps, Protocol):
     def api_versions(self) -> dict[int, tuple[int, int]]: ...
     def metadata_version_level(self) -> tuple[int, int]: ...
 
+
+
+class BrokerLifecycleDeps(RequestDeps, Protocol):
+    """BrokerRegistration / BrokerHeartbeat on the controller listener (KIP-631): the cluster id
+    a registering broker must carry, and the quorum controller that keeps the sessions."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller(self) -> QuorumController: ...

@@ -16,6 +16,8 @@ from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from strom.core.server.handlers._deps import ApiVersionsDeps
     from strom.core.server.handlers._kio_types import ApiVersionsRequest, ApiVersionsResponse
 
@@ -23,10 +25,14 @@ API_KEY = 18
 VERSIONS = (0, 4)
 
 
-def build(deps: ApiVersionsDeps, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+def build(deps: ApiVersionsDeps, version: int, error: ErrorCode = ErrorCode.none,
+          api_keys: Mapping[int, tuple[int, int]] | None = None) -> Any:
+    """``api_keys``: the ranges to list (default: the broker listener's, ``deps.api_versions()``;
+    the controller listener lists its own)."""
     m = response_messages(API_KEY, version)
+    listed = deps.api_versions() if api_keys is None else api_keys
     keys = tuple(m.make("ApiVersion", api_key=k, min_version=lo, max_version=hi)
-                 for k, (lo, hi) in sorted(deps.api_versions().items()))
+                 for k, (lo, hi) in sorted(listed.items()))
     level, epoch = deps.metadata_version_level()
     if not hasattr(m.module, "SupportedFeatureKey"):  # v0-v2 carry no features
         return m.make("ApiVersionsResponse", error_code=error, api_keys=keys, throttle_time=0)
