@@ -155,6 +155,8 @@ _BY_STRUCT: dict[tuple[str, str], Callable[[SeedContext], Any]] = {
     ("DeleteTopicState", "name"): lambda c: "fuzz-absent",
     ("DeleteTopicState", "topic_id"): lambda c: None,
     ("ForgottenTopic", "topic"): lambda c: c.topic,
+    # Not nullable here (the cluster_id of other requests is): BrokerRegistration's.
+    ("BrokerRegistrationRequest", "cluster_id"): lambda c: "fuzz-cluster",
 }
 
 # Integer fields a mutation may set to an extreme (negative counts, huge timeouts, ...).

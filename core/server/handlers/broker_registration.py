@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.core.controller.quorum_controller import RemoteBrokerRegistration
 from strom.core.errors import KafkaError
+from strom.core.protocol.exceptions import MalformedRequestError
 from strom.core.protocol.messages import response_messages
 from strom.core.server.context import RequestContext
 from strom.core.server.handlers._common import authorize_cluster
@@ -62,13 +63,18 @@ async def handle(deps: BrokerLifecycleDeps, ctx: RequestContext,
     if not authorize_cluster(deps, ctx, "CLUSTER_ACTION"):
         return m.make("BrokerRegistrationResponse", throttle_time=0,
                       error_code=ErrorCode.cluster_authorization_failed, broker_epoch=-1)
+    log_dirs = getattr(request, "log_dirs", ())
+    if log_dirs is None:
+        # LogDirs is not nullable; strom's frame check lets a null []uuid through, Kafka's reader
+        # refuses it and closes the connection.
+        raise MalformedRequestError("non-nullable field log_dirs was serialized as null")
     registration = RemoteBrokerRegistration(
         broker_id=int(request.broker_id), cluster_id=request.cluster_id,
         incarnation_id=request.incarnation_id or _ZERO,
         listeners=[(ln.name, ln.host, int(ln.port), int(ln.security_protocol)) for ln in request.listeners],
         features=[(f.name, int(f.min_supported_version), int(f.max_supported_version)) for f in request.features],
         rack=request.rack,
-        log_dirs=[d or _ZERO for d in getattr(request, "log_dirs", ())],
+        log_dirs=[d or _ZERO for d in log_dirs],
         is_migrating_zk_broker=bool(getattr(request, "is_migrating_zk_broker", False)),
         # PreviousBrokerEpoch is v3+; Kafka takes an older request as after an unclean shutdown.
         previous_broker_epoch=int(getattr(request, "previous_broker_epoch", -1)))
