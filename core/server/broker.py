@@ -108,6 +108,11 @@ log = logging.getLogger(__name__)
 MAINTENANCE_INTERVAL_S = 1.0
 # Kafka's SecurityProtocol ids, keyed by the listener names that default to them.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+# The broker-listener APIs a controller listener also serves (Kafka 4.3.1's ControllerApis, the
+# admin APIs of KIP-919's --bootstrap-controller): Kafka's controller advertises each with the
+# range strom's handler has (probed). Left out: Fetch (the controller's is the raft fetch of
+# __cluster_metadata) and DescribeCluster (the controller's lists controllers, not brokers).
+CONTROLLER_ADMIN_APIS = frozenset({17, 19, 20, 29, 30, 31, 32, 33, 36, 37, 43, 44, 45, 46, 49, 50, 51, 55, 57})
 # What strom's listeners can provide (TLS and SASL: strom.core.security).
 SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -381,8 +386,10 @@ class Broker:
         return out
 
     def controller_api_versions(self) -> dict[int, tuple[int, int]]:
-        """What the controller listener answers: ApiVersions and its own handlers."""
+        """What the controller listener answers: ApiVersions, its own handlers and the admin
+        APIs Kafka's controller serves too."""
         return {api_versions.API_KEY: api_versions.VERSIONS,
+                **{key: h.VERSIONS for key, h in self.handlers.items() if key in CONTROLLER_ADMIN_APIS},
                 **{key: h.VERSIONS for key, h in self.controller_handlers.items()}}
 
     # -- views used by handlers ---------------------------------------------------------------
@@ -564,9 +571,12 @@ class Broker:
     async def dispatch_controller(self, ctx: RequestContext, header: codec.RequestHeader, frame: bytes,
                                   body_pos: int) -> bytes | list[bytes | memoryview] | None:
         """The controller listener's requests: ApiVersions (listing the controller's APIs),
-        BrokerRegistration and BrokerHeartbeat. Any other API closes the connection, as Kafka's
+        BrokerRegistration, BrokerHeartbeat and the admin APIs of :data:`CONTROLLER_ADMIN_APIS`
+        (answered as on a broker listener). Any other API closes the connection, as Kafka's
         controller listener does with an API it does not enable there."""
         key, version = header.api_key, header.api_version
+        if key in CONTROLLER_ADMIN_APIS and key in self.handlers:
+            return await self.dispatch(ctx, header, frame, body_pos)
         if key == api_versions.API_KEY:
             lo, hi = api_versions.VERSIONS
             if not lo <= version <= hi:

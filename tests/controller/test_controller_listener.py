@@ -31,6 +31,7 @@ from kio.schema.create_topics.v7.request import (
     CreatableTopic,
     CreateTopicsRequest,
 )
+from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 from kio.static.primitive import i16, i32
 
 from strom.core.testing import BrokerProcess, wait_for
@@ -67,12 +68,18 @@ def _metadata_brokers(bootstrap: str) -> dict[int, int]:
 
 def test_controller_listener_serves_only_the_controller_apis(node: BrokerProcess) -> None:
     with WireClient(controller_bootstrap(node)) as c:
-        assert c.api_versions() == {18: (0, 4), 62: (0, 4), 63: (0, 2)}
+        controller_apis = c.api_versions()
+    # ApiVersions, BrokerRegistration, BrokerHeartbeat and the admin APIs Kafka's controller
+    # serves too (not Metadata, Produce, Fetch, DescribeCluster, group APIs...).
+    assert set(controller_apis) == {17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 37, 43, 44, 45, 46, 49, 50, 51, 55,
+                                    57, 62, 63}
+    assert (controller_apis[62], controller_apis[63]) == ((0, 4), (0, 2))
     with WireClient(controller_bootstrap(node)) as c, pytest.raises(ConnectionError):
         c.metadata(None)  # Kafka's controller closes the connection on an API it does not serve
     with WireClient(node.bootstrap) as c:
         broker_apis = c.api_versions()
     assert 62 not in broker_apis and 63 not in broker_apis and 3 in broker_apis
+    assert all(broker_apis[k] == controller_apis[k] for k in controller_apis if k not in (62, 63))
     # The garbage-free close above did not hurt the node.
     assert describe_cluster(node.bootstrap)[1] == {1: False}
 
@@ -166,3 +173,23 @@ def _features(features: dict[str, tuple[int, int]]) -> tuple[object, ...]:
 
     return tuple(Feature(name=n, min_supported_version=i16(lo), max_supported_version=i16(hi))
                  for n, (lo, hi) in features.items())
+
+
+def test_admin_apis_on_the_controller_listener(node: BrokerProcess) -> None:
+    """KIP-919's --bootstrap-controller: DescribeQuorum answers there, and the voter's endpoint
+    it names is that listener; a topic created through it is served by the broker listener."""
+    controller = controller_bootstrap(node)
+    with WireClient(controller) as c:
+        quorum = c.request(DescribeQuorumRequest(topics=(TopicData(
+            topic_name="__cluster_metadata", partitions=(PartitionData(partition_index=i32(0)),)),)))
+    assert quorum.error_code == 0 and quorum.topics[0].partitions[0].leader_id == 1
+    assert [(int(n.node_id), [(lst.name, f"{lst.host}:{lst.port}") for lst in n.listeners]) for n in quorum.nodes] == \
+        [(1, [("CONTROLLER", controller)])]
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    with WireClient(controller) as c:
+        created = c.request(CreateTopicsRequest(topics=(CreatableTopic(
+            name=topic, num_partitions=i32(2), replication_factor=i16(1), assignments=(), configs=()),),
+            timeout=timedelta(seconds=30), validate_only=False))
+    assert created.topics[0].error_code == 0, created
+    with WireClient(node.bootstrap) as c:
+        c.wait_for_leaders(topic, 2)
