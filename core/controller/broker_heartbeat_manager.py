@@ -90,7 +90,7 @@ class BrokerHeartbeatManager:
         return contact is not None and not self._expired(contact, self._clock())
 
     def _expired(self, contact: float, now: float) -> bool:
-        return now >= contact + self.session_timeout_s
+        return now > contact + self.session_timeout_s  # Kafka 4.3.1 BrokerHeartbeatTracker.isExpired
 
     def remove_expired(self) -> tuple[int, int] | None:
         """One expired (broker id, epoch), removed from the tracker; None when no session lapsed."""
