@@ -115,3 +115,26 @@ def test_transaction_version_feature_as_kafka(strom: HasBootstrap, kafka: KafkaR
             assert feature in theirs_supported, feature
             assert theirs_supported[feature][0] <= lo <= hi <= theirs_supported[feature][1], feature
         assert set(ours_finalized) <= set(theirs_finalized)
+
+
+# KIP-932's APIs (issue 25: "at the versions Kafka 4.3 uses"): ShareGroupHeartbeat (76),
+# ShareGroupDescribe (77), ShareFetch (78), ShareAcknowledge (79), Initialize/Read/Write/Delete
+# ShareGroupState and ReadShareGroupStateSummary (83-87), Describe/Alter/DeleteShareGroupOffsets
+# (90-92), and the APIs that list, describe, delete and find share groups and their coordinators.
+SHARE_APIS = frozenset({76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92, 10, 16, 42})
+
+
+def test_share_group_apis_and_feature_as_kafka(strom: HasBootstrap, kafka: KafkaRef) -> None:
+    """Every share-group API at exactly Kafka 4.3.1's range, and share.version supported and
+    finalized at the same levels (a new cluster finalizes 1: share groups are on)."""
+    with WireClient(strom.bootstrap) as s, WireClient(kafka.bootstrap) as k:
+        ours, theirs = s.api_versions(), k.api_versions()
+    assert not SHARE_APIS - set(theirs), sorted(SHARE_APIS - set(theirs))
+    ours_share = {api_name(key): ours.get(key) for key in sorted(SHARE_APIS)}
+    theirs_share = {api_name(key): theirs[key] for key in sorted(SHARE_APIS)}
+    assert ours_share == theirs_share
+    for version in (3, 4):
+        ours_supported, ours_finalized = features(strom.bootstrap, version)
+        theirs_supported, theirs_finalized = features(kafka.bootstrap, version)
+        assert ours_supported.get("share.version") == theirs_supported.get("share.version"), version
+        assert ours_finalized.get("share.version") == theirs_finalized.get("share.version") == 1, version

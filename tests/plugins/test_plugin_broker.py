@@ -222,3 +222,42 @@ def test_client_selects_third_party_assignor_with_group_remote_assignor(
             c.close()
     finally:
         fresh_broker.stop()
+
+
+# -- KIP-932: a third-party share-group assignor ----------------------------------------------------
+
+
+def describe_share_group(bootstrap: str, group: str) -> tuple[str, list[list[int]]]:
+    """(assignor name, each member's assigned partitions) from ShareGroupDescribe."""
+    from diff_wire import WireClient
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+    from kio.schema.types import GroupId
+
+    with WireClient(bootstrap) as wire:
+        d = wire.request(ShareGroupDescribeRequest(group_ids=(GroupId(group),),
+                                                   include_authorized_operations=False)).groups[0]
+    assert d.error_code == 0, d
+    return d.assignor_name, sorted(sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+                                   for m in d.members)
+
+
+def test_share_group_uses_third_party_assignor(fresh_broker: BrokerProcess, test_plugin_installed: str) -> None:
+    """``group.share.assignors`` puts the plugin's share assignor first: two members of a share
+    group on a two-partition topic each get both partitions (Kafka's SimpleAssignor, the
+    default, gives one each), and ShareGroupDescribe names the assignor."""
+    from share_fetch_kit import join_share_group, member_id
+
+    fresh_broker.config.update({"group.share.assignors": "strom_test_plugin.everyone-gets-all,simple",
+                                "group.share.assignment.interval.ms": "0"})
+    fresh_broker.start()
+    try:
+        topic, group = f"sasg-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+        for m in (member_id(), member_id()):
+            join_share_group(fresh_broker.bootstrap, group, m, [topic])
+        assignor, assigned = describe_share_group(fresh_broker.bootstrap, group)
+        assert assignor == "strom_test_plugin.everyone-gets-all"
+        assert assigned == [[0, 1], [0, 1]]
+    finally:
+        fresh_broker.stop()

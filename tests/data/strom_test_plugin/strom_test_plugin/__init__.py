@@ -9,6 +9,9 @@
   ``CountdownSource``), offered through ``strom_connect_plugins``; see that module.
 * remote storage manager ``strom_test_plugin.DirectoryRemoteStorageManager``: remote segments in
   the directory ``rsm.config.dir`` (see ``remote_storage``).
+* assignors: ``strom_test_plugin.first-takes-all`` (consumer groups, KIP-848) and
+  ``strom_test_plugin.everyone-gets-all`` (share groups, KIP-932), chosen by
+  ``group.consumer.assignors`` / ``group.share.assignors``.
 
 None is active unless the broker config selects it (``authorizer.class.name`` /
 ``client.quota.callback.class`` / ``remote.log.storage.manager.class.name``) or a connector config names it, so installing this package
@@ -97,9 +100,32 @@ class FirstTakesAllAssignor:
         return GroupAssignment(assignment)
 
 
+class EveryoneGetsAllShareAssignor:
+    """KIP-932 share-group assignor: every member gets every partition it subscribes to.
+
+    A share group may hand one partition to many members; SimpleAssignor spreads them instead,
+    so a group with two members on two partitions tells the two apart at a glance.
+    """
+
+    share_group_assignor = True  # what makes strom offer it to share groups
+
+    def name(self) -> str:
+        return "strom_test_plugin.everyone-gets-all"
+
+    def assign(self, group_spec: GroupSpec, topics: SubscribedTopicDescriber) -> GroupAssignment:
+        # A share group's spec says which share partitions are initialized (assignable yet).
+        assignable = getattr(group_spec, "is_partition_assignable", lambda _t, _p: True)
+        out = {}
+        for m, spec in group_spec.members.items():
+            parts = {t: frozenset(p for p in range(topics.num_partitions(t)) if assignable(t, p))
+                     for t in spec.subscribed_topic_ids}
+            out[m] = MemberAssignment({t: ps for t, ps in parts.items() if ps})
+        return GroupAssignment(out)
+
+
 @hookimpl
 def strom_assignors() -> Sequence[Any]:
-    return [FirstTakesAllAssignor()]
+    return [FirstTakesAllAssignor(), EveryoneGetsAllShareAssignor()]
 
 
 @hookimpl
