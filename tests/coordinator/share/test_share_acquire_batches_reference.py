@@ -11,6 +11,10 @@ member fetches with the same raw requests on both brokers: 500 records (the firs
 nothing), an ACCEPT of 0-2999 with up to 5000 records (room 2000, rounded up to the fourth
 batch's end: 3000-7499), an ACCEPT of 100 records with the window still full, and a
 record-limit fetch. Every acquisition must be the same.
+
+The window is the group's ``share.partition.max.record.locks`` (a GROUP config set through
+IncrementalAlterConfigs): a second scenario sets it to 100 (Kafka's minimum) over batches of 40
+records and checks the same rounding and the same stop at the smaller window.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ BATCHES = (1500, 1500, 1500, 3000, 3000)
 RECORD_LIMIT = 1
 
 
-def scenario(bootstrap: str) -> list[tuple[str, Any]]:
+def _member(bootstrap: str, batches: tuple[int, ...], configs: dict[str, str]) -> ShareMember:
+    """A joined member of a new group on a new one-partition topic holding ``batches``."""
     topic, group = f"acq-{uuid.uuid4().hex[:6]}", f"acq-{uuid.uuid4().hex[:6]}"
     with WireClient(bootstrap) as w:
         w.create_topic(topic, 1)
@@ -40,14 +45,18 @@ def scenario(bootstrap: str) -> list[tuple[str, Any]]:
     # One batch per flush: linger and batch size far beyond what a flush holds.
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "batch.num.messages": 100000,
                   "batch.size": 10_000_000})
-    for n in BATCHES:
+    for n in batches:
         for _ in range(n):
             p.produce(topic, b"v" * 10, partition=0)
         assert p.flush(30) == 0
-    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest", **configs})
     member = member_id()
     join_share_group(bootstrap, group, member, [topic])
-    m = ShareMember(bootstrap, group, topic_id, member_id=member)
+    return ShareMember(bootstrap, group, topic_id, member_id=member)
+
+
+def scenario(bootstrap: str) -> list[tuple[str, Any]]:
+    m = _member(bootstrap, BATCHES, {})
     try:
         return [
             ("500: the first batch", acquired(m.fetch(max_records=500))),
@@ -60,6 +69,26 @@ def scenario(bootstrap: str) -> list[tuple[str, Any]]:
         ]
     finally:
         m.close()
+
+
+def small_window_scenario(bootstrap: str) -> list[tuple[str, Any]]:
+    m = _member(bootstrap, (40,) * 10, {"share.partition.max.record.locks": "100"})
+    try:
+        return [
+            ("500 at window 100: three batches", acquired(m.fetch(max_records=500))),
+            ("window full", acquired(m.fetch(max_records=500, max_wait_ms=100))),
+            ("ack 0-119: three more", acquired(m.fetch({0: [(0, 119, ACCEPT)]}, max_records=500))),
+        ]
+    finally:
+        m.close()
+
+
+def test_max_record_locks_group_config_as_kafka(kafka_ref: KafkaRef, tmp_path: Path) -> None:  # noqa: F811
+    expected = small_window_scenario(kafka_ref.bootstrap)
+    with BrokerProcess(tmp_path / "strom") as strom:
+        got = small_window_scenario(strom.bootstrap)
+    assert got == expected
+    assert dict(expected)["500 at window 100: three batches"] == {0: [(0, 119, 1)]}
 
 
 def test_batch_optimized_acquisition_as_kafka(kafka_ref: KafkaRef, tmp_path: Path) -> None:  # noqa: F811
