@@ -17,8 +17,10 @@ start offset are ever taken in flight.
 
 No I/O and no clock: the caller passes ``now_ms`` and the fetched batches (their offsets and
 transactional markers; the record bytes never reach this class), and persists
-:meth:`SharePartition.state_batches` where Kafka's persister would. States are kept per offset:
-the window is bounded by the record-lock limit, so this stays small.
+:meth:`SharePartition.state_batches` where Kafka's persister would. States are kept per run of
+offsets (Kafka's ``InFlightBatch``): one entry per acquired batch, split only where an operation
+treats part of it differently, so a fetch or an acknowledgement of thousands of records costs
+O(1) per batch, not per record.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -220,8 +223,39 @@ class AutoOffsetReset:
         return high_watermark if found is None else max(found, log_start_offset)
 
 
+@dataclass(slots=True)
+class _Run:
+    """Offsets [first, last] sharing one state: Kafka's ``InFlightBatch`` before it is split."""
+
+    first: int
+    last: int
+    state: RecordState
+    delivery_count: int
+    member_id: str = EMPTY_MEMBER_ID
+    lock_deadline_ms: int = -1
+
+    def same_state(self, other: _Run) -> bool:
+        return (self.state is other.state and self.delivery_count == other.delivery_count
+                and self.member_id == other.member_id and self.lock_deadline_ms == other.lock_deadline_ms)
+
+
+def _run_first(run: _Run) -> int:
+    return run.first
+
+
+_FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
 class SharePartition:
-    """The share-partition state machine of one (group, topic-partition). Event-loop only."""
+    """The share-partition state machine of one (group, topic-partition). Event-loop only.
+
+    The cached offsets ``[start, next_new)`` are tiled by ``self._runs``: sorted, contiguous,
+    non-overlapping runs of one shared state (Kafka's ``cachedState`` of ``InFlightBatch``). An
+    acquire adds one run per fetched batch; an operation on part of a run splits it at the
+    edges of that part (Kafka's ``offsetState``), and neighbours that end up equal are merged
+    again. Whole-run accept, release, lock expiry and moving the start offset cost O(1) per run.
+    tests/coordinator/share/test_share_partition_model.py checks it against the per-offset model.
+    """
 
     def __init__(self, config: SharePartitionConfig, start_offset: int,
                  state_batches: Iterable[PersisterStateBatch] = (), *, state_epoch: int = 0,
@@ -240,18 +274,18 @@ class SharePartition:
         self._start = start_offset
         # Offsets [self._start, self._next_new) are cached; self._next_new is the first never seen.
         self._next_new = start_offset
-        self._cache: dict[int, InFlightState] = {}
+        self._runs: list[_Run] = []
         for b in sorted(state_batches, key=lambda b: b.first_offset):
             if b.last_offset < self._start:
                 continue
-            for off in range(self._next_new, b.first_offset):
-                self._cache[off] = InFlightState(RecordState.AVAILABLE, 0)
+            if b.first_offset > self._next_new:
+                self._append_new(_Run(self._next_new, b.first_offset - 1, RecordState.AVAILABLE, 0))
             state = RecordState(b.delivery_state)
             if state is RecordState.ACQUIRED or state is RecordState.ARCHIVING:
                 state = RecordState.AVAILABLE if state is RecordState.ACQUIRED else RecordState.ARCHIVED
-            for off in range(max(b.first_offset, self._next_new), b.last_offset + 1):
-                self._cache[off] = InFlightState(state, b.delivery_count)
-            self._next_new = max(self._next_new, b.last_offset + 1)
+            first = max(b.first_offset, self._next_new)
+            if first <= b.last_offset:
+                self._append_new(_Run(first, b.last_offset, state, b.delivery_count))
         self._advance_start()
 
     # ---------------------------------------------------------------- offsets
@@ -271,30 +305,35 @@ class SharePartition:
 
         The lowest AVAILABLE cached offset (a redelivery), else the first offset never cached.
         """
-        for off in range(self._start, self._next_new):
-            if self._cache[off].state is RecordState.AVAILABLE:
-                return off
+        for r in self._runs:
+            if r.state is RecordState.AVAILABLE:
+                return r.first
         return self._next_new
 
     def can_acquire_records(self) -> bool:
         """Whether an acquire could hand out anything: a redeliverable record, or room under the lock limit."""
         if self._next_new - self._start < self.config.max_record_locks:
             return True
-        return any(s.state is RecordState.AVAILABLE for s in self._cache.values())
+        return any(r.state is RecordState.AVAILABLE for r in self._runs)
 
     def in_flight(self, offset: int) -> InFlightState | None:
-        """The state of a cached offset (None below the start offset or past the end)."""
-        return self._cache.get(offset)
+        """The state of a cached offset (None below the start offset or past the end).
+
+        A snapshot: the offset's run is shared with its neighbours, so it is not handed out.
+        """
+        if offset < self._start or offset >= self._next_new:
+            return None
+        r = self._runs[self._index(offset)]
+        return InFlightState(r.state, r.delivery_count, r.member_id, r.lock_deadline_ms)
 
     def delivery_complete_count(self) -> int:
         """Offsets at or past the start offset whose delivery is complete (ACKNOWLEDGED or
         ARCHIVED): WriteShareGroupState's DeliveryCompleteCount, from which lag is computed."""
-        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-        return sum(1 for s in self._cache.values() if s.state in done)
+        return sum(r.last - r.first + 1 for r in self._runs if r.state in _FINISHED)
 
     def acquired_count(self) -> int:
         """How many records are ACQUIRED now (the locks held)."""
-        return sum(1 for s in self._cache.values() if s.state is RecordState.ACQUIRED)
+        return sum(r.last - r.first + 1 for r in self._runs if r.state is RecordState.ACQUIRED)
 
     # ---------------------------------------------------------------- acquire
 
@@ -326,10 +365,16 @@ class SharePartition:
         read_committed = self.config.isolation_level is IsolationLevel.READ_COMMITTED
         aborted = self._aborted_offsets(batches, aborted_transactions) if read_committed else set()
         deadline = now_ms + self.config.record_lock_duration_ms
-        cache = self._cache
-        available, acquired_state = RecordState.AVAILABLE, RecordState.ACQUIRED
+        available, acquired_state, archived = RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ARCHIVED
         max_locks = self.config.max_record_locks
         runs: list[list[int]] = []  # [first, last, delivery count], contiguous offsets of one count
+
+        def note(first: int, last: int, count: int) -> None:
+            if runs and runs[-1][1] == first - 1 and runs[-1][2] == count:
+                runs[-1][1] = last
+            else:
+                runs.append([first, last, count])
+
         taken = 0
         prev_last: int | None = None
         window_full = False
@@ -340,7 +385,7 @@ class SharePartition:
                 break
             if prev_last is not None and batch.base_offset > prev_last + 1:
                 # A hole between batches: no record there, ever. Archive it if it is new.
-                self._archive_new(range(max(prev_last + 1, self._next_new), batch.base_offset))
+                self._archive_new(max(prev_last + 1, self._next_new), batch.base_offset - 1)
             prev_last = max(prev_last if prev_last is not None else batch.last_offset, batch.last_offset)
             off = max(batch.base_offset, self._start)
             end = batch.last_offset
@@ -357,54 +402,75 @@ class SharePartition:
                     if last < off:
                         window_full = True
                         break
-                    for o in range(off, last + 1):
-                        cache[o] = InFlightState(acquired_state, 1, member_id, deadline)
-                    self._next_new = last + 1
-                    if runs and runs[-1][1] == off - 1 and runs[-1][2] == 1:
-                        runs[-1][1] = last
-                    else:
-                        runs.append([off, last, 1])
+                    self._append_new(_Run(off, last, acquired_state, 1, member_id, deadline))
+                    note(off, last, 1)
                     taken += last - off + 1
                     off = last + 1
                     continue
-                st = cache.get(off)
-                if st is None:
-                    if off < self._next_new:
-                        off += 1
-                        continue  # below start: already finished with
+                if off >= self._next_new:
+                    # New offsets on the slow path: after a hole inside the fetched range, or with
+                    # aborted transactions in the read (one offset at a time as to the window).
                     if off > self._next_new:
                         # Only reachable with a gap inside the fetched range: no record there.
-                        self._archive_new(range(self._next_new, off))
+                        self._archive_new(self._next_new, off - 1)
                     if off - self._start >= max_locks:
                         window_full = True
                         break
-                    st = InFlightState(available, 0)
-                    cache[off] = st
-                    self._next_new = off + 1
-                if st.state is available:
-                    if off in aborted:
-                        st.state = RecordState.ARCHIVED
-                        st.member_id = EMPTY_MEMBER_ID
+                    seg_last = off
+                    if aborted:
+                        ab = off in aborted
+                        limit = min(end, self._start + max_locks - 1)
+                        if not ab:
+                            limit = min(limit, off + (max_records - taken) - 1)
+                        while seg_last < limit and ((seg_last + 1) in aborted) == ab:
+                            seg_last += 1
                     else:
-                        st.state = acquired_state
-                        st.delivery_count += 1
-                        st.member_id = member_id
-                        st.lock_deadline_ms = deadline
-                        count = st.delivery_count
-                        if runs and runs[-1][1] == off - 1 and runs[-1][2] == count:
-                            runs[-1][1] = off
-                        else:
-                            runs.append([off, off, count])
-                        taken += 1
-                off += 1
+                        ab = False
+                    if ab:
+                        self._append_new(_Run(off, seg_last, archived, 0))
+                    else:
+                        self._append_new(_Run(off, seg_last, acquired_state, 1, member_id, deadline))
+                        note(off, seg_last, 1)
+                        taken += seg_last - off + 1
+                    off = seg_last + 1
+                    continue
+                # A cached offset: only AVAILABLE ones are (re)acquired.
+                i = self._index(off)
+                r = self._runs[i]
+                seg_last = min(r.last, end)
+                if r.state is not available:
+                    off = seg_last + 1
+                    continue
+                ab = bool(aborted) and off in aborted
+                if aborted:
+                    o = off
+                    while o < seg_last and ((o + 1) in aborted) == ab:
+                        o += 1
+                    seg_last = o
+                if not ab:
+                    seg_last = min(seg_last, off + (max_records - taken) - 1)
+                i, j = self._slice(off, seg_last)
+                for r in self._runs[i:j]:
+                    if ab:
+                        r.state = archived
+                        r.member_id = EMPTY_MEMBER_ID
+                    else:
+                        r.state = acquired_state
+                        r.delivery_count += 1
+                        r.member_id = member_id
+                        r.lock_deadline_ms = deadline
+                        note(r.first, r.last, r.delivery_count)
+                if not ab:
+                    taken += seg_last - off + 1
+                self._merge(i - 1, j)
+                off = seg_last + 1
         self._advance_start()
         return [AcquiredRecords(a, b, c) for a, b, c in runs]
 
-    def _archive_new(self, offsets: range) -> None:
-        for off in offsets:
-            if off >= self._next_new:
-                self._cache[off] = InFlightState(RecordState.ARCHIVED, 0)
-                self._next_new = off + 1
+    def _archive_new(self, first: int, last: int) -> None:
+        first = max(first, self._next_new)
+        if first <= last:
+            self._append_new(_Run(first, last, RecordState.ARCHIVED, 0))
 
     @staticmethod
     def _aborted_offsets(batches: Sequence[FetchedBatch], aborted: Sequence[AbortedTransaction]) -> set[int]:
@@ -438,10 +504,8 @@ class SharePartition:
         acknowledges, REJECT and GAP archive, RELEASE makes the record available again (archived
         once its delivery count reached the limit), RENEW restarts its lock.
         """
-        # Validate everything first (per batch, not per offset where a batch has one type: a
-        # batch of thousands of records is the common case), then apply.
+        # Validate everything first (per run, not per offset), then apply.
         plan: list[tuple[int, int, tuple[AcknowledgeType, ...]]] = []
-        cache = self._cache
         acquired_state = RecordState.ACQUIRED
         for b in batches:
             first, last = b.first_offset, b.last_offset
@@ -468,12 +532,14 @@ class SharePartition:
                 if len(types) > 1:
                     types = types[self._start - first:]
                 first = self._start
-            for off in range(first, last + 1):
-                st = cache.get(off)
-                if st is None or st.state is not acquired_state or st.member_id != member_id:
+            runs = self._runs
+            i = self._index(first)
+            while i < len(runs) and runs[i].first <= last:
+                r = runs[i]
+                if r.state is not acquired_state or r.member_id != member_id:
                     raise InvalidRecordStateError(
-                        f"offset {off} is not acquired by member {member_id} "
-                        f"({'not in flight' if st is None else st.state.name})")
+                        f"offset {max(first, r.first)} is not acquired by member {member_id} ({r.state.name})")
+                i += 1
             plan.append((first, last, types))
         plan.sort()
         for (_, prev_last, _), (first, _, _) in pairwise(plan):
@@ -482,24 +548,40 @@ class SharePartition:
         changed: list[int] = []
         renew_deadline = now_ms + self.config.record_lock_duration_ms
         for first, last, types in plan:
-            single = types[0] if len(types) == 1 else None
-            for i, off in enumerate(range(first, last + 1)):
-                ack = single if single is not None else types[i]
-                st = cache[off]
-                if ack is AcknowledgeType.RENEW:
-                    st.lock_deadline_ms = renew_deadline
-                    continue
-                if ack is AcknowledgeType.ACCEPT:
-                    st.state = RecordState.ACKNOWLEDGED
-                    st.member_id = EMPTY_MEMBER_ID
-                    st.lock_deadline_ms = -1
-                elif ack is AcknowledgeType.RELEASE:
-                    self._make_available(st)
-                else:  # REJECT, GAP
-                    self._finish(st, RecordState.ARCHIVED)
-                changed.append(off)
+            if len(types) == 1:
+                self._apply_ack(first, last, types[0], renew_deadline, changed)
+                continue
+            # One type per offset: apply each stretch of equal types as one range.
+            k = 0
+            n = len(types)
+            while k < n:
+                t = types[k]
+                e = k
+                while e + 1 < n and types[e + 1] is t:
+                    e += 1
+                self._apply_ack(first + k, first + e, t, renew_deadline, changed)
+                k = e + 1
         self._advance_start()
         return changed
+
+    def _apply_ack(self, first: int, last: int, ack: AcknowledgeType, renew_deadline: int,
+                   changed: list[int]) -> None:
+        i, j = self._slice(first, last)
+        runs = self._runs
+        if ack is AcknowledgeType.RENEW:
+            for k in range(i, j):
+                runs[k].lock_deadline_ms = renew_deadline
+        else:
+            for k in range(i, j):
+                r = runs[k]
+                if ack is AcknowledgeType.ACCEPT:
+                    self._finish(r, RecordState.ACKNOWLEDGED)
+                elif ack is AcknowledgeType.RELEASE:
+                    self._make_available(r)
+                else:  # REJECT, GAP
+                    self._finish(r, RecordState.ARCHIVED)
+            changed.extend(range(first, last + 1))
+        self._merge(i - 1, j)
 
     def release_acquired_records(self, member_id: str, *, decrease_delivery_count: bool = False) -> list[int]:
         """Release every record ``member_id`` holds (it left the group, or its session closed).
@@ -508,16 +590,18 @@ class SharePartition:
         the member (Kafka's DeliveryCountOps.DECREASE); such records go back AVAILABLE.
         """
         changed: list[int] = []
-        for off, st in self._cache.items():
-            if st.state is RecordState.ACQUIRED and st.member_id == member_id:
+        for r in self._runs:
+            if r.state is RecordState.ACQUIRED and r.member_id == member_id:
                 if decrease_delivery_count:
-                    st.delivery_count = max(0, st.delivery_count - 1)
-                    st.state = RecordState.AVAILABLE
-                    st.member_id = EMPTY_MEMBER_ID
-                    st.lock_deadline_ms = -1
+                    r.delivery_count = max(0, r.delivery_count - 1)
+                    r.state = RecordState.AVAILABLE
+                    r.member_id = EMPTY_MEMBER_ID
+                    r.lock_deadline_ms = -1
                 else:
-                    self._make_available(st)
-                changed.append(off)
+                    self._make_available(r)
+                changed.extend(range(r.first, r.last + 1))
+        if changed:
+            self._merge(0, len(self._runs))
         self._advance_start()
         return changed
 
@@ -525,18 +609,19 @@ class SharePartition:
 
     def next_lock_deadline(self) -> int | None:
         """The earliest acquisition-lock deadline (ms), None when no record is acquired."""
-        deadlines = [s.lock_deadline_ms for s in self._cache.values() if s.state is RecordState.ACQUIRED]
+        deadlines = [r.lock_deadline_ms for r in self._runs if r.state is RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
 
     def expire_locks(self, now_ms: int) -> list[int]:
         """Time out every lock whose deadline is <= now_ms: AVAILABLE, or ARCHIVED at the delivery limit."""
         changed: list[int] = []
-        for off, st in self._cache.items():
-            if st.state is RecordState.ACQUIRED and st.lock_deadline_ms <= now_ms:
-                self._make_available(st)
-                changed.append(off)
+        for r in self._runs:
+            if r.state is RecordState.ACQUIRED and r.lock_deadline_ms <= now_ms:
+                self._make_available(r)
+                changed.extend(range(r.first, r.last + 1))
         if changed:
             logger.debug("acquisition locks expired for %d records", len(changed))
+            self._merge(0, len(self._runs))
         self._advance_start()
         return changed
 
@@ -544,14 +629,13 @@ class SharePartition:
         """The log's start moved (retention, DeleteRecords): records below it are gone, so archived."""
         if log_start_offset <= self._start:
             return
-        for off in range(self._start, min(log_start_offset, self._next_new)):
-            st = self._cache.get(off)
-            if st is not None:
-                self._finish(st, RecordState.ARCHIVED)
         if log_start_offset >= self._next_new:
-            self._cache.clear()
+            self._runs.clear()
             self._start = self._next_new = log_start_offset
             return
+        i, j = self._slice(self._start, log_start_offset - 1)
+        for r in self._runs[i:j]:
+            self._finish(r, RecordState.ARCHIVED)
         self._advance_start()
 
     # ---------------------------------------------------------------- persistence
@@ -562,41 +646,88 @@ class SharePartition:
         ACQUIRED is written as AVAILABLE: a lock does not outlive the broker that granted it.
         """
         out: list[PersisterStateBatch] = []
-        for off in range(self._start, self._next_new):
-            st = self._cache[off]
-            state = RecordState.AVAILABLE if st.state is RecordState.ACQUIRED else st.state
-            if out and out[-1].last_offset == off - 1 and out[-1].delivery_state == state \
-                    and out[-1].delivery_count == st.delivery_count:
+        for r in self._runs:
+            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
+            if out and out[-1].delivery_state == state and out[-1].delivery_count == r.delivery_count:
                 prev = out[-1]
-                out[-1] = PersisterStateBatch(prev.first_offset, off, prev.delivery_state, prev.delivery_count)
+                out[-1] = PersisterStateBatch(prev.first_offset, r.last, prev.delivery_state, prev.delivery_count)
             else:
-                out.append(PersisterStateBatch(off, off, int(state), st.delivery_count))
+                out.append(PersisterStateBatch(r.first, r.last, int(state), r.delivery_count))
         return out
 
     # ---------------------------------------------------------------- internals
 
-    def _make_available(self, st: InFlightState) -> None:
+    def _index(self, offset: int) -> int:
+        """The index of the run holding a cached offset."""
+        return bisect_right(self._runs, offset, key=_run_first) - 1
+
+    def _split(self, offset: int) -> int:
+        """Make a run start at ``offset`` (start <= offset <= next_new); its index."""
+        runs = self._runs
+        if offset >= self._next_new:
+            return len(runs)
+        i = self._index(offset)
+        r = runs[i]
+        if r.first == offset:
+            return i
+        runs.insert(i + 1, _Run(offset, r.last, r.state, r.delivery_count, r.member_id, r.lock_deadline_ms))
+        r.last = offset - 1
+        return i + 1
+
+    def _slice(self, first: int, last: int) -> tuple[int, int]:
+        """Split so that runs[i:j] hold exactly the cached offsets [first, last]."""
+        j = self._split(last + 1)
+        n = len(self._runs)
+        i = self._split(first)
+        # Cutting the run holding ``first`` inserted a run at or before runs[j].
+        return i, j + len(self._runs) - n
+
+    def _merge(self, i: int, j: int) -> None:
+        """Merge equal neighbours among runs[i..j] (indices clamped), so that splits do not pile up."""
+        runs = self._runs
+        i = max(i, 0)
+        j = min(j, len(runs) - 1)
+        k = j
+        while k > i:
+            a, b = runs[k - 1], runs[k]
+            if a.same_state(b):
+                a.last = b.last
+                del runs[k]
+            k -= 1
+
+    def _append_new(self, run: _Run) -> None:
+        """Take never-seen offsets (run.first == next_new) into the cache."""
+        runs = self._runs
+        if runs and runs[-1].same_state(run):
+            runs[-1].last = run.last
+        else:
+            runs.append(run)
+        self._next_new = run.last + 1
+
+    def _make_available(self, r: _Run) -> None:
         # Kafka's tryUpdateState: back to AVAILABLE unless the delivery limit is reached.
-        if st.delivery_count >= self.config.delivery_count_limit:
-            self._finish(st, RecordState.ARCHIVED)
+        if r.delivery_count >= self.config.delivery_count_limit:
+            self._finish(r, RecordState.ARCHIVED)
             return
-        st.state = RecordState.AVAILABLE
-        st.member_id = EMPTY_MEMBER_ID
-        st.lock_deadline_ms = -1
+        r.state = RecordState.AVAILABLE
+        r.member_id = EMPTY_MEMBER_ID
+        r.lock_deadline_ms = -1
 
     @staticmethod
-    def _finish(st: InFlightState, state: RecordState) -> None:
-        st.state = state
-        st.member_id = EMPTY_MEMBER_ID
-        st.lock_deadline_ms = -1
+    def _finish(r: _Run, state: RecordState) -> None:
+        r.state = state
+        r.member_id = EMPTY_MEMBER_ID
+        r.lock_deadline_ms = -1
 
     def _advance_start(self) -> None:
-        while self._start < self._next_new:
-            st = self._cache[self._start]
-            if st.state is not RecordState.ACKNOWLEDGED and st.state is not RecordState.ARCHIVED:
-                break
-            del self._cache[self._start]
-            self._start += 1
+        runs = self._runs
+        k = 0
+        n = len(runs)
+        while k < n and runs[k].state in _FINISHED:
+            k += 1
+        if k:
+            del runs[:k]
+            self._start = runs[0].first if runs else self._next_new
 
 
 __all__ = [

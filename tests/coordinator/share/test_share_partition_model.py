@@ -57,7 +57,9 @@ def _state_batches(draw: st.DrawFn) -> list[PersisterStateBatch]:
     for _ in range(draw(st.integers(0, 5))):
         off += draw(st.integers(0, 4))
         n = draw(st.integers(1, 8))
-        out.append(PersisterStateBatch(off, off + n - 1, draw(st.integers(0, 4)), draw(st.integers(0, 4))))
+        # AVAILABLE most often: a reload hands those out again (also through aborted transactions).
+        state = draw(st.sampled_from((0, 0, 0, 1, 2, 3, 4)))
+        out.append(PersisterStateBatch(off, off + n - 1, state, draw(st.integers(0, 4))))
         off += n
     return out
 
@@ -71,16 +73,17 @@ def _fetched(draw: st.DrawFn, start: int) -> tuple[list[FetchedBatch], list[Abor
         off += draw(st.sampled_from((0, 0, 0, 1, 3)))
         kind = draw(st.sampled_from(("plain", "plain", "txn", "control")))
         if kind == "control":
-            batches.append(FetchedBatch(off, off, producer_id=draw(st.integers(1, 2)), is_transactional=True,
-                                        is_control=True, is_abort_marker=draw(st.booleans())))
+            batches.append(FetchedBatch(off, off, producer_id=draw(st.sampled_from((1, 2, 2))),
+                                        is_transactional=True, is_control=True,
+                                        is_abort_marker=draw(st.booleans())))
             off += 1
             continue
         n = draw(st.integers(1, 25))
-        pid = draw(st.integers(1, 2)) if kind == "txn" else -1
+        pid = draw(st.sampled_from((1, 1, 2))) if kind == "txn" else -1
         batches.append(FetchedBatch(off, off + n - 1, producer_id=pid, is_transactional=kind == "txn"))
         off += n
-    aborted = [AbortedTransaction(draw(st.integers(1, 2)), draw(st.integers(start, off)))
-               for _ in range(draw(st.integers(0, 2)))]
+    aborted = [AbortedTransaction(draw(st.sampled_from((1, 1, 2))), draw(st.integers(start, off)))
+               for _ in range(draw(st.sampled_from((0, 1, 1, 2))))]
     return batches, aborted
 
 
@@ -118,6 +121,22 @@ class SharePartitionModel(RuleBasedStateMachine):
         now = self.now
         self._both(lambda p: p.acquire(member, batches, max_records=max_records, now_ms=now,
                                        aborted_transactions=aborted, whole_batches=whole))
+
+    @rule(member=st.sampled_from(MEMBERS), sizes=st.lists(st.integers(1, 6), min_size=2, max_size=6),
+          max_records=st.sampled_from((3, 500)))
+    def acquire_through_aborted_txn(self, member: str, sizes: list[int], max_records: int) -> None:
+        """Plain and aborted transactional batches alternating from next_fetch_offset on: what
+        splits a redelivered (cached AVAILABLE) run under read_committed."""
+        off = self.ref.next_fetch_offset()
+        start = off
+        batches: list[FetchedBatch] = []
+        for k, n in enumerate(sizes):
+            batches.append(FetchedBatch(off, off + n - 1, producer_id=1 if k % 2 else -1, is_transactional=k % 2 == 1))
+            off += n
+        aborted = [AbortedTransaction(1, start)]
+        now = self.now
+        self._both(lambda p: p.acquire(member, batches, max_records=max_records, now_ms=now,
+                                       aborted_transactions=aborted))
 
     @rule(data=st.data(), member=st.sampled_from(MEMBERS))
     def acknowledge(self, data: st.DataObject, member: str) -> None:
