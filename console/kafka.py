@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -39,6 +40,19 @@ TIMEOUT_S = 10.0
 # Kafka Streams' members carry this prefix in their client ids and the group is the application.id;
 # their subscription user data is Streams' SubscriptionInfo (a version int first).
 STREAMS_CLIENT_MARK = "-StreamThread-"
+# A partition's leader epoch moved on (a broker's unclean restart elects it again, KIP-966):
+# librdkafka's AdminClient keeps sending the epoch it cached and does not refresh its metadata on
+# these errors, so only a new client reads the new epoch.
+STALE_EPOCH_CODES = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH})
+# Partition errors of ListOffsets worth asking again: Kafka's retriable InvalidMetadataException
+# family (librdkafka's error object does not flag all of them retriable) and a leader that moves.
+# Not timeouts: the console's call has its own bound (server.CALL_TIMEOUT_S).
+RETRIABLE_OFFSET_CODES = STALE_EPOCH_CODES | {
+    KafkaError.KAFKA_STORAGE_ERROR, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NETWORK_EXCEPTION, KafkaError._TRANSPORT,
+}
+OFFSET_RETRIES = 3  # ListOffsets asked again at most this many times per call
+OFFSET_RETRY_BACKOFF_S = 0.2
 
 
 class ConsoleError(Exception):
@@ -52,6 +66,11 @@ def _err(e: BaseException) -> ConsoleError:
         text = k.str() if hasattr(k, "str") else str(k)
         return ConsoleError(f"{name()}: {text}" if callable(name) else text)
     return ConsoleError(str(e) or type(e).__name__)
+
+
+def _code(e: KafkaException) -> int | None:
+    k = e.args[0] if e.args else None
+    return k.code() if isinstance(k, KafkaError) else None
 
 
 def _wait(fut: Any) -> Any:
@@ -70,15 +89,41 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self._admin: AdminClient | None = None
+        # The API handlers and the sampler call in from several threads.
+        self._admin_lock = threading.Lock()
 
     @property
     def admin(self) -> AdminClient:
         # Made on first use: a console nobody opens (the one `strom dev` starts) opens no connection.
-        if self._admin is None:
-            conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000}
-            conf.update(self.extra or {})
-            self._admin = AdminClient(conf)
-        return self._admin
+        with self._admin_lock:
+            if self._admin is None:
+                conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000}
+                conf.update(self.extra or {})
+                self._admin = AdminClient(conf)
+            return self._admin
+
+    def _renew_admin(self, stale: AdminClient, why: str) -> None:
+        """Drop ``stale`` (confluent-kafka's AdminClient has no close(): the last reference going
+        destroys it) so the next call makes a client that reads fresh metadata. Only if it is still
+        the current one: another thread may have renewed it already."""
+        with self._admin_lock:
+            if self._admin is stale:
+                log.info("console: %s; making a new AdminClient", why)
+                self._admin = None
+
+    def _coordinated(self, call: Callable[[AdminClient], Any]) -> Any:
+        """The result of a call a group coordinator answers. librdkafka (2.16) caches each group's
+        coordinator as a broker handle; once every broker was away it re-bootstraps and
+        decommissions its broker handles, but the cache keeps the old one, and every later call for
+        that group waits on it until it times out (seen after a single broker's kill -9 restart).
+        So a timeout drops the client: the page's next refresh gets a new one."""
+        admin = self.admin
+        try:
+            return call(admin).result(timeout=TIMEOUT_S)
+        except Exception as e:
+            if isinstance(e, TimeoutError) or (isinstance(e, KafkaException) and _code(e) == KafkaError._TIMED_OUT):
+                self._renew_admin(admin, "a group coordinator did not answer in time")
+            raise _err(e) from None
 
     def _consumer(self, group: str | None = None) -> Consumer:
         conf: dict[str, Any] = {
@@ -121,16 +166,37 @@ class Cluster:
         return self._list_offsets(tps, latest=True)
 
     def _list_offsets(self, tps: list[TopicPartition], latest: bool) -> dict[tuple[str, int], int]:
-        if not tps:
-            return {}
+        """Earliest or latest offset of each partition, -1 for one that still fails after
+        ``OFFSET_RETRIES`` more asks (the page shows it as unknown)."""
         spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
-        futs = self.admin.list_offsets({tp: spec for tp in tps}, request_timeout=TIMEOUT_S)
         out: dict[tuple[str, int], int] = {}
-        for tp, fut in futs.items():
-            try:
-                out[(tp.topic, tp.partition)] = fut.result(timeout=TIMEOUT_S).offset
-            except Exception:
-                out[(tp.topic, tp.partition)] = -1
+        pending = list(tps)
+        for attempt in range(OFFSET_RETRIES + 1):
+            if not pending:
+                break
+            admin = self.admin
+            futs = admin.list_offsets({tp: spec for tp in pending}, request_timeout=TIMEOUT_S)
+            again: list[TopicPartition] = []
+            stale = False
+            for tp, fut in futs.items():
+                key = (tp.topic, tp.partition)
+                out[key] = -1
+                try:
+                    out[key] = fut.result(timeout=TIMEOUT_S).offset
+                except KafkaException as e:
+                    code = _code(e)
+                    if code in RETRIABLE_OFFSET_CODES and attempt < OFFSET_RETRIES:
+                        again.append(tp)
+                        stale = stale or code in STALE_EPOCH_CODES
+                    else:
+                        log.debug("ListOffsets of %s-%d failed: %s", tp.topic, tp.partition, e)
+                except Exception as e:
+                    log.debug("ListOffsets of %s-%d failed: %s", tp.topic, tp.partition, e)
+            if stale:
+                self._renew_admin(admin, "a partition's leader epoch moved on (FENCED_LEADER_EPOCH)")
+            if again:
+                time.sleep(OFFSET_RETRY_BACKOFF_S)
+            pending = again
         return out
 
     # ---- topics --------------------------------------------------------------------------------
@@ -281,7 +347,7 @@ class Cluster:
         return out
 
     def group(self, group: str) -> JSON:
-        desc = _wait(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
+        desc = self._coordinated(lambda a: a.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
         members = [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
                     "assignment": [{"topic": tp.topic, "partition": tp.partition}
                                    for tp in (m.assignment.topic_partitions if m.assignment else [])]}
@@ -294,7 +360,7 @@ class Cluster:
 
     def group_lag(self, group: str) -> list[JSON]:
         req = [ConsumerGroupTopicPartitions(group)]
-        res = _wait(self.admin.list_consumer_group_offsets(req, request_timeout=TIMEOUT_S)[group])
+        res = self._coordinated(lambda a: a.list_consumer_group_offsets(req, request_timeout=TIMEOUT_S)[group])
         committed = [tp for tp in res.topic_partitions if tp.offset >= 0]
         ends = self._list_offsets([TopicPartition(tp.topic, tp.partition) for tp in committed], latest=True)
         return [{"topic": tp.topic, "partition": tp.partition, "committed": tp.offset,
@@ -304,7 +370,7 @@ class Cluster:
 
     def reset_offsets(self, group: str, to: str, offset: int | None) -> list[JSON]:
         """Reset every committed partition of an empty group to earliest, latest or an offset."""
-        desc = _wait(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
+        desc = self._coordinated(lambda a: a.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group])
         if desc.members:
             raise ConsoleError(f"group {group} has {len(desc.members)} active member(s): offsets can only "
                                "be reset when the group is empty (stop its consumers first)")
@@ -316,9 +382,14 @@ class Cluster:
             target = {(tp.topic, tp.partition): offset for tp in tps}
         else:
             target = self._list_offsets(tps, latest=(to == "latest"))
+            unknown = [f"{tp.topic}-{tp.partition}" for tp in tps if target[(tp.topic, tp.partition)] < 0]
+            if unknown:
+                # Committing -1 would lose the group's position: refuse, nothing is changed.
+                raise ConsoleError(f"the {to} offset of {', '.join(unknown)} could not be read (ListOffsets "
+                                   "failed); no offset was reset: try again once the partitions have a leader")
         new = [TopicPartition(tp.topic, tp.partition, target[(tp.topic, tp.partition)]) for tp in tps]
-        _wait(self.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, new)],
-                                                      request_timeout=TIMEOUT_S)[group])
+        self._coordinated(lambda a: a.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, new)],
+                                                                   request_timeout=TIMEOUT_S)[group])
         return self.group_lag(group)
 
 
