@@ -178,66 +178,109 @@ def test_killed_consumer_holding_locks_its_records_go_to_the_others(share_broker
     assert min(redelivered.values()) >= 2, f"held records redelivered with counts {Counter(redelivered.values())}"
 
 
-def test_release_redelivers_and_reject_archives(share_broker: Broker) -> None:
+EXPLICIT = [pytest.param("ck-explicit", id="ck-explicit"),
+            pytest.param("java-explicit", id="java-explicit", marks=pytest.mark.reference)]
+
+
+def _java_scripted(broker: Broker, tmp_path: Path, topic: str, group: str, script: str,
+                   done: Callable[[WorkerLog], bool], what: str, sentinel: int) -> tuple[list[tuple[int, int]], list[TP]]:
+    """Run one Java KafkaShareConsumer worker (explicit, ``--script``) until ``done``, then a
+    sentinel record after the others until it is accepted; return (offset, delivery count) per
+    delivery and the records it gave ACCEPT and the broker confirmed."""
+    with ShareWorkers(tmp_path, broker.bootstrap, topic, group) as workers:
+        workers.start("w", mode="explicit", command=java_command(), script=script)
+        workers.wait_until(lambda logs: done(logs["w"]), 45, what)
+        # A sentinel after them: a released record would come back before it, as the share
+        # partition hands out its lowest available offsets first.
+        produce(broker.bootstrap, topic, 1, 1)
+        workers.wait_until(lambda logs: (0, sentinel) in logs["w"].accepted, 30, "the sentinel")
+        logs = workers.stop_all()
+    wl = logs["w"]
+    assert not wl.refused, wl.refused
+    confirmed = set(wl.accepted)  # A lines: every type the broker confirmed
+    accepted = [(p, o) for p, o, kind in wl.acked if kind == "ACCEPT"]
+    assert set(accepted) <= confirmed, f"unconfirmed: {set(accepted) - confirmed}"
+    return [(o, dc) for _, o, dc in wl.received], accepted
+
+
+@pytest.mark.parametrize("client", EXPLICIT)
+def test_release_redelivers_and_reject_archives(share_broker: Broker, client: str, tmp_path: Path) -> None:
     topic, group = _names()
     create_topic(share_broker.bootstrap, topic, 1)
     set_group_config(share_broker.bootstrap, group, group_config())
     produce(share_broker.bootstrap, topic, 12, 1)
-    consumer, acks = explicit_consumer(share_broker.bootstrap, group, topic)
+    want = {(0, o) for o in range(12) if o % 3 != 2}
     seen: list[tuple[int, int]] = []  # offset, delivery count
+    if client == "java-explicit":
+        # Same rule as handle() below, in ShareWorker.java.
+        seen, accepted = _java_scripted(
+            share_broker, tmp_path, topic, group, "release-reject",
+            lambda wl: want <= {(p, o) for p, o, kind in wl.acked if kind == "ACCEPT"} and want <= set(wl.accepted),
+            "accepted and released records", 12)
+    else:
+        consumer, acks = explicit_consumer(share_broker.bootstrap, group, topic)
 
-    def handle(msg: Message) -> None:
-        offset, count = coords(msg)[1], delivery_count(msg)
-        seen.append((offset, count))
-        if offset % 3 == 1 and count == 1:
-            acks(msg, AcknowledgeType.RELEASE)
-        elif offset % 3 == 2:
-            acks(msg, AcknowledgeType.REJECT)
-        else:
-            acks(msg, AcknowledgeType.ACCEPT)
+        def handle(msg: Message) -> None:
+            offset, count = coords(msg)[1], delivery_count(msg)
+            seen.append((offset, count))
+            if offset % 3 == 1 and count == 1:
+                acks(msg, AcknowledgeType.RELEASE)
+            elif offset % 3 == 2:
+                acks(msg, AcknowledgeType.REJECT)
+            else:
+                acks(msg, AcknowledgeType.ACCEPT)
 
-    try:
-        want = {(0, o) for o in range(12) if o % 3 != 2}
-        poll_until(consumer, handle, lambda: want <= set(acks.accepted), 45, "accepted and released records")
-        # A sentinel after them: a released or rejected record would come back before it, as the
-        # share partition hands out its lowest available offsets first.
-        produce(share_broker.bootstrap, topic, 1, 1)
-        poll_until(consumer, handle, lambda: (0, 12) in acks.accepted, 30, "the sentinel")
-    finally:
-        consumer.close()
+        try:
+            poll_until(consumer, handle, lambda: want <= set(acks.accepted), 45, "accepted and released records")
+            # A sentinel after them: a released or rejected record would come back before it, as the
+            # share partition hands out its lowest available offsets first.
+            produce(share_broker.bootstrap, topic, 1, 1)
+            poll_until(consumer, handle, lambda: (0, 12) in acks.accepted, 30, "the sentinel")
+        finally:
+            consumer.close()
+        assert not acks.refused
+        accepted = acks.accepted
     deliveries: dict[int, list[int]] = {}
     for offset, count in seen:
         deliveries.setdefault(offset, []).append(count)
     assert deliveries == {o: [1, 2] if o % 3 == 1 else [1] for o in range(13)}
-    assert Counter(acks.accepted) == Counter(want | {(0, 12)}), acks.accepted
-    assert not acks.refused
+    assert Counter(accepted) == Counter(want | {(0, 12)}), accepted
 
 
-def test_delivery_count_limit_archives_a_poison_record(share_broker: Broker) -> None:
+@pytest.mark.parametrize("client", EXPLICIT)
+def test_delivery_count_limit_archives_a_poison_record(share_broker: Broker, client: str, tmp_path: Path) -> None:
     topic, group = _names()
     create_topic(share_broker.bootstrap, topic, 1)
     set_group_config(share_broker.bootstrap, group, group_config(share_delivery_count_limit="3"))
     produce(share_broker.bootstrap, topic, 6, 1)
-    consumer, acks = explicit_consumer(share_broker.bootstrap, group, topic)
     poison = 2
+    others = {(0, o) for o in range(6) if o != poison}
     seen: list[tuple[int, int]] = []
+    if client == "java-explicit":
+        seen, accepted = _java_scripted(
+            share_broker, tmp_path, topic, group, f"poison={poison}",
+            lambda wl: [dc for _, o, dc in wl.received if o == poison] == [1, 2, 3] and others <= set(wl.accepted),
+            "three deliveries", 6)
+    else:
+        consumer, acks = explicit_consumer(share_broker.bootstrap, group, topic)
 
-    def handle(msg: Message) -> None:
-        seen.append((coords(msg)[1], delivery_count(msg)))
-        # The poison job fails every time: released for another try.
-        kind = AcknowledgeType.RELEASE if coords(msg)[1] == poison else AcknowledgeType.ACCEPT
-        acks(msg, kind)
+        def handle(msg: Message) -> None:
+            seen.append((coords(msg)[1], delivery_count(msg)))
+            # The poison job fails every time: released for another try.
+            kind = AcknowledgeType.RELEASE if coords(msg)[1] == poison else AcknowledgeType.ACCEPT
+            acks(msg, kind)
 
-    try:
-        poll_until(consumer, handle, lambda: [c for o, c in seen if o == poison] == [1, 2, 3]
-                   and {(0, o) for o in range(6) if o != poison} <= set(acks.accepted), 45, "three deliveries")
-        produce(share_broker.bootstrap, topic, 1, 1)
-        poll_until(consumer, handle, lambda: (0, 6) in acks.accepted, 30, "the sentinel")
-    finally:
-        consumer.close()
+        try:
+            poll_until(consumer, handle, lambda: [c for o, c in seen if o == poison] == [1, 2, 3]
+                       and others <= set(acks.accepted), 45, "three deliveries")
+            produce(share_broker.bootstrap, topic, 1, 1)
+            poll_until(consumer, handle, lambda: (0, 6) in acks.accepted, 30, "the sentinel")
+        finally:
+            consumer.close()
+        accepted = acks.accepted
     assert [c for o, c in seen if o == poison] == [1, 2, 3], seen
     assert sorted(o for o, _ in seen if o != poison) == [0, 1, 3, 4, 5, 6]
-    assert (0, poison) not in acks.accepted
+    assert (0, poison) not in accepted
 
 
 def test_read_committed_skips_aborted_records(share_broker: Broker) -> None:

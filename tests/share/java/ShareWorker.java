@@ -4,7 +4,8 @@
  * the same way. Run as a single source file:
  *
  *   java -cp '<kafka jars>/*' tests/share/java/ShareWorker.java --bootstrap B --topic T
- *        --group G --mode implicit|explicit --out FILE --stop FILE [--hold]
+ *        --group G --mode implicit|explicit --out FILE --stop FILE [--hold] [--script RULE]
+ * With --script (explicit mode) each acknowledgement is also written as "K partition offset TYPE".
  */
 
 import java.io.FileWriter;
@@ -29,6 +30,27 @@ import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class ShareWorker {
+    /**
+     * The acknowledgement a --script rule gives a record (explicit mode): "release-reject" releases
+     * offset % 3 == 1 on its first delivery and rejects offset % 3 == 2; "poison=N" releases offset N
+     * every time; everything else, and every record without a script, is accepted.
+     */
+    static AcknowledgeType scripted(String script, long offset, short deliveryCount) {
+        if (script.equals("release-reject")) {
+            if (offset % 3 == 1 && deliveryCount == 1) {
+                return AcknowledgeType.RELEASE;
+            }
+            return offset % 3 == 2 ? AcknowledgeType.REJECT : AcknowledgeType.ACCEPT;
+        }
+        if (script.startsWith("poison=") && offset == Long.parseLong(script.substring(7))) {
+            return AcknowledgeType.RELEASE;
+        }
+        if (!script.isEmpty() && !script.equals("release-reject") && !script.startsWith("poison=")) {
+            throw new IllegalArgumentException("--script " + script + ": use release-reject or poison=<offset>");
+        }
+        return AcknowledgeType.ACCEPT;
+    }
+
     public static void main(String[] argv) throws IOException, InterruptedException {
         Map<String, String> args = new HashMap<>();
         boolean hold = false;
@@ -41,6 +63,7 @@ public class ShareWorker {
         }
         String mode = hold ? "explicit" : args.getOrDefault("mode", "implicit");
         boolean explicit = mode.equals("explicit");
+        String script = args.getOrDefault("script", "");
         Properties props = new Properties();
         props.put("bootstrap.servers", args.get("bootstrap"));
         props.put("group.id", args.get("group"));
@@ -72,7 +95,12 @@ public class ShareWorker {
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     out.println("R " + r.partition() + " " + r.offset() + " " + r.deliveryCount().orElse((short) 0));
                     if (explicit && !hold) {
-                        consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                        AcknowledgeType kind = scripted(script, r.offset(), r.deliveryCount().orElse((short) 0));
+                        if (!script.isEmpty()) {
+                            // The commit callback lists offsets of every type: say which was given.
+                            out.println("K " + r.partition() + " " + r.offset() + " " + kind.name());
+                        }
+                        consumer.acknowledge(r, kind);
                     }
                 }
                 out.flush();
