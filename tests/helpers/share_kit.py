@@ -138,6 +138,7 @@ class WorkerLog:
     accepted: list[TP] = field(default_factory=list)  # acknowledgements the broker confirmed
     refused: list[tuple[int, str, int]] = field(default_factory=list)  # partition, error, offset
     acked: list[tuple[int, int, str]] = field(default_factory=list)  # --script: partition, offset, type given
+    values: list[tuple[int, int, str]] = field(default_factory=list)  # --values: partition, offset, value
     held: bool = False
     closed: bool = False
 
@@ -156,6 +157,8 @@ class WorkerLog:
                 out.accepted += [(int(parts[1]), int(o)) for o in parts[2].split(",")]
             elif parts[0] == "E" and len(parts) == 4:
                 out.refused += [(int(parts[1]), parts[2], int(o)) for o in parts[3].split(",")]
+            elif parts[0] == "V" and len(parts) == 4:
+                out.values.append((int(parts[1]), int(parts[2]), parts[3]))
             elif parts[0] == "K" and len(parts) == 4:
                 out.acked.append((int(parts[1]), int(parts[2]), parts[3]))
             elif parts[0] == "H":
@@ -180,15 +183,18 @@ class ShareWorkers:
         return self.workdir / f"{self.group}-{name}.out"
 
     def start(self, name: str, *, mode: str = "implicit", hold: bool = False,
-              command: list[str] | None = None, script: str | None = None) -> None:
+              command: list[str] | None = None, script: str | None = None, values: bool = False) -> None:
         """A Python worker, or ``command`` (the Java worker) given the same arguments after it;
-        ``script`` (Java worker, explicit mode) names its per-record acknowledgement rule."""
+        ``script`` (Java worker, explicit mode) names its per-record acknowledgement rule;
+        ``values`` (Java worker) has it write each record's value."""
         argv = [*(command or [sys.executable, str(WORKER)]), "--bootstrap", self.bootstrap, "--topic", self.topic,
                 "--group", self.group, "--mode", mode, "--out", str(self.out(name)), "--stop", str(self.stop_file)]
         if hold:
             argv.append("--hold")
         if script:
             argv += ["--script", script]
+        if values:
+            argv.append("--values")
         err = open(self.workdir / f"{self.group}-{name}.err", "wb")  # noqa: SIM115 (the child keeps it)
         self.procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         err.close()

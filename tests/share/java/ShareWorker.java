@@ -4,7 +4,8 @@
  * the same way. Run as a single source file:
  *
  *   java -cp '<kafka jars>/*' tests/share/java/ShareWorker.java --bootstrap B --topic T
- *        --group G --mode implicit|explicit --out FILE --stop FILE [--hold] [--script RULE]
+ *        --group G --mode implicit|explicit --out FILE --stop FILE [--hold] [--script RULE] [--values]
+ * With --values each record's value is also written as "V partition offset VALUE".
  * With --script (explicit mode) each acknowledgement is also written as "K partition offset TYPE".
  */
 
@@ -54,9 +55,12 @@ public class ShareWorker {
     public static void main(String[] argv) throws IOException, InterruptedException {
         Map<String, String> args = new HashMap<>();
         boolean hold = false;
+        boolean values = false;
         for (int i = 0; i < argv.length; i++) {
             if (argv[i].equals("--hold")) {
                 hold = true;
+            } else if (argv[i].equals("--values")) {
+                values = true;
             } else {
                 args.put(argv[i].substring(2), argv[++i]);
             }
@@ -94,6 +98,11 @@ public class ShareWorker {
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(500));
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     out.println("R " + r.partition() + " " + r.offset() + " " + r.deliveryCount().orElse((short) 0));
+                    if (values) {
+                        // The value as text (the tests write UTF-8 without spaces).
+                        out.println("V " + r.partition() + " " + r.offset() + " "
+                            + new String(r.value(), java.nio.charset.StandardCharsets.UTF_8));
+                    }
                     if (explicit && !hold) {
                         AcknowledgeType kind = scripted(script, r.offset(), r.deliveryCount().orElse((short) 0));
                         if (!script.isEmpty()) {
