@@ -42,7 +42,7 @@ from kio.schema.create_topics.v7.request import (
     CreateTopicsRequest,
 )
 from kio.static.primitive import i16, i32
-from ref_fixtures import kafka_ref  # noqa: F401
+from ref_fixtures import kafka_ref, skip_without_java  # noqa: F401
 
 from strom.core.testing import BrokerProcess
 
@@ -133,9 +133,18 @@ def scenario(controller: str, bootstrap: str, broker_id: int, lapse_timeout: flo
     return out
 
 
-def test_broker_lifecycle_matches_kafka(strom_node: BrokerProcess, kafka_ref: KafkaRef) -> None:  # noqa: F811
-    broker_id = random.randint(100, 30000)  # the shared Kafka node outlives this test's brokers
-    kafka = scenario(f"{kafka_ref.host}:{kafka_ref.controller_port}", kafka_ref.bootstrap, broker_id, 30.0)
+@pytest.fixture
+def own_kafka(tmp_path: Path) -> Iterator[KafkaRef]:
+    """A Kafka node of this test's own: the scenario leaves a registered (fenced) broker behind,
+    which the shared node's other differential tests would see in DescribeCluster and elections."""
+    skip_without_java()
+    with KafkaRef(tmp_path / "kafka") as ref:
+        yield ref
+
+
+def test_broker_lifecycle_matches_kafka(strom_node: BrokerProcess, own_kafka: KafkaRef) -> None:
+    broker_id = random.randint(100, 30000)
+    kafka = scenario(f"{own_kafka.host}:{own_kafka.controller_port}", own_kafka.bootstrap, broker_id, 30.0)
     strom = scenario(controller_bootstrap(strom_node), strom_node.bootstrap, broker_id, 15.0)
     assert [step for step, _ in strom] == [step for step, _ in kafka]
     diffs = [(step, s, k) for (step, s), (_, k) in zip(strom, kafka, strict=True) if s != k]
