@@ -1017,14 +1017,7 @@ class QuorumController:
         (and its leadership, to another acceptable replica or none), then the fence record."""
         reg = image.brokers[broker_id]
         acceptable = self._acceptable_leader(_with_broker(image, broker_id, fenced=True))
-        out: list[Message] = []
-        for topic in sorted(image.topics.values(), key=lambda t: t.name):
-            min_isr, unclean = self._election_settings(image, topic.name)
-            for pid in sorted(topic.partitions):
-                record = remove_from_isr(topic.partitions[pid], topic.topic_id, pid, broker_id, acceptable=acceptable,
-                                         elr_enabled=image.elr_enabled, min_isr=min_isr, unclean=unclean)
-                if record is not None:
-                    out.append(record)
+        out: list[Message] = list(self._isr_removals(image, broker_id, acceptable))
         out.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch, fenced=FENCING_FENCE))
         return out
 
@@ -1037,6 +1030,13 @@ class QuorumController:
             out.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
                                                       in_controlled_shutdown=CONTROLLED_SHUTDOWN_IN))
         acceptable = self._acceptable_leader(_with_broker(image, broker_id, in_controlled_shutdown=True))
+        out.extend(self._isr_removals(image, broker_id, acceptable))
+        return out
+
+    def _isr_removals(self, image: MetadataImage, broker_id: int,
+                      acceptable: Callable[[int], bool]) -> list[Message]:
+        """The PartitionChangeRecords that take ``broker_id`` out of every ISR and leadership."""
+        out: list[Message] = []
         for topic in sorted(image.topics.values(), key=lambda t: t.name):
             min_isr, unclean = self._election_settings(image, topic.name)
             for pid in sorted(topic.partitions):
